@@ -1,0 +1,45 @@
+"""The `librarian` command: one subcommand per module, each imported only when it runs.
+
+Every subcommand module in this package exposes `register(subparsers)`, which adds its parser and
+sets `handler` (a callable taking the parsed args and returning an exit code). Heavy libraries
+(dagster, mcp, google-genai) are imported inside the handlers, so `librarian parse` or
+`librarian redact` start in well under a second.
+"""
+
+import argparse
+import importlib
+import sys
+
+# Module names under librarian_dagster.cli, in the order their commands appear in --help.
+COMMAND_MODULES = ("run", "query", "parse", "redact", "library")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="librarian",
+        description="Memory that survives across sessions for AI coding agents.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"librarian_dagster.cli.{name}")
+        except ModuleNotFoundError as exc:
+            # A module still being written must not take the other commands down with it.
+            if exc.name == f"librarian_dagster.cli.{name}":
+                continue
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
