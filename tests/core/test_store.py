@@ -1,0 +1,157 @@
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+
+from librarian_dagster.core.store import (
+    MIGRATIONS,
+    ChunkRecord,
+    MemoryRecord,
+    SearchFilters,
+    Store,
+)
+
+MODEL = "test-model"
+
+
+def _unit(*xs: float) -> list[float]:
+    norm = sum(x * x for x in xs) ** 0.5
+    return [x / norm for x in xs]
+
+
+def _memory(session_id: str, *, project="alpha", domain="technical", tags=("go",), days_ago=0):
+    end = datetime(2026, 11, 1, tzinfo=UTC) - timedelta(days=days_ago)
+    return MemoryRecord(
+        session_id=session_id,
+        project=project,
+        cwd=f"/src/{project}",
+        git_branch="main",
+        started_at=end - timedelta(hours=1),
+        ended_at=end,
+        title=None,
+        digest={"summary": f"summary of {session_id}"},
+        digest_text=f"digest of {session_id}",
+        summary=f"summary of {session_id}",
+        domain=domain,
+        tags=list(tags),
+        importance=3,
+        content_hash=f"hash-{session_id}",
+        digest_version=1,
+        digest_model="offline",
+        embedding_model=MODEL,
+        turns=4,
+    )
+
+
+def test_migrate_is_idempotent_and_records_the_version(store):
+    assert store.migrate() == MIGRATIONS[-1][0]
+    assert store.migrate() == MIGRATIONS[-1][0]
+    with psycopg.connect(store.url) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == len(
+            MIGRATIONS
+        )
+
+
+def test_search_ranks_the_nearest_chunk_first_and_filters(store):
+    store.replace_memory(
+        _memory("s1", project="alpha", tags=("go", "git")),
+        [
+            ChunkRecord("worked_on", 0, "fixed the sqlite lock timeout", _unit(1, 0, 0)),
+            ChunkRecord("solution", 0, "raised busy_timeout to 5s", _unit(0.9, 0.1, 0)),
+        ],
+    )
+    store.replace_memory(
+        _memory("s2", project="beta", tags=("python",), days_ago=3),
+        [ChunkRecord("worked_on", 0, "wrote the release notes", _unit(0, 1, 0))],
+    )
+    hits = store.search("sqlite lock", _unit(1, 0.05, 0), MODEL, limit=5)
+    assert [h.session_id for h in hits][:2] == ["s1", "s1"]
+    assert hits[0].text == "fixed the sqlite lock timeout"
+    assert hits[0].score > hits[-1].score
+    assert hits[0].project == "alpha" and hits[0].summary == "summary of s1"
+
+    only_beta = store.search("sqlite lock", _unit(1, 0, 0), MODEL, SearchFilters(project="beta"))
+    assert {h.session_id for h in only_beta} == {"s2"}
+    by_tag = store.search("x", _unit(1, 0, 0), MODEL, SearchFilters(tags=["python"]))
+    assert {h.session_id for h in by_tag} == {"s2"}
+    recent = store.search(
+        "x", _unit(1, 0, 0), MODEL, SearchFilters(since=datetime(2026, 10, 31, tzinfo=UTC))
+    )
+    assert {h.session_id for h in recent} == {"s1"}
+    assert store.search("x", _unit(1, 0, 0), "another-model") == []
+
+
+def test_full_text_finds_an_exact_identifier_the_vectors_miss(store):
+    store.replace_memory(
+        _memory("s1"), [ChunkRecord("solution", 0, "ChunkJSONL splits big lines", _unit(0, 0, 1))]
+    )
+    store.replace_memory(
+        _memory("s2"), [ChunkRecord("solution", 0, "unrelated words here", _unit(1, 0, 0))]
+    )
+    hits = store.search("ChunkJSONL", _unit(1, 0, 0), MODEL, limit=2)
+    # s2 wins on the vector alone; s1 is in both lists only through full text, and still ranks.
+    assert "s1" in {h.session_id for h in hits}
+
+
+def test_max_per_session_keeps_one_session_from_filling_the_results(store):
+    store.replace_memory(
+        _memory("big"),
+        [ChunkRecord("solution", i, f"bullet {i}", _unit(1, 0.01 * i, 0)) for i in range(6)],
+    )
+    store.replace_memory(_memory("small"), [ChunkRecord("solution", 0, "b", _unit(0.5, 0.5, 0))])
+    hits = store.search("q", _unit(1, 0, 0), MODEL, limit=5, max_per_session=2)
+    assert [h.session_id for h in hits].count("big") == 2
+    assert "small" in {h.session_id for h in hits}
+
+
+def test_replace_memory_swaps_chunks_and_delete_cascades(store):
+    store.replace_memory(
+        _memory("s1"), [ChunkRecord("a", i, f"old {i}", _unit(1, 0)) for i in range(3)]
+    )
+    store.replace_memory(_memory("s1"), [ChunkRecord("a", 0, "new", _unit(1, 0))])
+    assert store.get_memory("s1")["chunk_count"] == 1
+    assert store.delete_memory("s1")
+    with psycopg.connect(store.url) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM indexed_chunks").fetchone()[0] == 0
+
+
+def test_a_failed_write_leaves_the_previous_memory_whole(store):
+    store.replace_memory(_memory("s1"), [ChunkRecord("a", 0, "kept", _unit(1, 0))])
+    duplicate_position = [
+        ChunkRecord("a", 0, "x", _unit(1, 0)),
+        ChunkRecord("a", 0, "y", _unit(1, 0)),
+    ]
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        store.replace_memory(_memory("s1"), duplicate_position)
+    memory = store.get_memory("s1")
+    assert memory is not None and memory["chunk_count"] == 1
+    assert [h.text for h in store.search("kept", _unit(1, 0), MODEL)] == ["kept"]
+
+
+def test_list_sessions_is_newest_first_and_pages_with_a_cursor(store):
+    for i in range(5):
+        store.replace_memory(_memory(f"s{i}", days_ago=i), [])
+    first = store.list_sessions(limit=2)
+    assert [r["session_id"] for r in first] == ["s0", "s1"]
+    last = first[-1]
+    rest = store.list_sessions(limit=10, after=(last["sort_date"], last["session_id"]))
+    assert [r["session_id"] for r in rest] == ["s2", "s3", "s4"]
+    assert store.stats()["sessions"] == 5
+
+
+def test_two_dimensions_live_side_by_side(store):
+    store.replace_memory(_memory("small"), [ChunkRecord("a", 0, "t", _unit(1, 0))])
+    store.replace_memory(_memory("wide"), [ChunkRecord("a", 0, "t", _unit(1, 0, 0, 0))])
+    assert {h.session_id for h in store.search("t", _unit(1, 0, 0, 0), MODEL)} == {"wide"}
+
+
+def test_a_database_without_pgvector_fails_with_a_clear_error(monkeypatch, database_url):
+    store = Store(database_url)
+    store.migrate()
+
+    def refuse(conn):
+        raise psycopg.ProgrammingError("vector type not found in the database")
+
+    monkeypatch.setattr("librarian_dagster.core.store.register_vector", refuse)
+    with pytest.raises(Exception, match="no `vector` extension"):
+        store.connect()
