@@ -1,0 +1,177 @@
+"""Shared plumbing for the Librarian hooks: run wrapper, debug log, library discovery, state.
+
+Standard library only, and only cheap modules at import time: every hook process pays for its
+imports on every tool call (Python itself already costs 10-20 ms to start). Modules that only the
+Stop hook needs live in `librarian_routing.py`.
+"""
+
+import json
+import os
+import sys
+import time
+
+LIBRARY_DIRNAME = "_memory_library"
+SCRATCH_NAME = ".scratch.md"
+# Bounded debug log: one rotation keeps at most about twice this on disk.
+LOG_MAX_BYTES = 256 * 1024
+# Per-session state files older than this are swept when a new session starts.
+STATE_MAX_AGE_S = 7 * 24 * 3600
+
+
+def log_path(env=None) -> str:
+    env = os.environ if env is None else env
+    explicit = env.get("LIBRARIAN_LOG")
+    if explicit:
+        return explicit
+    return os.path.join(os.path.expanduser("~"), ".claude", "librarian.log")
+
+
+def log_line(hook: str, outcome: str, ms: float, env=None) -> None:
+    """Append one line (hook, outcome, milliseconds). Never raises: logging must not break a hook."""
+    try:
+        path = log_path(env)
+        try:
+            if os.stat(path).st_size > LOG_MAX_BYTES:
+                os.replace(path, path + ".1")
+        except OSError:
+            pass
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        # One write() of a short line in append mode: concurrent hooks do not interleave mid-line.
+        line = f"{stamp} {hook} {ms:.1f}ms {outcome}".replace("\n", " ")[:1000] + "\n"
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+    except Exception:
+        pass
+
+
+def read_event() -> dict:
+    raw = sys.stdin.buffer.read()
+    event = json.loads(raw.decode("utf-8", errors="replace") or "{}")
+    if not isinstance(event, dict):
+        raise ValueError("hook input is not a JSON object")
+    return event
+
+
+def run(hook: str, handle) -> int:
+    """Read the event, call `handle(event) -> (output | None, outcome)`, print, log; always exit 0.
+
+    Output is serialised before anything is printed, so an internal error leaves stdout empty and
+    Claude Code carries on exactly as if the hook were not installed.
+    """
+    start = time.perf_counter()
+    try:
+        output, outcome = handle(read_event())
+        text = json.dumps(output) if output else ""
+    except BaseException as exc:  # noqa: BLE001 - the session must survive anything we do
+        if isinstance(exc, KeyboardInterrupt | SystemExit):
+            outcome = f"error: {type(exc).__name__}"
+        else:
+            outcome = f"error: {type(exc).__name__}: {str(exc)[:200]}"
+        text = ""
+    if text:
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except Exception:
+            outcome += " (stdout failed)"
+    log_line(hook, outcome, (time.perf_counter() - start) * 1000.0)
+    return 0
+
+
+def event_cwd(event: dict, env=None) -> str:
+    env = os.environ if env is None else env
+    cwd = event.get("cwd") or env.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+    return os.path.abspath(cwd)
+
+
+def find_library(start_dir: str, env=None):
+    """Return (library_dir, tree_root) or None.
+
+    The library mirrors the tree of the folder that holds it. `LIBRARIAN_PATH` names the library
+    folder directly; its tree root is then its parent folder.
+    """
+    env = os.environ if env is None else env
+    explicit = env.get("LIBRARIAN_PATH")
+    if explicit:
+        lib = os.path.abspath(os.path.expanduser(explicit))
+        if os.path.isdir(lib):
+            return lib, os.path.dirname(lib)
+        return None
+    current = os.path.abspath(start_dir)
+    while True:
+        candidate = os.path.join(current, LIBRARY_DIRNAME)
+        if os.path.isdir(candidate):
+            return candidate, current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+
+
+def state_dir(env=None) -> str:
+    env = os.environ if env is None else env
+    explicit = env.get("LIBRARIAN_STATE_DIR")
+    if explicit:
+        return explicit
+    # CLAUDE_PLUGIN_DATA survives plugin updates; CLAUDE_PLUGIN_ROOT does not.
+    plugin_data = env.get("CLAUDE_PLUGIN_DATA")
+    if plugin_data:
+        return os.path.join(plugin_data, "state")
+    return os.path.join(os.path.expanduser("~"), ".claude", "librarian", "state")
+
+
+def session_key(session_id) -> str:
+    """A file-name-safe key for a session id (they are UUIDs, but we do not trust stdin)."""
+    sid = str(session_id or "")
+    if sid and len(sid) <= 100 and all(c.isalnum() or c in "-_" for c in sid):
+        return sid
+    import hashlib  # only for odd ids; keeps the common path's imports minimal
+
+    return "h" + hashlib.sha256(sid.encode("utf-8", "replace")).hexdigest()[:32]
+
+
+def prune_state(directory: str, now: float) -> None:
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if now - entry.stat().st_mtime > STATE_MAX_AGE_S:
+                os.remove(entry.path)
+        except OSError:
+            pass
+
+
+def load_json(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def save_json_atomic(path: str, data: dict) -> None:
+    # Write then rename: a reader (or a crash) never sees half a state file.
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
+    os.replace(tmp, path)
+
+
+def open_session_state(event: dict, suffix: str, env=None):
+    """Return the state-file path for this session (None without a session id).
+
+    The first time a session is seen, old state files are swept, so the folder stays small.
+    """
+    sid = event.get("session_id")
+    if not sid:
+        return None
+    directory = state_dir(env)
+    path = os.path.join(directory, session_key(sid) + suffix)
+    if not os.path.exists(path):
+        os.makedirs(directory, exist_ok=True)
+        prune_state(directory, time.time())
+    return path
