@@ -27,7 +27,7 @@ def log_path(env=None) -> str:
 
 
 def log_line(hook: str, outcome: str, ms: float, env=None) -> None:
-    """Append one line (hook, outcome, milliseconds). Never raises: logging must not break a hook."""
+    """Append one line (hook, outcome, milliseconds); never raises: a log must not break a hook."""
     try:
         path = log_path(env)
         try:
@@ -63,7 +63,7 @@ def run(hook: str, handle) -> int:
     try:
         output, outcome = handle(read_event())
         text = json.dumps(output) if output else ""
-    except BaseException as exc:  # noqa: BLE001 - the session must survive anything we do
+    except BaseException as exc:  # the session must survive anything we do
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             outcome = f"error: {type(exc).__name__}"
         else:

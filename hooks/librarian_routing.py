@@ -293,7 +293,7 @@ def memory_dirs(cwd: str, env=None) -> list:
         slug = project_slug(base)
         names = [slug]
         if len(slug) > 200:
-            # Long names are cut to 200 characters plus a hash we cannot recompute: match the prefix.
+            # Long names are cut to 200 characters plus a hash we cannot recompute: match prefix.
             try:
                 names = [n for n in os.listdir(projects) if n.startswith(slug[:200])]
             except OSError:

@@ -18,10 +18,12 @@ def reminder(library: str, root: str) -> str:
         f"Librarian: this project keeps notes in {library} (it mirrors the folders of {root}). "
         f"When you learn something worth keeping (a pattern, a pitfall, a decision), append it to "
         f"{scratch} as a block:\n"
-        "## [TAG: <folder relative to the project root, or global>, type: <patterns|tech|product>]\n"
+        "## [TAG: <folder relative to the project root, or global>, "
+        "type: <patterns|tech|product>]\n"
         "- one learning per bullet\n"
         "At the end of each turn the block is filed into "
-        f"{lib.LIBRARY_DIRNAME}/<folder>/<type>.md. Blocks without `type:` stay in the scratch file."
+        f"{lib.LIBRARY_DIRNAME}/<folder>/<type>.md. Blocks without `type:` stay in the "
+        "scratch file."
     )
 
 
@@ -38,7 +40,9 @@ def handle(event: dict, env=None):
         except FileExistsError:
             return None, "already reminded"
     text = reminder(*found)
-    output = {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": text}}
+    output = {
+        "hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": text}
+    }
     return output, "reminded"
 
 
