@@ -15,11 +15,14 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
+
+from librarian_dagster.core.transcripts import SessionFiles
 
 # Versioned, append-only: never edit a released step, add a new one.
 MIGRATIONS: tuple[tuple[int, str], ...] = (
@@ -69,6 +72,15 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         );
         CREATE INDEX indexed_chunks_session ON indexed_chunks (session_id);
         CREATE INDEX indexed_chunks_text_search ON indexed_chunks USING gin (text_search);
+        -- Where each session's files are, so any stage (or a backfill from the UI) can find
+        -- them from the partition key alone.
+        CREATE TABLE session_sources (
+            session_id     text PRIMARY KEY,
+            main_path      text,
+            subagent_paths text[] NOT NULL DEFAULT '{}',
+            fingerprint    text NOT NULL,
+            recorded_at    timestamptz NOT NULL DEFAULT now()
+        );
         """,
     ),
 )
@@ -245,6 +257,44 @@ class Store:
                         ],
                     )  # fmt: skip
 
+    def record_sources(self, sessions: Sequence[tuple[SessionFiles, str]]) -> None:
+        """Remember where each (session files, fingerprint) lives; the newest record wins."""
+        if not sessions:
+            return
+        with self.connect() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(
+                """
+                INSERT INTO session_sources (session_id, main_path, subagent_paths, fingerprint)
+                VALUES (%s, %s, %s, %s)
+                ON CONFLICT (session_id) DO UPDATE SET main_path = EXCLUDED.main_path,
+                    subagent_paths = EXCLUDED.subagent_paths,
+                    fingerprint = EXCLUDED.fingerprint, recorded_at = now()
+                """,
+                [
+                    (
+                        files.session_id,
+                        str(files.main) if files.main else None,
+                        [str(p) for p in files.subagents],
+                        fingerprint,
+                    )
+                    for files, fingerprint in sessions
+                ],
+            )
+
+    def session_source(self, session_id: str) -> SessionFiles | None:
+        with self.connect() as conn:
+            row = conn.execute(
+                "SELECT main_path, subagent_paths FROM session_sources WHERE session_id = %s",
+                (session_id,),
+            ).fetchone()
+        if row is None:
+            return None
+        return SessionFiles(
+            session_id=session_id,
+            main=Path(row["main_path"]) if row["main_path"] else None,
+            subagents=tuple(Path(p) for p in row["subagent_paths"]),
+        )
+
     def delete_memory(self, session_id: str) -> bool:
         with self.connect() as conn:
             cur = conn.execute("DELETE FROM memories WHERE session_id = %s", (session_id,))
@@ -357,8 +407,7 @@ class Store:
         where, params = _filter_sql(filters)
         if after is not None:
             where += (
-                " AND (COALESCE(m.ended_at, m.ingested_at), m.session_id)"
-                " < (%(a_date)s, %(a_id)s)"
+                " AND (COALESCE(m.ended_at, m.ingested_at), m.session_id) < (%(a_date)s, %(a_id)s)"
             )
             params |= {"a_date": after[0], "a_id": after[1]}
         params["limit"] = limit

@@ -1,0 +1,73 @@
+"""What the sensor should ingest: a pure function of the mirror's state and the last cursor.
+
+A session is requested when its files have settled (unchanged for `settle_seconds`, so a session
+Claude Code is still writing waits) and its fingerprint (sizes and mtimes of all its files)
+differs from the one last requested. The cursor is the map session id -> fingerprint requested,
+so an unchanged file is never requested twice and a grown (resumed) one exactly once more.
+"""
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from librarian_dagster.core.transcripts import SessionFiles
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    files: SessionFiles
+    fingerprint: str
+    last_modified: float
+    """Newest mtime (seconds since the epoch) among the session's files."""
+
+
+@dataclass(frozen=True)
+class IngestPlan:
+    requests: list[Snapshot]
+    cursor: str
+    waiting: int
+    """Sessions changed but not settled yet: asked again on a later tick."""
+
+
+def snapshot(sessions: Iterable[SessionFiles]) -> list[Snapshot]:
+    result = []
+    for files in sessions:
+        mtimes = []
+        for path in files.paths:
+            try:
+                mtimes.append(path.stat().st_mtime)
+            except OSError:
+                continue  # vanished between discovery and now: the fingerprint says so
+        result.append(Snapshot(files, files.fingerprint(), max(mtimes, default=0.0)))
+    return result
+
+
+def plan_ingest(
+    snapshots: Sequence[Snapshot], cursor: str | None, now: float, settle_seconds: float
+) -> IngestPlan:
+    requested = parse_cursor(cursor)
+    requests: list[Snapshot] = []
+    waiting = 0
+    for snap in snapshots:
+        if requested.get(snap.files.session_id) == snap.fingerprint:
+            continue
+        if now - snap.last_modified < settle_seconds:
+            waiting += 1
+            continue
+        requests.append(snap)
+        requested[snap.files.session_id] = snap.fingerprint
+    return IngestPlan(requests, json.dumps(requested, sort_keys=True), waiting)
+
+
+def parse_cursor(cursor: str | None) -> dict[str, str]:
+    if not cursor:
+        return {}
+    try:
+        value = json.loads(cursor)
+    except json.JSONDecodeError:
+        return {}  # an unreadable cursor means "nothing requested yet": runs are keyed, so safe
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def run_key(snap: Snapshot) -> str:
+    return f"{snap.files.session_id}:{snap.fingerprint}"

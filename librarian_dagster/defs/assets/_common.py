@@ -1,0 +1,34 @@
+"""Small pieces the stage assets share."""
+
+import dagster as dg
+
+from librarian_dagster.core.staging import Staging, session_from_json
+from librarian_dagster.core.store import Store
+from librarian_dagster.core.transcripts import Session, SessionFiles
+
+GROUP = "sessions"
+
+# Stage names in the staging area, one per asset that hands data to the next.
+REDACTED = "redacted_session"
+DIGEST = "session_digest"
+CHUNKS = "digest_chunks"
+EMBEDDINGS = "chunk_embeddings"
+
+
+def source_files(store: Store, session_id: str) -> SessionFiles:
+    files = store.session_source(session_id)
+    if files is None:
+        raise dg.Failure(
+            f"no transcript recorded for session {session_id}: the mirror sensor or "
+            "`librarian ingest PATH` records where a session's files are before its first run"
+        )
+    return files
+
+
+def staged_session(staging: Staging, session_id: str) -> Session:
+    return session_from_json(staging.read(REDACTED, session_id))
+
+
+def skipped(reason: str, **metadata) -> dg.MaterializeResult:
+    """A stage that has nothing to do for this session says so, and why, in its metadata."""
+    return dg.MaterializeResult(metadata={"skipped": reason, **metadata})

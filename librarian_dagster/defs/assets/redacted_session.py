@@ -1,0 +1,69 @@
+import json
+
+import dagster as dg
+
+from librarian_dagster.core.redaction import find_secrets, redact_session
+from librarian_dagster.core.staging import session_to_json
+from librarian_dagster.core.transcripts import parse_session
+from librarian_dagster.defs.assets._common import GROUP, REDACTED, source_files
+from librarian_dagster.defs.partitions import sessions_partitions
+from librarian_dagster.defs.resources import MirrorResource, StagingResource, StoreResource
+
+NO_SECRETS_REMAIN = "no_secrets_remain"
+
+
+@dg.asset(
+    partitions_def=sessions_partitions,
+    deps=["transcript"],
+    kinds={"python"},
+    group_name=GROUP,
+    check_specs=[
+        dg.AssetCheckSpec(
+            NO_SECRETS_REMAIN,
+            asset="redacted_session",
+            blocking=True,
+            description="The staged, redacted session scanned again finds no secret. Blocking: "
+            "a session that fails never reaches the digest (and so never an LLM).",
+        )
+    ],
+)
+def redacted_session(
+    context: dg.AssetExecutionContext,
+    store: StoreResource,
+    staging: StagingResource,
+    mirror: MirrorResource,
+):
+    """The session with every secret replaced by [REDACTED:<family>]; the only form staged."""
+    files = source_files(store.get(), context.partition_key)
+    session = parse_session(files, include_thinking=mirror.include_thinking)
+    clean, counts = redact_session(session)
+    stage = staging.get()
+    path = stage.write(REDACTED, context.partition_key, session_to_json(clean))
+
+    # Scan what was actually written, not the object in memory: that is what later stages read.
+    with path.open(encoding="utf-8") as staged:
+        leftovers = _families(find_secrets(json.dumps(json.load(staged), ensure_ascii=False)))
+    return dg.MaterializeResult(
+        metadata={
+            "redactions": sum(counts.values()),
+            "redactions_by_family": dict(sorted(counts.items())),
+            "turns": len(clean.turns),
+            "skip_reason": clean.skip_reason or "",
+        },
+        check_results=[
+            dg.AssetCheckResult(
+                check_name=NO_SECRETS_REMAIN,
+                passed=not leftovers,
+                severity=dg.AssetCheckSeverity.ERROR,
+                # Families and counts only: the value, or any part of it, goes nowhere.
+                metadata={"remaining_by_family": leftovers},
+            )
+        ],
+    )
+
+
+def _families(findings) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for finding in findings:
+        counts[finding.family] = counts.get(finding.family, 0) + 1
+    return counts

@@ -1,0 +1,33 @@
+import dagster as dg
+
+from librarian_dagster.core.transcripts import parse_session
+from librarian_dagster.defs.assets._common import GROUP, source_files
+from librarian_dagster.defs.partitions import sessions_partitions
+from librarian_dagster.defs.resources import MirrorResource, StoreResource
+
+
+@dg.asset(partitions_def=sessions_partitions, kinds={"python"}, group_name=GROUP)
+def transcript(context: dg.AssetExecutionContext, store: StoreResource, mirror: MirrorResource):
+    """A session's transcript files parsed into normalised turns (counted here, never staged).
+
+    Nothing unredacted is written anywhere: the next stage parses again and redacts before it
+    stages, so the only unredacted copy stays the file Claude Code wrote.
+    """
+    files = source_files(store.get(), context.partition_key)
+    session = parse_session(files, include_thinking=mirror.include_thinking)
+    stats = session.stats
+    return dg.MaterializeResult(
+        metadata={
+            "files": [str(p) for p in files.paths],
+            "records": sum(stats.records_by_type.values()),
+            "records_by_type": dict(stats.records_by_type),
+            "malformed_lines": stats.malformed_lines,
+            "malformed_examples": list(stats.malformed_examples[:10]),
+            "turns": len(session.turns),
+            "tool_uses": stats.tool_uses,
+            "subagents": stats.subagents,
+            "compactions": stats.compactions,
+            "project": session.project,
+            "skip_reason": session.skip_reason or "",
+        }
+    )

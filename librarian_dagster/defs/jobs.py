@@ -1,0 +1,10 @@
+import dagster as dg
+
+from librarian_dagster.defs.assets._common import GROUP
+
+# Every stage of one session, transcript to memory (with the blocking leak check in between).
+ingest_session_job = dg.define_asset_job(
+    "ingest_session",
+    selection=dg.AssetSelection.groups(GROUP),
+    description="Ingest one session: transcript -> redacted -> digest -> chunks -> vectors -> DB.",
+)

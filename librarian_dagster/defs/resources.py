@@ -1,0 +1,91 @@
+"""The resources every stage uses, and the one place where they are bound to the environment."""
+
+from functools import cache
+from pathlib import Path
+
+import dagster as dg
+
+from librarian_dagster.core.database import database_url
+from librarian_dagster.core.digest import Digester, OfflineDigester
+from librarian_dagster.core.embeddings import Embedder, local_embedder
+from librarian_dagster.core.settings import Settings
+from librarian_dagster.core.staging import Staging
+from librarian_dagster.core.store import Store
+
+
+class StoreResource(dg.ConfigurableResource):
+    """Librarian's PostgreSQL: the embedded server under `home`, or `database_url`."""
+
+    home: str
+    database_url: str | None = None
+
+    def get(self) -> Store:
+        return _migrated_store(self.home, self.database_url)
+
+
+@cache
+def _migrated_store(home: str, url: str | None) -> Store:
+    # Migrate once per process: every run worker and the sensor share the same schema check.
+    settings = Settings.from_env({"LIBRARIAN_HOME": home, "LIBRARIAN_DATABASE_URL": url or ""})
+    store = Store(database_url(settings))
+    store.migrate()
+    return store
+
+
+class StagingResource(dg.ConfigurableResource):
+    """Where each stage leaves its (redacted) output for the next."""
+
+    home: str
+
+    def get(self) -> Staging:
+        return Staging(Path(self.home) / "staging")
+
+
+class MirrorResource(dg.ConfigurableResource):
+    """The folder of Claude Code transcripts and how the parser reads it."""
+
+    path: str
+    settle_seconds: float = 120.0
+    include_thinking: bool = False
+
+
+class DigesterResource(dg.ConfigurableResource):
+    """Who writes the digest. `offline` needs no key; LLM providers come as other values."""
+
+    provider: str = "offline"
+
+    def get(self) -> Digester:
+        if self.provider == "offline":
+            return OfflineDigester()
+        raise dg.Failure(f"unknown digester provider {self.provider!r} (known: offline)")
+
+
+class EmbedderResource(dg.ConfigurableResource):
+    """Who embeds chunks. `local` is all-MiniLM-L6-v2 shipped in a wheel, run on the CPU."""
+
+    provider: str = "local"
+
+    def get(self) -> Embedder:
+        if self.provider == "local":
+            return local_embedder()
+        raise dg.Failure(f"unknown embedder provider {self.provider!r} (known: local)")
+
+
+def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
+    return {
+        "store": StoreResource(home=str(settings.home), database_url=settings.database_url),
+        "staging": StagingResource(home=str(settings.home)),
+        "mirror": MirrorResource(
+            path=str(settings.mirror),
+            settle_seconds=settings.settle_seconds,
+            include_thinking=settings.include_thinking,
+        ),
+        "digester": DigesterResource(),
+        "embedder": EmbedderResource(),
+    }
+
+
+@dg.definitions
+def resources() -> dg.Definitions:
+    # The single place that reads LIBRARIAN_* from the environment for the Dagster code location.
+    return dg.Definitions(resources=build_resources(Settings.from_env()))

@@ -1,0 +1,49 @@
+import time
+from pathlib import Path
+
+import dagster as dg
+
+from librarian_dagster.core.mirror import plan_ingest, run_key, snapshot
+from librarian_dagster.core.transcripts import discover_sessions
+from librarian_dagster.defs.jobs import ingest_session_job
+from librarian_dagster.defs.partitions import sessions_partitions
+from librarian_dagster.defs.resources import MirrorResource, StoreResource
+
+
+@dg.sensor(
+    job=ingest_session_job,
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+)
+def mirror_sensor(
+    context: dg.SensorEvaluationContext, mirror: MirrorResource, store: StoreResource
+):
+    """Requests an ingest run for each session in the mirror that is new or grew, once settled."""
+    root = Path(mirror.path)
+    if not root.is_dir():
+        return dg.SkipReason(f"mirror folder {root} does not exist (set LIBRARIAN_MIRROR)")
+    plan = plan_ingest(
+        snapshot(discover_sessions(root)), context.cursor, time.time(), mirror.settle_seconds
+    )
+    if not plan.requests:
+        return dg.SensorResult(
+            skip_reason=f"nothing new ({plan.waiting} session(s) still settling)",
+            cursor=plan.cursor,
+        )
+    # Record where each session's files are first: a run finds them by partition key alone.
+    store.get().record_sources([(s.files, s.fingerprint) for s in plan.requests])
+    new_keys = [
+        s.files.session_id
+        for s in plan.requests
+        if not context.instance.has_dynamic_partition(sessions_partitions.name, s.files.session_id)
+    ]
+    return dg.SensorResult(
+        run_requests=[
+            dg.RunRequest(partition_key=s.files.session_id, run_key=run_key(s))
+            for s in plan.requests
+        ],
+        dynamic_partitions_requests=[sessions_partitions.build_add_request(new_keys)]
+        if new_keys
+        else [],
+        cursor=plan.cursor,
+    )

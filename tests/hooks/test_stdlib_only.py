@@ -1,0 +1,58 @@
+"""The hooks import the standard library only: startup time and the user's bare python3."""
+
+import json
+import subprocess
+import sys
+
+from hookutil import HOOKS, make_library
+
+# Imports all hook modules and runs every handle() on a real library inside a venv python that has
+# dagster, psycopg, mcp and google-genai installed: any import of them would show in sys.modules.
+PROBE = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import librarian_hooklib, librarian_routing, pre_tool_use, stop, user_prompt_submit
+repo = sys.argv[2]
+base = {"session_id": "probe", "cwd": repo}
+pre_tool_use.handle(dict(base, tool_name="Edit", tool_input={"file_path": repo + "/a/f.py"}))
+user_prompt_submit.handle(dict(base, prompt="hi"))
+stop.handle(dict(base, stop_hook_active=False))
+top = sorted({m.split(".")[0] for m in sys.modules})
+print(json.dumps({"top": top, "stdlib": sorted(sys.stdlib_module_names)}))
+"""
+
+
+def test_hooks_import_only_the_standard_library(hooks, tmp_path):
+    repo = tmp_path / "repo"
+    make_library(
+        repo, {"a/tech.md": "- t", ".scratch.md": "## [TAG: a, type: patterns]\n- p\n"}
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, str(HOOKS), str(repo)],
+        capture_output=True,
+        env=hooks.env,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.decode("utf-8").splitlines()[-1])
+    top = set(report["top"])
+    for heavy in ("dagster", "psycopg", "psycopg2", "mcp", "google", "pydantic", "numpy"):
+        assert heavy not in top
+    ours = {"librarian_hooklib", "librarian_routing", "pre_tool_use", "stop", "user_prompt_submit"}
+    # site/sitecustomize machinery of this interpreter may load a few extras; they are not ours.
+    outside = top - set(report["stdlib"]) - ours - {"__main__", "sitecustomize", "usercustomize"}
+    assert not {m for m in outside if not m.startswith("_")} - {"certifi"}, outside
+    # The probe really ran the Stop logic, not just the imports.
+    assert (repo / "_memory_library" / "a" / "patterns.md").exists()
+
+
+def test_pre_tool_use_does_not_load_the_routing_module(hooks, tmp_path):
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import pre_tool_use; "
+        "print('librarian_routing' in sys.modules, 'hashlib' in sys.modules)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-E", "-S", "-c", probe, str(HOOKS)],
+        capture_output=True, env=hooks.env, timeout=60,
+    )
+    assert proc.stdout.split() == [b"False", b"False"], proc.stderr

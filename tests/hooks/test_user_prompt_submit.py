@@ -1,0 +1,28 @@
+"""user_prompt_submit.py: a tagging reminder once per session, only where a library exists."""
+
+import json
+
+from hookutil import make_library, user_prompt_event
+
+
+def test_reminds_once_per_session(hooks, tmp_path):
+    lib = make_library(tmp_path / "repo", {})
+    proc = hooks.run("user_prompt_submit", user_prompt_event(str(lib.parent / "deep")))
+    assert proc.returncode == 0, proc.stderr
+    specific = json.loads(proc.stdout)["hookSpecificOutput"]
+    assert specific["hookEventName"] == "UserPromptSubmit"
+    text = specific["additionalContext"]
+    assert "## [TAG: " in text and "type: " in text and str(lib / ".scratch.md") in text
+    assert len(text) < 1000
+
+    again = hooks.run("user_prompt_submit", user_prompt_event(str(lib.parent)))
+    assert again.returncode == 0 and again.stdout == b""
+    other = hooks.run("user_prompt_submit", user_prompt_event(str(lib.parent), session="other"))
+    assert b"TAG:" in other.stdout
+
+
+def test_silent_without_a_library(hooks, tmp_path):
+    (tmp_path / "bare").mkdir()
+    proc = hooks.run("user_prompt_submit", user_prompt_event(str(tmp_path / "bare")))
+    assert proc.returncode == 0 and proc.stdout == b""
+    assert "no library" in hooks.log_lines()[-1]
