@@ -261,10 +261,15 @@ def content_hash(session: Session) -> str:
 # -- helpers --------------------------------------------------------------------------------------
 
 _TAG_NOISE = re.compile(r"<[^>]{1,80}>|\[(?:image|document)[^\]]{0,80}\]|\[Image #\d+\]", re.I)
+# Context an IDE or Claude Code wraps into the user's message: not what the user asked.
+_INJECTED = re.compile(
+    r"<(ide_selection|ide_opened_file|system-reminder|local-command-stdout)>.*?</\1>", re.S
+)
 _BARE_COMMAND = re.compile(r"^/[\w:-]+$")
 
 
 def _clean(text: str) -> str:
+    text = _INJECTED.sub(" ", text)
     text = _TAG_NOISE.sub(" ", text)
     return re.sub(r"\s+", " ", text).strip()
 
