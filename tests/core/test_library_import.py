@@ -1,0 +1,96 @@
+"""librarian library import: a Cline memory bank becomes root library notes; never overwrites."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from librarian_dagster.cli.main import main
+from librarian_dagster.core.library import apply_plan, demote_headings, plan_import
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = (
+    REPO.parent / "shared" / "data" / "transcripts" / "memory-bank-samples"
+    / "1w2w3y__gpt-image-1-playground"
+)
+
+
+def test_real_memory_bank_imports(tmp_path, capsys):
+    into = tmp_path / "_memory_library"
+    assert main(["library", "import", str(SAMPLE), "--into", str(into)]) == 0
+    out = capsys.readouterr().out
+    assert "Wrote 5 note(s)" in out
+    assert sorted(p.name for p in into.iterdir()) == [
+        "active.md", "patterns.md", "product.md", "progress.md", "tech.md"
+    ]
+    product = (into / "product.md").read_text(encoding="utf-8")
+    assert product.startswith("# Product\n")
+    # The brief comes before the product context, as in Cline's hierarchy.
+    assert product.index("## From projectbrief.md") < product.index("## From productContext.md")
+    assert "### Project Brief: GPT-IMAGE-1 Playground" in product
+    patterns = (into / "patterns.md").read_text(encoding="utf-8")
+    assert "Builds on: [product.md](product.md)." in patterns
+    assert "System Patterns: GPT-IMAGE-1 Playground" in patterns
+    source = (SAMPLE / "memory-bank" / "techContext.md").read_text(encoding="utf-8")
+    last_line = source.strip().splitlines()[-1]
+    assert last_line.lstrip("#").strip() in (into / "tech.md").read_text(encoding="utf-8")
+
+
+def test_dry_run_writes_nothing(tmp_path, capsys):
+    into = tmp_path / "lib"
+    assert main(["library", "import", str(SAMPLE), "--into", str(into), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "create  product.md" in out and "projectbrief.md, productContext.md" in out
+    assert "Dry run" in out
+    assert not into.exists()
+
+
+def test_never_overwrites(tmp_path, capsys):
+    into = tmp_path / "lib"
+    into.mkdir()
+    (into / "tech.md").write_text("# Tech\n- mine\n", encoding="utf-8")
+    assert main(["library", "import", str(SAMPLE / "memory-bank"), "--into", str(into)]) == 0
+    out = capsys.readouterr().out
+    assert "skip    tech.md" in out and "Wrote 4 note(s)" in out
+    assert (into / "tech.md").read_text(encoding="utf-8") == "# Tech\n- mine\n"
+
+
+def test_extra_files_and_missing_core_files(tmp_path):
+    bank = tmp_path / "memory-bank"
+    (bank / "features").mkdir(parents=True)
+    (bank / "techContext.md").write_text("# Tech Context\n- uv\n", encoding="utf-8")
+    (bank / "features" / "auth.md").write_text("# Auth\n- oauth2\n", encoding="utf-8")
+    (bank / "tech.md").write_text("# An extra called tech\n", encoding="utf-8")
+    (bank / "empty.md").write_text("\n", encoding="utf-8")
+    (bank / "diagram.png").write_bytes(b"\x89PNG")
+    plan = plan_import(str(tmp_path), str(tmp_path / "lib"))
+    targets = {n.target: n.sources for n in plan.notes}
+    assert targets == {
+        "tech.md": ["techContext.md"],
+        "features-auth.md": ["features/auth.md"],
+        "tech-2.md": ["tech.md"],
+    }
+    assert plan.ignored == ["diagram.png"]
+    assert apply_plan(plan) == 3
+    assert "## From features/auth.md" in (tmp_path / "lib" / "features-auth.md").read_text("utf-8")
+
+
+def test_missing_bank_is_an_error(tmp_path, capsys):
+    assert main(["library", "import", str(tmp_path / "nope"), "--into", str(tmp_path)]) == 2
+    assert "no memory bank" in capsys.readouterr().err
+
+
+def test_headings_demoted_outside_code_fences():
+    text = "# Title\n## Sub\n```\n# comment in code\n```\n#hashtag\n###### deep"
+    assert demote_headings(text) == (
+        "### Title\n#### Sub\n```\n# comment in code\n```\n#hashtag\n###### deep"
+    )
+
+
+def test_runs_as_a_stdlib_script_for_the_plugin(tmp_path):
+    script = REPO / "librarian_dagster" / "core" / "library.py"
+    proc = subprocess.run(
+        [sys.executable, "-E", "-S", str(script), str(SAMPLE), "--into", str(tmp_path / "l")],
+        capture_output=True, timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "l" / "progress.md").exists()
