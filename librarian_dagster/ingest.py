@@ -73,6 +73,8 @@ def _ingest_one(session_id: str, instance, resources) -> IngestOutcome:
         instance=instance,
         resources=resources,
         raise_on_error=False,
+        # The run's events are all in the Dagster UI; the terminal gets one line per session.
+        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
         tags={"librarian/trigger": "cli-ingest"},
     )
     seconds = time.perf_counter() - started

@@ -1,0 +1,179 @@
+"""`librarian up | ingest | status | mcp`: run the product."""
+
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import librarian_dagster
+from librarian_dagster.core.settings import Settings
+
+DEFAULT_UI_PORT = 3000
+_STOP_GRACE_SECONDS = 20
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    up = subparsers.add_parser(
+        "up", help="start the database, Dagster (UI, sensor) and the MCP server"
+    )
+    up.add_argument("--ui-port", type=int, default=DEFAULT_UI_PORT)
+    up.add_argument("--mcp-port", type=int, default=None, help="default: LIBRARIAN_MCP_PORT/3201")
+    up.add_argument("--no-mcp", action="store_true", help="do not start the MCP server")
+    up.set_defaults(handler=cmd_up)
+
+    ingest = subparsers.add_parser(
+        "ingest", help="ingest transcript files or folders now, through the same assets"
+    )
+    ingest.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    ingest.set_defaults(handler=cmd_ingest)
+
+    status = subparsers.add_parser("status", help="sessions, chunks, last ingest, database")
+    status.set_defaults(handler=cmd_status)
+
+    mcp = subparsers.add_parser("mcp", help="serve search_chunks/get_digest/list_sessions")
+    mcp.add_argument("--transport", choices=("http", "stdio"), default="http")
+    mcp.add_argument("--host", default=None, help="default: LIBRARIAN_MCP_HOST or 127.0.0.1")
+    mcp.add_argument("--port", type=int, default=None, help="default: LIBRARIAN_MCP_PORT or 3201")
+    mcp.set_defaults(handler=cmd_mcp)
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from librarian_dagster.ingest import ingest_paths
+
+    missing = [p for p in args.paths if not p.exists()]
+    if missing:
+        print(f"librarian ingest: no such file or folder: {missing[0]}", file=sys.stderr)
+        return 2
+    settings = Settings.from_env()
+    outcomes = ingest_paths(args.paths, settings)
+    if not outcomes:
+        print("no session transcripts (*.jsonl) found", file=sys.stderr)
+        return 1
+    for o in outcomes:
+        extra = f" ({o.chunks} chunks)" if o.status == "ingested" else ""
+        print(f"{o.status:8} {o.session_id}{extra} {o.seconds:.1f}s  {o.detail}")
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("ingested", "skipped", "failed")}
+    print(", ".join(f"{n} {s}" for s, n in counts.items()))
+    return 1 if counts["failed"] else 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from librarian_dagster.core.database import database_url, describe_location
+    from librarian_dagster.core.store import Store
+
+    settings = Settings.from_env()
+    store = Store(database_url(settings))
+    store.migrate()
+    stats = store.stats()
+    last = stats.get("last_ingest")
+    print(f"database:    {describe_location(settings)}")
+    print(f"mirror:      {settings.mirror}")
+    print(f"sessions:    {stats.get('sessions', 0)} in {stats.get('projects', 0)} project(s)")
+    print(f"chunks:      {stats.get('chunks', 0)}")
+    print(f"last ingest: {last.isoformat(timespec='seconds') if last else 'never'}")
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from librarian_dagster.core.database import database_url
+    from librarian_dagster.core.embeddings import local_embedder
+    from librarian_dagster.core.store import Store
+    from mcp_server.app import build_server, http_app
+
+    settings = Settings.from_env()
+    store = Store(database_url(settings))
+    store.migrate()
+    server = build_server(store, local_embedder())
+    if args.transport == "stdio":
+        server.run("stdio")
+        return 0
+    import uvicorn
+
+    host = args.host or settings.mcp_host
+    port = args.port or settings.mcp_port
+    print(f"MCP server on http://{host}:{port}/mcp (legacy SSE at /sse)", file=sys.stderr)
+    uvicorn.run(http_app(server, host), host=host, port=port, log_level="warning")
+    return 0
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from librarian_dagster.core.dagster_home import prepare_dagster_home
+    from librarian_dagster.core.database import database_url, describe_location
+    from librarian_dagster.core.store import Store
+
+    settings = Settings.from_env()
+    # This process holds a handle on the embedded server for as long as `up` runs, so the
+    # server outlives every child's own start and stop, and stops when `up` exits.
+    store = Store(database_url(settings))
+    store.migrate()
+    env = {**os.environ, **prepare_dagster_home(settings)}
+    settings.log_dir.mkdir(parents=True, exist_ok=True)
+
+    children: list[tuple[str, subprocess.Popen]] = []
+    workspace = Path(librarian_dagster.__file__).resolve().parents[1] / "workspace.yaml"
+    dagster_cmd = [
+        sys.executable,
+        "-m",
+        "dagster",
+        "dev",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(args.ui_port),
+    ]
+    dagster_cmd += (
+        ["-w", str(workspace)] if workspace.exists() else ["-m", "librarian_dagster.definitions"]
+    )
+    # A new session per child: `dagster dev` ignores SIGTERM unless it leads its own group.
+    children.append(("dagster", subprocess.Popen(dagster_cmd, env=env, start_new_session=True)))
+    if not args.no_mcp:
+        mcp_cmd = [sys.executable, "-m", "mcp_server", "--transport", "http"]
+        if args.mcp_port:
+            mcp_cmd += ["--port", str(args.mcp_port)]
+        children.append(("mcp", subprocess.Popen(mcp_cmd, env=env, start_new_session=True)))
+
+    print(f"database  {describe_location(settings)}", file=sys.stderr)
+    print(f"mirror    {settings.mirror}", file=sys.stderr)
+    print(f"dagster   http://127.0.0.1:{args.ui_port}", file=sys.stderr)
+    if not args.no_mcp:
+        print(
+            f"mcp       http://127.0.0.1:{args.mcp_port or settings.mcp_port}/mcp", file=sys.stderr
+        )
+    print("Ctrl-C stops everything.", file=sys.stderr)
+
+    stopping = False
+
+    def request_stop(signum, frame):
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    exit_code = 0
+    while not stopping:
+        for name, proc in children:
+            if proc.poll() is not None:
+                print(f"{name} exited with {proc.returncode}; stopping", file=sys.stderr)
+                exit_code = 1
+                stopping = True
+        time.sleep(0.5)
+    _stop_children(children)
+    return exit_code
+
+
+def _stop_children(children: list[tuple[str, subprocess.Popen]]) -> None:
+    for _name, proc in children:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + _STOP_GRACE_SECONDS
+    for _name, proc in children:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
