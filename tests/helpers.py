@@ -1,0 +1,53 @@
+"""Test helpers shared across folders: settings in a temp home, a live MCP server over HTTP."""
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+from librarian_dagster.core.settings import Settings
+
+
+def make_settings(tmp_path: Path, database_url: str, mirror: Path | None = None) -> Settings:
+    return Settings.from_env(
+        {
+            "LIBRARIAN_HOME": str(tmp_path / "home"),
+            "LIBRARIAN_MIRROR": str(mirror or tmp_path / "mirror"),
+            "LIBRARIAN_DATABASE_URL": database_url,
+            "LIBRARIAN_SETTLE_SECONDS": "120",
+        }
+    )
+
+
+def age(path: Path, seconds: float) -> None:
+    """Make a file look last written `seconds` ago (so the sensor sees it as settled)."""
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve_http(app, port: int):
+    """Run an ASGI app with uvicorn on 127.0.0.1:port in a thread, for the test's duration."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("MCP test server did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -1,0 +1,144 @@
+"""From a mirror folder to an MCP answer: sensor, Dagster on Postgres storage, MCP over HTTP."""
+
+import asyncio
+import json
+import shutil
+
+import dagster as dg
+import pytest
+from mcp import Client
+
+from librarian_dagster.core.database import database_url as resolve_url
+from librarian_dagster.core.embeddings import local_embedder
+from librarian_dagster.core.settings import Settings
+from librarian_dagster.core.store import Store
+from librarian_dagster.definitions import defs as load_defs
+from librarian_dagster.defs.resources import build_resources
+from librarian_dagster.ingest import open_instance
+from mcp_server.app import build_server, http_app
+from tests.conftest import TRANSCRIPTS
+from tests.helpers import age, free_port, make_settings, serve_http
+
+CSS = "4379d1bf-ccb1-414e-a856-9791b73f3af2"  # adds margin-bottom to closed <details>
+CI = "fe869ecb-c176-478f-9734-7e4b8ef12cff"  # adds a GitHub Action for tests and linting
+
+
+@pytest.fixture
+def env(tmp_path, database_url, monkeypatch):
+    mirror = tmp_path / "mirror"
+    for project, session in (("-Users-dain-site", CSS), ("-Users-dain-claude-code-log", CI)):
+        target = mirror / project / f"{session}.jsonl"
+        target.parent.mkdir(parents=True)
+        shutil.copy(TRANSCRIPTS / "daaain__claude-code-log" / f"{session}.jsonl", target)
+        age(target, 600)
+    settings = make_settings(tmp_path, database_url, mirror)
+    for key, value in {
+        "LIBRARIAN_HOME": str(settings.home),
+        "LIBRARIAN_MIRROR": str(mirror),
+        "LIBRARIAN_DATABASE_URL": database_url,
+    }.items():
+        monkeypatch.setenv(key, value)
+    definitions = load_defs()
+    instance = open_instance(settings)
+    yield settings, definitions, instance, mirror
+    instance.dispose()
+
+
+def _tick(definitions, instance, cursor):
+    sensor = definitions.resolve_sensor_def("mirror_sensor")
+    with dg.build_sensor_context(
+        instance=instance,
+        cursor=cursor,
+        definitions=definitions,
+        resources=build_resources(Settings.from_env()),
+    ) as context:
+        result = sensor(context)
+    return result
+
+
+def _run(definitions, instance, result):
+    for request in result.dynamic_partitions_requests or []:
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    job = definitions.resolve_job_def("ingest_session")
+    for request in result.run_requests:
+        outcome = job.execute_in_process(partition_key=request.partition_key, instance=instance)
+        assert outcome.success
+
+
+def _call(url, tool, arguments):
+    async def go():
+        async with Client(url + "/mcp") as client:
+            return await client.call_tool(tool, arguments)
+
+    return asyncio.run(go())
+
+
+def test_mirror_to_mcp_answer_and_resumed_session(env):
+    settings, definitions, instance, mirror = env
+
+    first = _tick(definitions, instance, None)
+    assert sorted(r.partition_key for r in first.run_requests) == sorted([CSS, CI])
+    assert len({r.run_key for r in first.run_requests}) == 2
+    _run(definitions, instance, first)
+    assert set(instance.get_dynamic_partitions("sessions")) == {CSS, CI}
+
+    store = Store(resolve_url(settings))
+    server = build_server(store, local_embedder())
+    with serve_http(http_app(server, "127.0.0.1"), free_port()) as url:
+        found = _call(url, "search_chunks", {"query": "spacing below collapsed details elements"})
+        results = found.structured_content["results"]
+        assert results[0]["session_id"] == CSS
+        assert results[0]["score"] >= results[-1]["score"]
+
+        digest = _call(url, "get_digest", {"session_id": CSS}).structured_content
+        assert digest["session_id"] == CSS
+        assert digest["summary"] == results[0]["summary"]
+        assert any("margin-bottom" in b for b in digest["sections"]["worked_on"])
+
+        listed = _call(url, "list_sessions", {}).structured_content["sessions"]
+        assert {s["session_id"] for s in listed} == {CSS, CI}
+        by_id = {s["session_id"]: s for s in listed}
+        assert by_id[CSS]["summary"] == digest["summary"]
+        assert listed[0]["ended_at"] >= listed[1]["ended_at"]
+
+        ci = _call(url, "search_chunks", {"query": "GitHub workflow running the test suite"})
+        assert ci.structured_content["results"][0]["session_id"] == CI
+
+    # Unchanged files: nothing is requested again.
+    again = _tick(definitions, instance, first.cursor)
+    assert again.run_requests == []
+
+    # The CSS session is resumed: it grows, and is requested exactly once more.
+    grown = mirror / "-Users-dain-site" / f"{CSS}.jsonl"
+    with grown.open("a", encoding="utf-8") as out:
+        record = {
+            "type": "user",
+            "sessionId": CSS,
+            "uuid": "u-extra",
+            "timestamp": "2026-11-01T10:00:00Z",
+            "message": {"role": "user", "content": "Also make the summary text bold please"},
+        }
+        out.write(json.dumps(record) + "\n")
+    age(grown, 600)
+    grown_tick = _tick(definitions, instance, again.cursor)
+    assert [r.partition_key for r in grown_tick.run_requests] == [CSS]
+    assert grown_tick.run_requests[0].run_key != next(
+        r.run_key for r in first.run_requests if r.partition_key == CSS
+    )
+    _run(definitions, instance, grown_tick)
+    assert _tick(definitions, instance, grown_tick.cursor).run_requests == []
+    memory = store.get_memory(CSS)
+    assert memory is not None
+    assert any("bold" in b for b in memory["digest"]["worked_on"])
+    assert store.stats()["sessions"] == 2
+
+
+def test_a_session_still_being_written_waits_until_it_settles(env):
+    _settings, definitions, instance, mirror = env
+    fresh = mirror / "-Users-dain-site" / f"{CSS}.jsonl"
+    age(fresh, 5)  # written 5 s ago, settle time is 120 s
+    result = _tick(definitions, instance, None)
+    assert [r.partition_key for r in result.run_requests] == [CI]
+    age(fresh, 600)
+    later = _tick(definitions, instance, result.cursor)
+    assert [r.partition_key for r in later.run_requests] == [CSS]
