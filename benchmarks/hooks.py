@@ -101,7 +101,7 @@ def measure(cases: dict, runs: int) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Time pre_tool_use.py as a whole process.")
     parser.add_argument("--runs", type=int, default=101)
     parser.add_argument("--python", default="python3", help="interpreter, as hooks.json names it")
     args = parser.parse_args()

@@ -35,7 +35,8 @@ class _ScanContext:
     parse_constant = float  # NaN, Infinity, -Infinity
 
 
-_scan = _json.make_scanner(_ScanContext) if _json else None
+# typeshed types the context as a scanner; at run time any object with the attributes above works.
+_scan = _json.make_scanner(_ScanContext) if _json else None  # pyright: ignore[reportArgumentType]
 _encode_str = _json.encode_basestring_ascii if _json else None
 
 
