@@ -1,0 +1,73 @@
+"""Bad input is ingested or skipped with a reason in the run's metadata: never a crash."""
+
+import shutil
+
+import dagster as dg
+import pytest
+
+from librarian_dagster.core.store import Store
+from librarian_dagster.core.transcripts import session_files_for
+from librarian_dagster.ingest import ingest_sessions, open_instance
+from tests.conftest import TRANSCRIPTS
+from tests.helpers import make_settings
+
+TRUNCATED = TRANSCRIPTS / "derived" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.truncated.jsonl"
+SUMMARY_ONLY = (
+    TRANSCRIPTS / "daaain__claude-code-log" / "4e27c414-a885-46a0-b5c8-d58e1417377d.jsonl"
+)
+
+
+@pytest.fixture
+def bad_mirror(tmp_path):
+    folder = tmp_path / "mirror" / "-work-bad"
+    folder.mkdir(parents=True)
+    (folder / "11111111-1111-1111-1111-111111111111.jsonl").write_text(
+        "this is not JSON at all\n<html>oops</html>\n", encoding="utf-8"
+    )
+    (folder / "22222222-2222-2222-2222-222222222222.jsonl").write_bytes(b"")
+    shutil.copy(TRUNCATED, folder / "03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl")
+    shutil.copy(SUMMARY_ONLY, folder / SUMMARY_ONLY.name)
+    return folder
+
+
+def test_each_bad_file_is_ingested_or_skipped_with_its_reason(tmp_path, database_url, bad_mirror):
+    settings = make_settings(tmp_path, database_url, bad_mirror.parent)
+    instance = open_instance(settings)
+    outcomes = {
+        o.session_id: o
+        for o in ingest_sessions(session_files_for([bad_mirror]), settings, instance)
+    }
+    assert len(outcomes) == 4
+    assert {o.status for o in outcomes.values()} <= {"ingested", "skipped"}, outcomes
+
+    not_json = outcomes["11111111-1111-1111-1111-111111111111"]
+    assert not_json.status == "skipped" and not_json.detail
+    empty = outcomes["22222222-2222-2222-2222-222222222222"]
+    assert empty.status == "skipped" and "empty" in empty.detail
+    assert outcomes[SUMMARY_ONLY.stem].status == "skipped"
+    truncated = outcomes["03eb5929-52b3-4b13-ada3-b93ae35806b8"]
+    assert truncated.status == "ingested" and truncated.chunks > 0
+
+    # The reason is in the run's metadata, where the UI shows it.
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(
+            asset_key=dg.AssetKey("transcript"),
+            asset_partitions=["03eb5929-52b3-4b13-ada3-b93ae35806b8"],
+        ),
+        limit=1,
+    ).records
+    metadata = records[0].asset_materialization.metadata
+    assert metadata["malformed_lines"].value >= 1
+    skipped = instance.fetch_materializations(
+        dg.AssetRecordsFilter(
+            asset_key=dg.AssetKey("memory"),
+            asset_partitions=["22222222-2222-2222-2222-222222222222"],
+        ),
+        limit=1,
+    ).records
+    assert "empty" in skipped[0].asset_materialization.metadata["skipped"].value
+
+    store = Store(database_url)
+    assert store.get_memory("03eb5929-52b3-4b13-ada3-b93ae35806b8") is not None
+    assert store.get_memory("22222222-2222-2222-2222-222222222222") is None
+    instance.dispose()

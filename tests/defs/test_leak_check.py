@@ -1,0 +1,80 @@
+"""The blocking check: a session whose staged text still holds a secret never reaches the digest."""
+
+import json
+
+import dagster as dg
+
+from librarian_dagster.core.store import Store
+from librarian_dagster.core.transcripts import session_files_for
+from librarian_dagster.ingest import ingest_sessions, open_instance
+from tests.helpers import make_settings
+
+SECRET = "ghp_" + "Z8kQ2mV7xR4tY1uW9pL3nB6cD0fH5jK8sA2e"
+
+
+def _session_with_secret(folder):
+    folder.mkdir(parents=True)
+    path = folder / "33333333-3333-3333-3333-333333333333.jsonl"
+    records = [
+        {
+            "type": "user",
+            "sessionId": path.stem,
+            "uuid": "u1",
+            "cwd": "/work/app",
+            "timestamp": "2026-11-01T10:00:00Z",
+            "message": {"role": "user", "content": f"push with token {SECRET} please"},
+        },
+        {
+            "type": "assistant",
+            "sessionId": path.stem,
+            "uuid": "a1",
+            "timestamp": "2026-11-01T10:00:05Z",
+            "message": {
+                "id": "msg_1",
+                "role": "assistant",
+                "model": "claude-test",
+                "content": [{"type": "text", "text": "Pushed."}],
+            },
+        },
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return folder
+
+
+def test_redaction_removes_the_token_everywhere(tmp_path, database_url):
+    folder = _session_with_secret(tmp_path / "mirror" / "-work-app")
+    settings = make_settings(tmp_path, database_url, folder.parent)
+    instance = open_instance(settings)
+    [outcome] = ingest_sessions(session_files_for([folder]), settings, instance)
+    assert outcome.status == "ingested"
+    memory = Store(database_url).get_memory("33333333-3333-3333-3333-333333333333")
+    assert memory is not None
+    assert SECRET not in json.dumps(memory, default=str)
+    assert SECRET[4:20] not in json.dumps(memory, default=str)
+    staged = (settings.home / "staging").rglob("*.json")
+    assert all(SECRET not in p.read_text(encoding="utf-8") for p in staged)
+    instance.dispose()
+
+
+def test_a_redaction_that_misses_blocks_the_digest(tmp_path, database_url, monkeypatch):
+    # Simulate a redaction bug: the stage stages the session as it is.
+    monkeypatch.setattr(
+        "librarian_dagster.defs.assets.redacted_session.redact_session",
+        lambda session: (session, {}),
+    )
+    folder = _session_with_secret(tmp_path / "mirror" / "-work-app")
+    settings = make_settings(tmp_path, database_url, folder.parent)
+    instance = open_instance(settings)
+    [outcome] = ingest_sessions(session_files_for([folder]), settings, instance)
+    assert outcome.status == "failed"
+    assert Store(database_url).get_memory("33333333-3333-3333-3333-333333333333") is None
+    digest = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("session_digest")), limit=1
+    ).records
+    assert digest == []
+    check = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+        [dg.AssetCheckKey(dg.AssetKey("redacted_session"), "no_secrets_remain")]
+    )
+    execution = next(iter(check.values()))
+    assert execution.status.value == "FAILED"
+    instance.dispose()
