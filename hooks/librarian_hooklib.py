@@ -189,13 +189,22 @@ def session_key(session_id) -> str:
 
 
 def prune_state(directory: str, now: float) -> None:
+    """Remove week-old state files, at most once a day (a stamp file records the last sweep)."""
+    stamp = os.path.join(directory, ".last-prune")
     try:
+        if now - os.stat(stamp).st_mtime < 24 * 3600:
+            return
+    except OSError:
+        pass
+    try:
+        with open(stamp, "w", encoding="utf-8"):
+            pass
         entries = list(os.scandir(directory))
     except OSError:
         return
     for entry in entries:
         try:
-            if now - entry.stat().st_mtime > STATE_MAX_AGE_S:
+            if entry.name != ".last-prune" and now - entry.stat().st_mtime > STATE_MAX_AGE_S:
                 os.remove(entry.path)
         except OSError:
             pass

@@ -38,7 +38,8 @@ def test_hooks_import_only_the_standard_library(hooks, tmp_path):
     top = set(report["top"])
     for heavy in ("dagster", "psycopg", "psycopg2", "mcp", "google", "pydantic", "numpy"):
         assert heavy not in top
-    ours = {"librarian_hooklib", "librarian_routing", "pre_tool_use", "stop", "user_prompt_submit"}
+    ours = {"librarian_hooklib", "librarian_routing", "librarian_inject", "pre_tool_use", "stop",
+            "user_prompt_submit"}
     # site/sitecustomize machinery of this interpreter may load a few extras; they are not ours.
     outside = top - set(report["stdlib"]) - ours - {"__main__", "sitecustomize", "usercustomize"}
     assert not {m for m in outside if not m.startswith("_")} - {"certifi"}, outside

@@ -1,6 +1,8 @@
 """user_prompt_submit.py: a tagging reminder once per session, only where a library exists."""
 
 import json
+import os
+import time
 
 from hookutil import make_library, user_prompt_event
 
@@ -26,3 +28,17 @@ def test_silent_without_a_library(hooks, tmp_path):
     proc = hooks.run("user_prompt_submit", user_prompt_event(str(tmp_path / "bare")))
     assert proc.returncode == 0 and proc.stdout == b""
     assert "no library" in hooks.log_lines()[-1]
+
+
+def test_week_old_state_files_are_swept_when_a_session_starts(hooks, tmp_path):
+    lib = make_library(tmp_path / "repo", {})
+    state = tmp_path / "state"
+    state.mkdir()
+    old, fresh = state / "old-session.notes.json", state / "fresh-session.notes.json"
+    for path in (old, fresh):
+        path.write_text("{}", encoding="utf-8")
+    eight_days_ago = time.time() - 8 * 24 * 3600
+    os.utime(old, (eight_days_ago, eight_days_ago))
+    env = {"LIBRARIAN_STATE_DIR": str(state)}
+    hooks.run("user_prompt_submit", user_prompt_event(str(lib.parent), session="new"), env)
+    assert not old.exists() and fresh.exists() and (state / "new.reminded").exists()
