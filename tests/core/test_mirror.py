@@ -1,0 +1,37 @@
+import json
+from pathlib import Path
+
+from librarian_dagster.core.mirror import Snapshot, parse_cursor, plan_ingest, run_key
+from librarian_dagster.core.transcripts import SessionFiles
+
+
+def _snap(session_id, fingerprint, last_modified):
+    return Snapshot(
+        SessionFiles(session_id, Path(f"/m/{session_id}.jsonl")), fingerprint, last_modified
+    )
+
+
+def test_new_settled_sessions_are_requested_once():
+    snaps = [_snap("a", "f1", 100.0), _snap("b", "f1", 100.0)]
+    plan = plan_ingest(snaps, None, now=1000.0, settle_seconds=120)
+    assert [s.files.session_id for s in plan.requests] == ["a", "b"]
+    assert plan_ingest(snaps, plan.cursor, now=2000.0, settle_seconds=120).requests == []
+
+
+def test_unsettled_sessions_wait_and_are_counted():
+    plan = plan_ingest([_snap("a", "f1", 990.0)], None, now=1000.0, settle_seconds=120)
+    assert plan.requests == [] and plan.waiting == 1
+    assert parse_cursor(plan.cursor) == {}
+
+
+def test_a_grown_session_is_requested_again_with_a_new_run_key():
+    first = plan_ingest([_snap("a", "f1", 100.0)], None, now=1000.0, settle_seconds=0)
+    grown = plan_ingest([_snap("a", "f2", 500.0)], first.cursor, now=1000.0, settle_seconds=0)
+    assert [s.fingerprint for s in grown.requests] == ["f2"]
+    assert run_key(grown.requests[0]) != run_key(first.requests[0])
+    assert json.loads(grown.cursor) == {"a": "f2"}
+
+
+def test_an_unreadable_cursor_starts_over_instead_of_failing():
+    assert parse_cursor("{not json") == {}
+    assert parse_cursor("[1, 2]") == {}

@@ -1,0 +1,100 @@
+"""The MCP tools through the SDK's in-memory client, on a real store."""
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from mcp import Client
+
+from librarian_dagster.core.store import ChunkRecord, MemoryRecord
+from mcp_server.app import build_server
+
+
+class FakeEmbedder:
+    """A 3-d embedder: the store and server are what is tested here, not the model."""
+
+    model_name = "fake-3d"
+    dimension = 3
+
+    def embed_documents(self, texts):
+        return [self.embed_query(t) for t in texts]
+
+    def embed_query(self, text):
+        return [1.0, 0.0, 0.0] if "lock" in text else [0.0, 1.0, 0.0]
+
+
+def _memory(session_id, project, days_ago):
+    end = datetime(2026, 11, 20, tzinfo=UTC) - timedelta(days=days_ago)
+    return MemoryRecord(
+        session_id=session_id, project=project, cwd=None, git_branch=None,
+        started_at=end - timedelta(hours=1), ended_at=end, title=None,
+        digest={"summary": f"s {session_id}", "worked_on": [f"w {session_id}"], "problem": [],
+                "solution": [], "open_items": [], "tags": ["go"], "domain": "technical",
+                "importance": 2},
+        digest_text=f"# {session_id}", summary=f"s {session_id}", domain="technical",
+        tags=["go"], importance=2, content_hash="h", digest_version=1, digest_model="offline",
+        embedding_model=FakeEmbedder.model_name, turns=3,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def server(store):
+    for i in range(5):
+        store.replace_memory(
+            _memory(f"s{i}", "alpha" if i % 2 else "beta", days_ago=i),
+            [ChunkRecord("worked_on", 0, f"sqlite lock fix {i}", [1.0, 0.01 * i, 0.0])],
+        )
+    return build_server(store, FakeEmbedder())
+
+
+def _call(server, tool, arguments):
+    async def go():
+        async with Client(server) as client:
+            return await client.call_tool(tool, arguments)
+
+    return asyncio.run(go())
+
+
+def test_tools_are_listed_with_typed_schemas(server):
+    async def go():
+        async with Client(server) as client:
+            return await client.list_tools()
+
+    tools = {t.name: t for t in asyncio.run(go()).tools}
+    assert set(tools) == {"search_chunks", "get_digest", "list_sessions"}
+    limit = tools["search_chunks"].input_schema["properties"]["limit"]
+    assert limit["maximum"] == 50 and limit["minimum"] == 1
+    assert tools["search_chunks"].output_schema is not None
+
+
+def test_search_filters_by_project(server):
+    result = _call(server, "search_chunks", {"query": "lock", "project": "alpha", "limit": 10})
+    assert not result.is_error
+    ids = [r["session_id"] for r in result.structured_content["results"]]
+    assert ids and set(ids) <= {"s1", "s3"}
+
+
+def test_get_digest_of_an_unknown_session_is_an_error(server):
+    result = _call(server, "get_digest", {"session_id": "nope"})
+    assert result.is_error
+    assert "no session" in result.content[0].text
+
+
+def test_bad_arguments_are_errors(server):
+    assert _call(server, "search_chunks", {"query": "x", "domain": "finance"}).is_error
+    assert _call(server, "search_chunks", {"query": "x", "limit": 500}).is_error
+    assert _call(server, "list_sessions", {"cursor": "%%%not-a-cursor"}).is_error
+
+
+def test_list_sessions_pages_newest_first(server):
+    first = _call(server, "list_sessions", {"limit": 2}).structured_content
+    assert [s["session_id"] for s in first["sessions"]] == ["s0", "s1"]
+    second = _call(server, "list_sessions", {"limit": 2, "cursor": first["next_cursor"]})
+    assert [s["session_id"] for s in second.structured_content["sessions"]] == ["s2", "s3"]
+    last = _call(
+        server, "list_sessions", {"limit": 5, "cursor": second.structured_content["next_cursor"]}
+    )
+    assert [s["session_id"] for s in last.structured_content["sessions"]] == ["s4"]
+    assert last.structured_content["next_cursor"] is None
+    only_beta = _call(server, "list_sessions", {"project": "beta"}).structured_content
+    assert {s["project"] for s in only_beta["sessions"]} == {"beta"}
