@@ -11,6 +11,7 @@ the span in the ORIGINAL text only.
 Standard library only.
 """
 
+import bisect
 import math
 import re
 from collections import Counter
@@ -33,10 +34,12 @@ class Finding:
 class _Rule:
     family: str
     pattern: re.Pattern[str]
-    needles: tuple[str, ...]  # lower-case substrings; the rule runs only if one is present
+    needles: tuple[str, ...]  # substrings; the rule runs only if one is present
     group: int | str = 0
     check: Callable[[str], bool] | None = None
     priority: int = 50  # on overlap the higher priority names the family
+    lower: bool = False  # needles and pattern apply to the lower-cased text
+    left_boundary: bool = False  # the match must not follow a token character
 
 
 # --------------------------------------------------------------------------------------------
@@ -162,7 +165,13 @@ def _bearer_ok(value: str) -> bool:
     return _looks_secret(value, min_len=16, min_entropy=3.2)
 
 
+_NUMERIC_RE = re.compile(r"^[\d.,:+\-]+[a-zµ%]{0,3}$")
+
+
 def _generic_ok(value: str) -> bool:
+    # Assignments in code: calls, address-of, dereference, numbers with units.
+    if "(" in value or value[0] in "&*@!" or _NUMERIC_RE.match(value):
+        return False
     return _looks_secret(value, min_len=8, min_entropy=3.0)
 
 
@@ -170,7 +179,10 @@ def _generic_ok(value: str) -> bool:
 # Rules
 # --------------------------------------------------------------------------------------------
 
-_B = r"(?<![A-Za-z0-9_\-])"  # left boundary that also excludes '-' and '_' (token alphabets)
+# Token rules put their literal prefix FIRST in the pattern: CPython's `re` then jumps between
+# occurrences of that literal instead of trying every position (measured 10-40x faster than a
+# leading lookbehind or an alternation). The left boundary is checked afterwards in Python.
+_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _E = r"(?![A-Za-z0-9_\-])"
 
 _PEM_BEGIN = re.compile(
@@ -189,242 +201,214 @@ _PEM_FAMILY = {
 }
 _PEM_MAX = 20_000
 
-_GENERIC_KEYS = (
-    r"(?:[A-Za-z0-9]+[_.\-])*"
-    r"(?:pass(?:word|wd|phrase)?|pwd|secret|token|api[_\-]?key|apikey|access[_\-]?key"
-    r"|secret[_\-]?key|private[_\-]?key|auth[_\-]?key|client[_\-]?secret|credentials?"
-    r"|auth[_\-]?token|_authtoken)"
-    r"(?:[_.\-][A-Za-z0-9]+)*"
+
+def _tok(family: str, regex: str, *needles: str, check=None, priority: int = 95) -> _Rule:
+    """A token with a fixed prefix; `regex` must start with that literal prefix."""
+    return _Rule(family, re.compile(regex), needles, 0, check, priority, False, True)
+
+
+def _ctx(family: str, regex: str, *needles: str, check=None, priority: int = 60) -> _Rule:
+    """A secret known by its context; runs on the lower-cased text (same positions)."""
+    return _Rule(family, re.compile(regex), needles, "v", check, priority, True, False)
+
+
+_ASSIGN = r"[\"']?\s*(?::=|=>|=|:)\s*(?P<q>[\"'`]?)(?P<v>[^\s\x00\"'`,;)\]}]{8,256})(?P=q)"
+_KEY_QUALIFIER = re.compile(
+    r"(?:api|app|access|secret|private|auth|client|master|signing|encryption|license|session"
+    r"|account|service|admin|consumer|webhook|subscription|storage)[_\-]?$"
 )
 
 _RULES: tuple[_Rule, ...] = (
-    _Rule(
+    _tok(
         "aws_access_key_id",
-        re.compile(_B + r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}" + _E),
-        ("akia", "asia", "abia", "acca", "a3t"),
+        r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}" + _E,
+        "A",
         priority=90,
     ),
-    _Rule(
-        "aws_secret_access_key",
-        re.compile(
-            r"(?i)aws_?secret_?(?:access_?)?key[\"']?\s*[=:]\s*[\"']?"
-            r"(?P<v>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"
-        ),
-        ("aws",),
-        group="v",
-        priority=90,
-    ),
-    _Rule(
-        "github_pat_fine",
-        re.compile(_B + r"github_pat_[A-Za-z0-9_]{22,255}"),
-        ("github_pat_",),
-        priority=95,
-    ),
-    _Rule(
-        "github_pat_classic",
-        re.compile(_B + r"ghp_[A-Za-z0-9]{36,255}" + _E),
-        ("ghp_",),
-        priority=95,
-    ),
-    _Rule("github_oauth", re.compile(_B + r"gho_[A-Za-z0-9]{36,255}" + _E), ("gho_",), priority=95),
-    _Rule(
-        "github_token",
-        re.compile(_B + r"gh[usr]_[A-Za-z0-9]{36,255}" + _E),
-        ("ghu_", "ghs_", "ghr_"),
-        priority=95,
-    ),
-    _Rule(
+    _tok("github_pat_fine", r"github_pat_[A-Za-z0-9_]{22,255}", "github_pat_"),
+    _tok("github_pat_classic", r"ghp_[A-Za-z0-9]{36,255}" + _E, "gh"),
+    _tok("github_oauth", r"gho_[A-Za-z0-9]{36,255}" + _E, "gh"),
+    _tok("github_token", r"gh[usr]_[A-Za-z0-9]{36,255}" + _E, "gh"),
+    _tok(
         "gitlab_pat",
-        re.compile(_B + r"gl(?:pat|dt|rt|ptt|ft|soat|cbt|imt|agent)-[0-9A-Za-z_\-]{20,}"),
-        ("gl",),
-        priority=95,
+        r"gl(?:pat|dt|rt|ptt|ft|soat|cbt|imt)-[0-9A-Za-z_\-]{20,}",
+        "gl",
     ),
-    _Rule(
+    _tok(
         "slack_webhook",
-        re.compile(
-            r"https://hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/"
-            r"[A-Za-z0-9_/\-]{20,}"
-        ),
-        ("hooks.slack",),
-        priority=95,
+        r"https://hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{20,}",
+        "hooks.slack",
     ),
-    _Rule(
-        "slack_bot",
-        re.compile(_B + r"xox[baprse]-(?:[0-9A-Za-z]+-){1,4}[0-9A-Za-z]{8,}"),
-        ("xox",),
-        priority=95,
-    ),
-    _Rule(
-        "slack_app_token",
-        re.compile(_B + r"xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]{20,}"),
-        ("xapp-",),
-        priority=95,
-    ),
-    _Rule(
-        "stripe_live",
-        re.compile(_B + r"(?:sk|rk)_live_[0-9A-Za-z]{16,247}" + _E),
-        ("_live_",),
-        priority=95,
-    ),
-    _Rule(
-        "stripe_test",
-        re.compile(_B + r"(?:sk|rk)_test_[0-9A-Za-z]{16,247}" + _E),
-        ("_test_",),
-        priority=95,
-    ),
-    _Rule(
-        "stripe_webhook_secret",
-        re.compile(_B + r"whsec_[0-9A-Za-z]{24,}" + _E),
-        ("whsec_",),
-        priority=95,
-    ),
-    _Rule(
-        "google_api_key", re.compile(_B + r"AIza[0-9A-Za-z_\-]{35}" + _E), ("aiza",), priority=95
-    ),
-    _Rule(
-        "google_oauth_secret",
-        re.compile(_B + r"GOCSPX-[0-9A-Za-z_\-]{24,40}" + _E),
-        ("gocspx-",),
-        priority=95,
-    ),
-    _Rule(
-        "google_oauth_token", re.compile(_B + r"ya29\.[0-9A-Za-z_\-]{30,}"), ("ya29.",), priority=95
-    ),
-    _Rule(
+    _tok("slack_bot", r"xox[baprse]-(?:[0-9A-Za-z]+-){1,4}[0-9A-Za-z]{8,}", "xox"),
+    _tok("slack_app_token", r"xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]{20,}", "xapp-"),
+    _tok("stripe_live", r"[sr]k_live_[0-9A-Za-z]{16,247}" + _E, "k_live_"),
+    _tok("stripe_test", r"[sr]k_test_[0-9A-Za-z]{16,247}" + _E, "k_test_"),
+    _tok("stripe_webhook_secret", r"whsec_[0-9A-Za-z]{24,}" + _E, "whsec_"),
+    _tok("google_api_key", r"AIza[0-9A-Za-z_\-]{35}" + _E, "AIza"),
+    _tok("google_oauth_secret", r"GOCSPX-[0-9A-Za-z_\-]{24,40}" + _E, "GOCSPX-"),
+    _tok("google_oauth_token", r"ya29\.[0-9A-Za-z_\-]{30,}", "ya29."),
+    _tok(
         "anthropic",
-        re.compile(_B + r"sk-ant-(?:api|admin|oat|sid)\d{2}-[A-Za-z0-9_\-]{20,}"),
-        ("sk-ant-",),
+        r"sk-ant-(?:api|admin|oat|sid)\d{2}-[A-Za-z0-9_\-]{20,}",
+        "sk-",
         priority=97,
     ),
-    _Rule(
+    _tok(
         "openai",
-        re.compile(_B + r"sk-(?:proj-|svcacct-|admin-|None-)?(?!ant-)[A-Za-z0-9_\-]{20,}"),
-        ("sk-",),
+        r"sk-(?:proj-|svcacct-|admin-|None-)?(?!ant-)[A-Za-z0-9_\-]{20,}",
+        "sk-",
         check=lambda v: _looks_secret(v, 20, 3.0),
         priority=96,
     ),
-    _Rule(
-        "telegram_bot",
-        re.compile(r"(?<![0-9])\d{8,10}:AA[0-9A-Za-z_\-]{33}" + _E),
-        (":aa",),
-        priority=95,
-    ),
-    _Rule(
+    _tok("telegram_bot", r"\d{8,10}:AA[0-9A-Za-z_\-]{33}" + _E, ":AA"),
+    _tok(
         "jwt",
-        re.compile(_B + r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
-        ("eyj",),
+        r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
+        "eyJ",
         priority=92,
     ),
-    _Rule("npm_token", re.compile(_B + r"npm_[A-Za-z0-9]{36}" + _E), ("npm_",), priority=95),
-    _Rule("pypi_token", re.compile(_B + r"pypi-AgE[A-Za-z0-9_\-]{40,}"), ("pypi-",), priority=95),
-    _Rule(
+    _tok("twilio_api_key", r"SK[0-9a-f]{32}(?![A-Za-z0-9])", "SK", priority=90),
+    _tok("npm_token", r"npm_[A-Za-z0-9]{36}" + _E, "npm_"),
+    _tok("pypi_token", r"pypi-AgE[A-Za-z0-9_\-]{40,}", "pypi-AgE"),
+    _tok(
         "huggingface",
-        re.compile(_B + r"hf_[A-Za-z0-9]{30,40}" + _E),
-        ("hf_",),
+        r"hf_[A-Za-z0-9]{30,40}" + _E,
+        "hf_",
         check=lambda v: _looks_secret(v, 20, 3.0),
-        priority=95,
     ),
-    _Rule(
-        "sendgrid",
-        re.compile(_B + r"SG\.[A-Za-z0-9_\-]{16,32}\.[A-Za-z0-9_\-]{30,50}" + _E),
-        ("sg.",),
-        priority=95,
+    _tok("sendgrid", r"SG\.[A-Za-z0-9_\-]{16,32}\.[A-Za-z0-9_\-]{30,50}" + _E, "SG."),
+    _ctx(
+        "aws_secret_access_key",
+        r"secret_?(?:access_?)?key[\"']?\s*[=:]\s*[\"']?(?P<v>[a-z0-9/+=]{40})(?![a-z0-9/+=])",
+        "secret",
+        priority=90,
     ),
-    _Rule(
+    _ctx(
         "azure_storage_key",
-        re.compile(r"(?i)AccountKey\s*=\s*(?P<v>[A-Za-z0-9+/]{80,90}={0,2})"),
-        ("accountkey",),
-        group="v",
+        r"accountkey\s*=\s*(?P<v>[a-z0-9+/]{80,90}={0,2})",
+        "key",
         priority=95,
     ),
-    _Rule(
-        "azure_sas_signature",
-        re.compile(r"(?i)[?&;]sig=(?P<v>[A-Za-z0-9%+/]{30,}(?:%3D|=){0,2})"),
-        ("sig=",),
-        group="v",
-        priority=80,
-    ),
-    _Rule(
-        "postgres_url_password",
-        re.compile(
-            r"(?i)\bpostgres(?:ql)?(?:\+[a-z0-9]+)?://[^\s:/@\"'<>]+:"
-            r"(?P<v>[^\s@\"'<>/]+)@"
-        ),
-        ("postgres",),
-        group="v",
-        check=_url_password_ok,
-        priority=85,
-    ),
-    _Rule(
-        "database_url_password",
-        re.compile(
-            r"(?i)\b(?:mysql|mariadb|mongodb(?:\+srv)?|redis|rediss|amqps?|mssql"
-            r"|sqlserver|clickhouse|cockroachdb)(?:\+[a-z0-9]+)?://[^\s:/@\"'<>]*:"
-            r"(?P<v>[^\s@\"'<>/]+)@"
-        ),
-        ("://",),
-        group="v",
-        check=_url_password_ok,
-        priority=85,
-    ),
-    _Rule(
-        "url_password",
-        re.compile(
-            r"(?i)\b(?:https?|ftp|sftp|smtps?|ldaps?|git\+https?)://[^\s:/@\"'<>]+:"
-            r"(?P<v>[^\s@\"'<>/]+)@"
-        ),
-        ("://",),
-        group="v",
-        check=_url_password_ok,
-        priority=70,
-    ),
-    _Rule(
-        "bearer_token",
-        re.compile(r"(?i)\b(?:bearer|token)\s+(?P<v>[A-Za-z0-9\-._~+/]{16,}=*)"),
-        ("bearer", "token "),
-        group="v",
-        check=_bearer_ok,
-        priority=60,
-    ),
-    _Rule(
+    _ctx("azure_sas_signature", r"sig=(?P<v>[a-z0-9%+/]{30,}(?:%3d|=){0,2})", "sig=", priority=80),
+    _ctx("bearer_token", r"bearer\s+(?P<v>[a-z0-9\-._~+/]{16,}=*)", "bearer", check=_bearer_ok),
+    _ctx(
         "basic_auth",
-        re.compile(
-            r"(?i)authorization[\"']?\s*[:=]\s*[\"']?basic\s+(?P<v>[A-Za-z0-9+/]{12,}"
-            r"={0,2})"
-        ),
-        ("basic",),
-        group="v",
+        r"basic\s+(?P<v>[a-z0-9+/]{12,}={0,2})",
+        "basic",
         check=lambda v: _looks_secret(v, 12, 3.0),
-        priority=60,
     ),
-    _Rule(
+    _ctx(
         "private_token_header",
-        re.compile(
-            r"(?i)\b(?:private-token|x-api-key|api-key|x-auth-token)[\"']?\s*[:=]\s*"
-            r"[\"']?(?P<v>[A-Za-z0-9\-._~+/]{16,})"
-        ),
-        ("token", "api-key"),
-        group="v",
+        r"private-token[\"']?\s*[:=]\s*[\"']?(?P<v>[a-z0-9\-._~+/]{16,})",
+        "token",
         check=_bearer_ok,
-        priority=60,
     ),
-    _Rule(
+    _ctx(
+        "private_token_header",
+        r"api-key[\"']?\s*[:=]\s*[\"']?(?P<v>[a-z0-9\-._~+/]{16,})",
+        "key",
+        check=_bearer_ok,
+    ),
+    _ctx(
+        "private_token_header",
+        r"auth-token[\"']?\s*[:=]\s*[\"']?(?P<v>[a-z0-9\-._~+/]{16,})",
+        "token",
+        check=_bearer_ok,
+    ),
+    # Generic `password=` / `secret:` / `token=` / `api_key=` assignments: one literal-first
+    # pattern per keyword (an alternation here cost 12 s on the dev corpus, these cost < 1 s).
+    _ctx(
         "generic_password",
-        re.compile(
-            r"(?i)(?<![A-Za-z0-9])[\"']?"
-            + _GENERIC_KEYS
-            + r"[\"']?\s*(?::=|=>|=|:)\s*(?P<q>[\"'`]?)"
-            r"(?P<v>[^\s\"'`,;)\]}]{8,256})(?P=q)"
-        ),
-        ("pass", "pwd", "secret", "token", "key", "credential"),
-        group="v",
-        check=_generic_ok,
+        r"passw(?:or)?d[a-z0-9_.\-]*" + _ASSIGN,
+        "pass",
+        check=lambda v: _generic_ok(v),
         priority=40,
+    ),
+    _ctx(
+        "generic_password",
+        r"passphrase[a-z0-9_.\-]*" + _ASSIGN,
+        "pass",
+        check=lambda v: _generic_ok(v),
+        priority=40,
+    ),
+    _ctx(
+        "generic_password",
+        r"pwd[a-z0-9_.\-]*" + _ASSIGN,
+        "pwd",
+        check=lambda v: _generic_ok(v),
+        priority=40,
+    ),
+    _ctx(
+        "generic_secret",
+        r"secret[a-z0-9_.\-]*" + _ASSIGN,
+        "secret",
+        check=lambda v: _generic_ok(v),
+        priority=40,
+    ),
+    _ctx(
+        "generic_token",
+        r"token[a-z0-9_.\-]*" + _ASSIGN,
+        "token",
+        check=lambda v: _generic_ok(v),
+        priority=40,
+    ),
+    _ctx(
+        "generic_secret",
+        r"credentials?[a-z0-9_.\-]*" + _ASSIGN,
+        "credential",
+        check=lambda v: _generic_ok(v),
+        priority=40,
+    ),
+    _ctx(
+        "generic_api_key",
+        r"key[a-z0-9_.\-]*" + _ASSIGN,
+        "key",
+        check=lambda v: _generic_ok(v),
+        priority=39,
     ),
 )
 
+
+def _needle_index(lower: bool) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    index: dict[str, list[int]] = {}
+    for i, rule in enumerate(_RULES):
+        if rule.lower == lower:
+            for n in rule.needles:
+                index.setdefault(n, []).append(i)
+    return tuple((n, tuple(ids)) for n, ids in index.items())
+
+
+_NEEDLES_EXACT = _needle_index(False)
+_NEEDLES_LOWER = _needle_index(True)
+
+# URL credentials (scheme://user:password@host): one literal-first pattern, family by scheme.
+_URL_CRED = re.compile(r"://[^\s\x00:/@\"'<>]*:(?P<v>[^\s\x00@\"'<>/]+)@")
+_SCHEME_BEFORE = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)\Z")
+_DB_SCHEMES = (
+    "mysql",
+    "mariadb",
+    "mongodb",
+    "redis",
+    "rediss",
+    "amqp",
+    "amqps",
+    "mssql",
+    "sqlserver",
+    "clickhouse",
+    "cockroachdb",
+    "oracle",
+    "jdbc",
+    "neo4j",
+    "cassandra",
+    "memcached",
+)
+
 FAMILIES: tuple[str, ...] = tuple(
-    sorted({r.family for r in _RULES} | set(_PEM_FAMILY.values()) | {"private_key"})
+    sorted(
+        {r.family for r in _RULES}
+        | set(_PEM_FAMILY.values())
+        | {"private_key", "postgres_url_password", "database_url_password", "url_password"}
+    )
 )
 
 _MARKER_RE = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
@@ -447,20 +431,61 @@ def _pem_findings(text: str) -> list[tuple[int, int, str, int]]:
     return out
 
 
-def _raw_findings(text: str) -> list[tuple[int, int, str, int]]:
-    low = text.lower()
-    found: list[tuple[int, int, str, int]] = []
-    if "private key" in low:
-        found.extend(_pem_findings(text))
-    for rule in _RULES:
-        if not any(n in low for n in rule.needles):
+def _url_findings(text: str) -> list[tuple[int, int, str, int]]:
+    out: list[tuple[int, int, str, int]] = []
+    for m in _URL_CRED.finditer(text):
+        start, end = m.span("v")
+        if not _url_password_ok(text[start:end]):
             continue
-        for m in rule.pattern.finditer(text):
+        sm = _SCHEME_BEFORE.search(text, max(0, m.start() - 40), m.start())
+        scheme = sm.group(1).lower().split("+")[0] if sm else ""
+        if scheme.startswith("postgres"):
+            out.append((start, end, "postgres_url_password", 85))
+        elif scheme in _DB_SCHEMES:
+            out.append((start, end, "database_url_password", 85))
+        elif scheme:
+            out.append((start, end, "url_password", 70))
+    return out
+
+
+def _raw_findings(text: str) -> list[tuple[int, int, str, int]]:
+    found: list[tuple[int, int, str, int]] = []
+    if "PRIVATE KEY" in text:
+        found.extend(_pem_findings(text))
+    if "://" in text and "@" in text:
+        found.extend(_url_findings(text))
+    low = text.lower()
+    # A few characters change length when lower-cased (e.g. U+0130); then positions in `low`
+    # would not map back, so those texts use the original with IGNORECASE (slower, rare).
+    same = len(low) == len(text)
+    # One pass over the distinct needles decides which rules run (most run on no text at all).
+    todo: set[int] = set()
+    for needle, rule_ids in _NEEDLES_EXACT:
+        if needle in text:
+            todo.update(rule_ids)
+    for needle, rule_ids in _NEEDLES_LOWER:
+        if needle in low:
+            todo.update(rule_ids)
+    for idx in sorted(todo):
+        rule = _RULES[idx]
+        hay = low if rule.lower else text
+        pattern = rule.pattern
+        if rule.lower and not same:
+            hay, pattern = text, re.compile(pattern.pattern, re.IGNORECASE)
+        for m in pattern.finditer(hay):
             start, end = m.span(rule.group)
             if start < 0 or start == end:
                 continue
+            if rule.left_boundary and m.start() > 0 and text[m.start() - 1] in _TOKEN_CHARS:
+                continue
             value = text[start:end]
             if "REDACTED" in value:
+                continue
+            if rule.family == "generic_api_key" and not _KEY_QUALIFIER.search(
+                low, max(0, m.start() - 16), m.start()
+            ):
+                # Bare `key:` is everywhere in code (cache keys, dict keys, hashes): only
+                # qualified keys (api_key, app_key, secret_key, ...) count.
                 continue
             if rule.check is not None and not rule.check(value):
                 continue
@@ -522,32 +547,136 @@ def redact_value(text: str | None, counts: Counter[str]) -> str | None:
     return out
 
 
+# Joins the texts of one session for a single scan. No rule matches across it: NUL is neither a
+# token character nor whitespace, and every open-ended value class excludes it.
+_SEP = "\x00\n\x00"
+
+
+_BATCH_CHARS = 1 << 18
+
+
+def redact_many(texts: list[str]) -> tuple[list[str], list[list[Finding]]]:
+    """Redact many texts, a batch of ~256k characters per scan. Same result as `redact` on each.
+
+    A session has ~10^4 small texts: per-call overhead and per-needle scans dominate when they are
+    done one by one; batches of bounded size keep the extra memory at a few MB.
+    """
+    outs: list[str] = []
+    found: list[list[Finding]] = []
+    batch: list[str] = []
+    size = 0
+    for t in texts:
+        if batch and size + len(t) > _BATCH_CHARS:
+            o, f = _redact_batch(batch)
+            outs.extend(o)
+            found.extend(f)
+            batch, size = [], 0
+        batch.append(t)
+        size += len(t) + len(_SEP)
+    o, f = _redact_batch(batch)
+    outs.extend(o)
+    found.extend(f)
+    return outs, found
+
+
+def _redact_batch(texts: list[str]) -> tuple[list[str], list[list[Finding]]]:
+    if not texts:
+        return [], []
+    joined = _SEP.join(t.replace("\x00", "") if "\x00" in t else t for t in texts)
+    if any("\x00" in t for t in texts):
+        # Rare: texts with their own NULs are done one by one (offsets must stay exact).
+        pairs = [redact(t) for t in texts]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+    findings = find_secrets(joined)
+    outs: list[str] = []
+    per_text: list[list[Finding]] = [[] for _ in texts]
+    if not findings:
+        return list(texts), per_text
+    # Map each finding to its text by offset.
+    bounds: list[int] = []
+    pos = 0
+    for t in texts:
+        bounds.append(pos)
+        pos += len(t) + len(_SEP)
+    for f in findings:
+        i = bisect.bisect_right(bounds, f.start) - 1
+        base = bounds[i]
+        end = min(f.end - base, len(texts[i]))
+        if f.start - base >= len(texts[i]):
+            continue  # inside a separator (cannot happen; kept safe)
+        per_text[i].append(Finding(f.family, f.start - base, end))
+    for t, fs in zip(texts, per_text, strict=True):
+        if not fs:
+            outs.append(t)
+            continue
+        parts: list[str] = []
+        p = 0
+        for f in fs:
+            parts.append(t[p : f.start])
+            parts.append(f"[REDACTED:{f.family}]")
+            p = f.end
+        parts.append(t[p:])
+        outs.append("".join(parts))
+    return outs, per_text
+
+
 def redact_session(session):  # type: ignore[no-untyped-def]
     """A copy of `session` with every text field redacted, and the counts by family.
 
-    Covers turn text, tool-use summaries, commands and file paths, the title, cwd, branch and
+    Covers turn text, tool names, summaries, commands and file paths, the title, cwd, branch and
     project. The input session is not modified.
     """
-    counts: Counter[str] = Counter()
+    texts: list[str] = [
+        session.title or "",
+        session.cwd or "",
+        session.git_branch or "",
+        session.project or "",
+    ]
+    for turn in session.turns:
+        texts.append(turn.text)
+        for tu in turn.tool_uses:
+            texts.append(tu.name)
+            texts.append(tu.summary)
+            texts.append(tu.command or "")
+            texts.extend(tu.file_paths)
+    outs, per_text = redact_many(texts)
+    counts: Counter[str] = Counter(f.family for fs in per_text for f in fs)
+    it = iter(outs)
+    title, cwd, branch, project = next(it), next(it), next(it), next(it)
     new_turns = []
     for turn in session.turns:
-        tools = tuple(
-            replace(
-                tu,
-                summary=redact_value(tu.summary, counts) or "",
-                command=redact_value(tu.command, counts),
-                file_paths=tuple(redact_value(p, counts) or "" for p in tu.file_paths),
-                name=redact_value(tu.name, counts) or "",
+        text = next(it)
+        tools = []
+        for tu in turn.tool_uses:
+            name, summary, command = next(it), next(it), next(it)
+            paths = tuple(next(it) for _ in tu.file_paths)
+            tools.append(
+                type(tu)(
+                    name=name,
+                    file_paths=paths,
+                    command=command if tu.command is not None else None,
+                    summary=summary,
+                    is_error=tu.is_error,
+                    id=tu.id,
+                )
             )
-            for tu in turn.tool_uses
+        new_turns.append(
+            type(turn)(
+                role=turn.role,
+                kind=turn.kind,
+                text=text,
+                timestamp=turn.timestamp,
+                tool_uses=tuple(tools),
+                agent_id=turn.agent_id,
+                uuid=turn.uuid,
+            )
         )
-        new_turns.append(replace(turn, text=redact_value(turn.text, counts) or "", tool_uses=tools))
     new = replace(
         session,
         turns=new_turns,
-        title=redact_value(session.title, counts),
-        cwd=redact_value(session.cwd, counts),
-        git_branch=redact_value(session.git_branch, counts),
-        project=redact_value(session.project, counts) or "",
+        title=title if session.title is not None else None,
+        cwd=cwd if session.cwd is not None else None,
+        git_branch=branch if session.git_branch is not None else None,
+        project=project,
     )
     return new, dict(counts)
