@@ -50,3 +50,14 @@ def store(database_url):
     s = Store(database_url)
     s.migrate()
     return s
+
+
+@pytest.fixture(scope="session")
+def dev_corpus(tmp_path_factory) -> Path:
+    """The 199 real sessions of shared/corpus/entire-dev.tar.xz, unpacked once per test run."""
+    import tarfile
+
+    root = tmp_path_factory.mktemp("dev-corpus")
+    with tarfile.open(SHARED / "corpus" / "entire-dev.tar.xz") as tar:
+        tar.extractall(root, filter="data")
+    return root

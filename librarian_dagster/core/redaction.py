@@ -105,8 +105,8 @@ def _is_identifier(value: str) -> bool:
     if sum(c.isdigit() for c in value) > 2:
         return False
     chunks = _WORD_CHUNK_RE.findall(value)
-    # Words average well over 3 letters; random tokens split into many 1-2 letter chunks.
-    return bool(chunks) and sum(map(len, chunks)) / len(chunks) >= 3.5
+    # Words average 3+ letters (PostHogAPIKey: 3.25); random tokens split into 1-2 letter chunks.
+    return bool(chunks) and sum(map(len, chunks)) / len(chunks) >= 3.0
 
 
 def _looks_secret(value: str, min_len: int = 8, min_entropy: float = 3.0) -> bool:
@@ -165,6 +165,7 @@ def _bearer_ok(value: str) -> bool:
     return _looks_secret(value, min_len=16, min_entropy=3.2)
 
 
+_PATH_RE = re.compile(r"^[\w.\-]*(?:/[\w.\-]+)+/?$")
 _NUMERIC_RE = re.compile(r"^[\d.,:+\-]+[a-zµ%]{0,3}$")
 
 
@@ -172,6 +173,16 @@ def _generic_ok(value: str) -> bool:
     # Assignments in code: calls, address-of, dereference, numbers with units.
     if "(" in value or value[0] in "&*@!" or _NUMERIC_RE.match(value):
         return False
+    if "/" in value and _PATH_RE.match(value):
+        # `git show branch:cmd/cli/x.go`: a path of word-like segments, not base64.
+        segments = [seg for seg in re.split(r"[/.]", value) if seg]
+        if all(
+            _is_identifier(seg.replace("-", "_"))
+            or seg.isdigit()
+            or (seg.islower() and len(seg) <= 5)
+            for seg in segments
+        ):
+            return False
     return _looks_secret(value, min_len=8, min_entropy=3.0)
 
 
@@ -182,8 +193,8 @@ def _generic_ok(value: str) -> bool:
 # Token rules put their literal prefix FIRST in the pattern: CPython's `re` then jumps between
 # occurrences of that literal instead of trying every position (measured 10-40x faster than a
 # leading lookbehind or an alternation). The left boundary is checked afterwards in Python.
-_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
-_E = r"(?![A-Za-z0-9_\-])"
+_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_E = r"(?![A-Za-z0-9])"  # "-"/"_" may follow: a glued token must still match
 
 _PEM_BEGIN = re.compile(
     r"-----BEGIN ((?:RSA |EC |DSA |OPENSSH |ENCRYPTED |PGP )?PRIVATE KEY(?: BLOCK)?)-----"
@@ -493,15 +504,9 @@ def _raw_findings(text: str) -> list[tuple[int, int, str, int]]:
     return found
 
 
-def find_secrets(text: str) -> list[Finding]:
-    """Secrets in `text` as non-overlapping findings, sorted by position (values never kept)."""
-    if not text:
-        return []
-    raw = _raw_findings(text)
-    if not raw:
-        return []
-    # Merge overlapping spans; the family is the highest-priority rule among them, so a JWT in a
-    # bearer header reports "jwt", and a key inside a generic assignment its own family.
+def _merge(raw: list[tuple[int, int, str, int]]) -> list[list]:
+    """Union of overlapping spans; the highest-priority rule names the family (a JWT in a bearer
+    header reports "jwt", a key inside a generic assignment its own family)."""
     raw.sort(key=lambda f: (f[0], -f[1]))
     merged: list[list] = []
     for start, end, fam, prio in raw:
@@ -512,14 +517,71 @@ def find_secrets(text: str) -> list[Finding]:
                 cur[2], cur[3] = fam, prio
             continue
         merged.append([start, end, fam, prio])
+    return merged
+
+
+def _apply(text: str, spans: list[list]) -> tuple[str, list[tuple[int, int, int, int]]]:
+    """Redacted text and, per marker, (out_start, out_end, orig_start, orig_end)."""
+    parts: list[str] = []
+    where: list[tuple[int, int, int, int]] = []
+    pos = out_len = 0
+    for start, end, fam, _ in spans:
+        parts.append(text[pos:start])
+        out_len += start - pos
+        marker = f"{MARKER_PREFIX}{fam}]"
+        parts.append(marker)
+        where.append((out_len, out_len + len(marker), start, end))
+        out_len += len(marker)
+        pos = end
+    parts.append(text[pos:])
+    return "".join(parts), where
+
+
+def _to_original(pos: int, where: list[tuple[int, int, int, int]], is_end: bool) -> int:
+    delta = 0
+    for o_start, o_end, start, end in where:
+        if pos < o_start:
+            break
+        if pos < o_end or (is_end and pos == o_end):
+            return end if is_end else start
+        delta = end - o_end
+    return pos + delta
+
+
+def find_secrets(text: str) -> list[Finding]:
+    """Secrets in `text` as non-overlapping findings, sorted by position (values never kept).
+
+    Redacting can expose a match that the original hid (a token glued to a key's last line
+    starts matching once `]` replaces the key), so the scan repeats on the redacted text until
+    nothing new appears; new spans are mapped back to the original. That makes `redact`
+    idempotent by construction.
+    """
+    if not text:
+        return []
+    raw = _raw_findings(text)
+    if not raw:
+        return []
     # A marker already in the text must stay intact (idempotence): drop spans that touch one.
     markers = [m.span() for m in _MARKER_RE.finditer(text)] if MARKER_PREFIX in text else []
-    out: list[Finding] = []
-    for start, end, fam, _ in merged:
-        if any(start < me and ms < end for ms, me in markers):
-            continue
-        out.append(Finding(fam, start, end))
-    return out
+    spans = [sp for sp in _merge(raw) if not any(sp[0] < me and ms < sp[1] for ms, me in markers)]
+    for _ in range(4):
+        if not spans:
+            break
+        out, where = _apply(text, spans)
+        out_markers = [(w[0], w[1]) for w in where] + [m.span() for m in _MARKER_RE.finditer(out)]
+        extra = [
+            (s, e, fam, prio)
+            for s, e, fam, prio in _raw_findings(out)
+            if not any(s < me and ms < e for ms, me in out_markers)
+        ]
+        if not extra:
+            break
+        mapped = [
+            (_to_original(s, where, False), _to_original(e, where, True), fam, prio)
+            for s, e, fam, prio in extra
+        ]
+        spans = _merge([tuple(sp) for sp in spans] + mapped)  # type: ignore[misc]
+    return [Finding(fam, start, end) for start, end, fam, _ in spans]
 
 
 def redact(text: str) -> tuple[str, list[Finding]]:

@@ -10,7 +10,7 @@ from librarian_dagster.core.transcripts import (
     session_files_for,
 )
 
-SHARED = Path("/work/shared/data/transcripts")
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "transcripts"
 DAAAIN = SHARED / "daaain__claude-code-log"
 ENTIRE = SHARED / "entireio__cli"
 
