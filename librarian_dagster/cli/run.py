@@ -13,7 +13,7 @@ import librarian_dagster
 from librarian_dagster.core.settings import Settings
 
 DEFAULT_UI_PORT = 3000
-_STOP_GRACE_SECONDS = 20
+_STOP_GRACE_SECONDS = 30
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -162,18 +162,43 @@ def cmd_up(args: argparse.Namespace) -> int:
                 stopping = True
         time.sleep(0.5)
     _stop_children(children)
+    if not settings.database_url:
+        # So that this process, the last live one on the list, stops the server as it exits.
+        from librarian_dagster.core.database import forget_dead_handles
+
+        forget_dead_handles(settings)
     return exit_code
 
 
 def _stop_children(children: list[tuple[str, subprocess.Popen]]) -> None:
+    """SIGTERM each child's process group, wait for the whole group, SIGKILL what is left.
+
+    Waiting for the group, not just the child: `dagster dev` exits before its webserver, daemon
+    and code servers do, and those hold database handles until they are gone.
+    """
     for _name, proc in children:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
     deadline = time.monotonic() + _STOP_GRACE_SECONDS
     for _name, proc in children:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        while _group_alive(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if _group_alive(proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        killed_by = time.monotonic() + 5
+        while _group_alive(proc.pid) and time.monotonic() < killed_by:
+            time.sleep(0.1)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

