@@ -93,8 +93,9 @@ def run(args: argparse.Namespace) -> int:
         print("librarian parse: no .jsonl transcripts found", file=sys.stderr)
     for files in sessions:
         session = parse_session(files, include_thinking=args.include_thinking)
-        _, counts = redact_session(session)
-        rep = session_report(session, counts)
+        # Report from the redacted copy: the title and project are printed too.
+        redacted, counts = redact_session(session)
+        rep = session_report(redacted, counts)
         if args.json:
             print(json.dumps(rep, ensure_ascii=False))
         else:

@@ -268,11 +268,15 @@ def _split_glued(text: str) -> tuple[list[Any], str | None]:
 
 def _decode_line(raw: bytes) -> tuple[list[dict[str, Any]], str | None]:
     """Records on one physical line and, if some of it could not be read, why (no content)."""
+    # Fast path: strict UTF-8 and one object filling the line. raw_decode on the decoded str
+    # skips json.loads' encoding sniffing and whitespace regex (~15% of parse time).
     try:
-        value = json.loads(raw)
-        if isinstance(value, dict):
-            return [value], None
-        return [], f"JSON value is a {type(value).__name__}, not an object"
+        text = raw.decode()
+        value, end = _DECODER.raw_decode(text)
+        if end == len(text) or not text[end:].strip():
+            if isinstance(value, dict):
+                return [value], None
+            return [], f"JSON value is a {type(value).__name__}, not an object"
     except (ValueError, RecursionError):
         pass
     # Slow path only for bad lines: repair bytes, then try glued records.
