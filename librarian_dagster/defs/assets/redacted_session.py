@@ -1,8 +1,9 @@
 import json
+from collections.abc import Iterable, Iterator
 
 import dagster as dg
 
-from librarian_dagster.core.redaction import find_secrets, redact_session
+from librarian_dagster.core.redaction import Finding, find_secrets, redact_session
 from librarian_dagster.core.staging import session_to_json
 from librarian_dagster.core.transcripts import parse_session
 from librarian_dagster.defs.assets._common import GROUP, REDACTED, source_files
@@ -41,8 +42,10 @@ def redacted_session(
     path = stage.write(REDACTED, context.partition_key, session_to_json(clean))
 
     # Scan what was actually written, not the object in memory: that is what later stages read.
+    # Each string on its own, as the digest will read it: scanning the JSON text instead would
+    # see escapes (`\\n`) that are not in the data and flag look-alikes across field boundaries.
     with path.open(encoding="utf-8") as staged:
-        leftovers = _families(find_secrets(json.dumps(json.load(staged), ensure_ascii=False)))
+        leftovers = _families(f for text in _strings(json.load(staged)) for f in find_secrets(text))
     return dg.MaterializeResult(
         metadata={
             "redactions": sum(counts.values()),
@@ -62,7 +65,18 @@ def redacted_session(
     )
 
 
-def _families(findings) -> dict[str, int]:
+def _strings(value) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def _families(findings: Iterable[Finding]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for finding in findings:
         counts[finding.family] = counts.get(finding.family, 0) + 1
