@@ -429,7 +429,10 @@ def _pem_findings(text: str) -> list[tuple[int, int, str, int]]:
     out: list[tuple[int, int, str, int]] = []
     for m in _PEM_BEGIN.finditer(text):
         family = _PEM_FAMILY.get(m.group(1), "private_key")
-        end_m = _PEM_END.search(text, m.end(), m.end() + _PEM_MAX)
+        limit = m.end() + _PEM_MAX
+        nul = text.find("\x00", m.end(), limit)
+        # Never look for the END line past a NUL: in a batch that is the next text.
+        end_m = _PEM_END.search(text, m.end(), nul if nul != -1 else limit)
         if end_m is not None:
             end = end_m.end()
         else:

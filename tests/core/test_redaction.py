@@ -6,7 +6,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from librarian_dagster.core.redaction import find_secrets, redact
+from librarian_dagster.core.redaction import find_secrets, redact, redact_many
 
 SECRETS_DEV = Path(__file__).resolve().parents[2].parent / "shared" / "eval" / "secrets-dev.jsonl"
 
@@ -153,3 +153,22 @@ def test_redaction_is_idempotent(text):
     assert find_secrets(once) == []
     for f in findings:
         assert 0 <= f.start < f.end <= len(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.sampled_from([t for _, t in POSITIVES] + LOOKALIKES)
+            | st.text(max_size=30)
+            | st.sampled_from(["password=", "-----BEGIN RSA PRIVATE KEY-----\n", "\n", "Bearer "]),
+            max_size=4,
+        ).map("".join),
+        max_size=6,
+    )
+)
+def test_batched_redaction_equals_one_by_one(texts):
+    # redact_session scans a session's texts joined in batches; the result must not depend on it.
+    outs, found = redact_many(texts)
+    assert outs == [redact(t)[0] for t in texts]
+    assert found == [redact(t)[1] for t in texts]
