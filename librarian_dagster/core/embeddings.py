@@ -67,6 +67,10 @@ _SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "I64": "<i8"}
 _MAX_TOKENS_PER_BATCH = 4096
 # Cap on sequences per batch, so that very short texts do not make huge Python-side batches.
 _MAX_SEQUENCES_PER_BATCH = 128
+# Blocking inside a batch, to keep the working set of the elementwise passes in cache: scores
+# per attention block (elements; 2**19 floats = 2 MB) and token rows per feed-forward block.
+_ATTENTION_SCORES_BLOCK = 2**19
+_FFN_ROWS_BLOCK = 1024
 
 
 def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
@@ -213,19 +217,21 @@ class _MiniLM:
         self.emb_ln_w = w["embeddings.LayerNorm.weight"]
         self.emb_ln_b = w["embeddings.LayerNorm.bias"]
         self.layers: list[_Layer] = []
+        scale = np.float32(1.0 / math.sqrt(self.head_dim))
         for i in range(config["num_hidden_layers"]):
             p = f"encoder.layer.{i}."
 
             def g(name: str, p: str = p) -> np.ndarray:
                 return w[p + name]
 
-            # One fused matmul for query, key and value instead of three.
+            # One fused matmul for query, key and value instead of three; the attention scale
+            # 1/sqrt(head_dim) is folded into the query weights, saving a pass over the scores.
             self.layers.append(
                 _Layer(
                     qkv_w=np.ascontiguousarray(
                         np.concatenate(
                             [
-                                g("attention.self.query.weight"),
+                                g("attention.self.query.weight") * scale,
                                 g("attention.self.key.weight"),
                                 g("attention.self.value.weight"),
                             ]
@@ -233,7 +239,7 @@ class _MiniLM:
                     ),
                     qkv_b=np.concatenate(
                         [
-                            g("attention.self.query.bias"),
+                            g("attention.self.query.bias") * scale,
                             g("attention.self.key.bias"),
                             g("attention.self.value.bias"),
                         ]
@@ -267,36 +273,47 @@ class _MiniLM:
         # operand makes numpy call BLAS once per sequence, which is several times slower.
         h = (self.word_emb[ids] + self.pos_emb[:seq] + self.type_emb0).reshape(-1, hidden)
         h = _layer_norm(h, self.emb_ln_w, self.emb_ln_b, self.eps)
+        padded = not bool(mask.all())
         key_mask = mask[:, None, None, :].astype(np.float32)  # (batch, 1, 1, seq)
         # Large enough that padding never sets the row max, small enough to stay finite.
         key_bias = (key_mask - np.float32(1.0)) * np.float32(1e9)
-        scale = np.float32(1.0 / math.sqrt(head_dim))
+        # Attention runs over a few sequences at a time so that their scores (heads x seq x seq
+        # each) stay in cache and memory stays bounded; the dense layers over all rows at once.
+        step = max(1, _ATTENTION_SCORES_BLOCK // (heads * seq * seq))
         for layer in self.layers:
             qkv = h @ layer.qkv_w
             qkv += layer.qkv_b
             qkv = qkv.reshape(batch, seq, 3, heads, head_dim).transpose(2, 0, 3, 1, 4)
-            q, k, v = qkv[0], qkv[1], qkv[2]  # (batch, heads, seq, head_dim)
-            scores = q @ k.transpose(0, 1, 3, 2)  # (batch, heads, seq, seq)
-            scores *= scale
-            scores += key_bias
-            scores -= scores.max(axis=-1, keepdims=True)
-            np.maximum(scores, _SOFTMAX_FLOOR, out=scores)
-            np.exp(scores, out=scores)
-            # Padding keys get exactly zero weight, so padding cannot change real tokens'
-            # outputs (HF adds finfo.min to the scores to the same effect).
-            scores *= key_mask
-            scores /= scores.sum(axis=-1, keepdims=True)
-            context = (scores @ v).transpose(0, 2, 1, 3).reshape(-1, hidden)
-            del scores, qkv, q, k, v
-            attn = context @ layer.attn_out_w
+            context = np.empty((batch, seq, heads, head_dim), dtype=np.float32)
+            for i in range(0, batch, step):
+                j = min(batch, i + step)
+                q, k, v = qkv[0, i:j], qkv[1, i:j], qkv[2, i:j]  # (n, heads, seq, head_dim)
+                scores = q @ k.transpose(0, 1, 3, 2)  # (n, heads, seq, seq), already scaled
+                if padded:
+                    scores += key_bias[i:j]
+                scores -= scores.max(axis=-1, keepdims=True)
+                np.maximum(scores, _SOFTMAX_FLOOR, out=scores)
+                np.exp(scores, out=scores)
+                if padded:
+                    # Padding keys get exactly zero weight, so padding cannot change real
+                    # tokens' outputs (HF adds finfo.min to the scores to the same effect).
+                    scores *= key_mask[i:j]
+                scores /= scores.sum(axis=-1, keepdims=True)
+                context[i:j] = (scores @ v).transpose(0, 2, 1, 3)
+            del qkv
+            attn = context.reshape(-1, hidden) @ layer.attn_out_w
             attn += layer.attn_out_b
             attn += h
             h = _layer_norm(attn, layer.attn_ln_w, layer.attn_ln_b, self.eps)
-            inter = h @ layer.inter_w
-            inter += layer.inter_b
-            inter = _gelu(inter)
-            out = inter @ layer.out_w
-            del inter
+            # The feed-forward block in row blocks: its 1536-wide activations stay in cache
+            # through the GELU's passes, and peak memory does not grow with the batch.
+            out = np.empty_like(h)
+            for r in range(0, h.shape[0], _FFN_ROWS_BLOCK):
+                rows = h[r : r + _FFN_ROWS_BLOCK]
+                inter = rows @ layer.inter_w
+                inter += layer.inter_b
+                inter = _gelu(inter)
+                np.matmul(inter, layer.out_w, out=out[r : r + _FFN_ROWS_BLOCK])
             out += layer.out_b
             out += h
             h = _layer_norm(out, layer.out_ln_w, layer.out_ln_b, self.eps)
