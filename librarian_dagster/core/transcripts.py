@@ -242,28 +242,64 @@ class Session:
 _DECODER = json.JSONDecoder()
 
 
+_ENVELOPE_TYPES = frozenset({"user", "assistant", "system", "progress", "attachment"})
+
+
+def _looks_top_level(value: Any) -> bool:
+    """Whether an object found by resynchronising inside a bad line is a record of its own.
+
+    A cut record leaves its nested objects behind (content blocks, the subagent messages of
+    agent_progress); those must not be read as records. Real records carry their envelope.
+    """
+    if not isinstance(value, dict):
+        return False
+    rtype = value.get("type")
+    if rtype in _ENVELOPE_TYPES:
+        return "sessionId" in value or "parentUuid" in value
+    if rtype == "summary":
+        return "leafUuid" in value or "summary" in value
+    if rtype == "file-history-snapshot":
+        return "snapshot" in value or "messageId" in value
+    return isinstance(rtype, str) and "sessionId" in value
+
+
 def _split_glued(text: str) -> tuple[list[Any], str | None]:
-    """Decode one or more JSON values written back to back; reason for any unreadable tail."""
+    """Decode JSON values written back to back on one line; reason for anything unreadable.
+
+    After a value that does not parse, reading resumes at the next `{"` that starts a complete
+    record (anthropics/claude-code#52387: a cut record followed by the next append).
+    """
     values: list[Any] = []
+    reason: str | None = None
     pos, end = 0, len(text)
+    resyncing = False
     while pos < end:
         while pos < end and text[pos] in " \t\r\n":
             pos += 1
         if pos >= end:
             break
         try:
-            value, pos = _DECODER.raw_decode(text, pos)
+            value, new_pos = _DECODER.raw_decode(text, pos)
         except ValueError as exc:
-            # A record cut short and followed by the next append ({"a":1,"b{"c":...}) leaves
-            # the following record intact: resynchronise at the next '{"' and keep going.
+            if reason is None:
+                reason = f"invalid JSON at column {getattr(exc, 'pos', pos)}"
+            resyncing = True
             nxt = text.find('{"', pos + 1)
-            reason = f"invalid JSON at column {exc.pos if hasattr(exc, 'pos') else pos}"
             if nxt == -1:
-                return values, reason
-            values_rest, reason_rest = _split_glued(text[nxt:])
-            return values + values_rest, reason if not values_rest else reason_rest or reason
+                break
+            pos = nxt
+            continue
+        if resyncing and not _looks_top_level(value):
+            # A nested object of the cut record: skip over it as a whole.
+            nxt = text.find('{"', new_pos)
+            if nxt == -1:
+                break
+            pos = nxt
+            continue
         values.append(value)
-    return values, None
+        pos = new_pos
+        resyncing = False
+    return values, reason
 
 
 def _decode_line(raw: bytes) -> tuple[list[dict[str, Any]], str | None]:

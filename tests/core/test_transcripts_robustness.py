@@ -311,3 +311,28 @@ def test_parser_never_raises_on_arbitrary_lines(tmp_path_factory, lines, newline
     session = parse_session(SessionFiles(SID, path, ()))
     assert session.stats.turns == len(session.turns)
     list(iter_records(path))
+
+
+def test_cut_record_does_not_leak_its_nested_objects(tmp_path: Path):
+    # A cut agent_progress line holds complete nested user/assistant messages; resynchronising
+    # inside it must not turn them into records of the main dialogue.
+    inner = _assistant("msg_7", "inner-7", {"type": "text", "text": "nested only"})
+    del inner["sessionId"]  # as in real agent_progress: the inner messages carry no envelope
+    progress = {
+        "type": "progress",
+        "uuid": "p1",
+        "sessionId": SID,
+        "parentUuid": None,
+        "data": {
+            "type": "agent_progress",
+            "agentId": "a9",
+            "message": inner,
+            "normalizedMessages": [inner, inner],
+        },
+    }
+    cut = json.dumps(progress).encode()[:-40]
+    summary = json.dumps({"type": "summary", "summary": "Kept title", "leafUuid": "u1"}).encode()
+    session = parse_session(_write(tmp_path, _line(_user("hi", "u1")) + cut + summary + b"\n"))
+    assert [t.text for t in session.turns] == ["hi"]
+    assert session.title == "Kept title"
+    assert session.stats.malformed_lines == 1
