@@ -21,7 +21,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -37,6 +37,7 @@ __all__ = [
     "iter_records",
     "parse_session",
     "session_files_for",
+    "summary_titles",
 ]
 
 _UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
@@ -661,7 +662,8 @@ class _SessionState:
         self.blocks: Counter[str] = Counter()
         self.blocks_other = 0
         self.usage_seen: set[str] = set()
-        self.uuids_seen: set[str] = set()
+        # uuid -> order of first sight (a summary's leafUuid is matched to the latest leaf)
+        self.uuids_seen: dict[str, int] = {}
         self.tool_by_id: dict[str, ToolUse] = {}
         self.models: dict[str, None] = {}
         self.versions: dict[str, None] = {}
@@ -732,7 +734,7 @@ def _process(
             # Resumed or forked sessions can repeat records: count each once.
             state.stats.duplicate_records += 1
             return
-        state.uuids_seen.add(uuid)
+        state.uuids_seen[uuid] = len(state.uuids_seen)
     state.envelope(rec, main)
     if rtype in ("user", "assistant"):
         state.conversation_records += 1
@@ -797,7 +799,7 @@ def _process_inner(state: _SessionState, rec: dict[str, Any], builder: _Builder)
     if isinstance(uuid, str):
         if uuid in state.uuids_seen:
             return
-        state.uuids_seen.add(uuid)
+        state.uuids_seen[uuid] = len(state.uuids_seen)
     if rec.get("type") in ("user", "assistant"):
         builder.add(rec)
 
@@ -808,8 +810,17 @@ def _agent_order(builder: _Builder) -> tuple[str, str]:
     return first, builder.agent_id or ""
 
 
-def parse_session(files: SessionFiles, *, include_thinking: bool = False) -> Session:
-    """Parse one session (main file plus subagents). Never raises on bad content."""
+def parse_session(
+    files: SessionFiles,
+    *,
+    include_thinking: bool = False,
+    titles: Mapping[str, str] | None = None,
+) -> Session:
+    """Parse one session (main file plus subagents). Never raises on bad content.
+
+    `titles` (leafUuid -> summary, from `summary_titles`) supplies a title written into another
+    session's file; the session's own summaries and `custom-title` come first.
+    """
     state = _SessionState(include_thinking)
     main_builder = _Builder(state, None)
     agents: dict[str, _Builder] = {}
@@ -852,6 +863,13 @@ def parse_session(files: SessionFiles, *, include_thinking: bool = False) -> Ses
         title = matched[-1]
     elif state.custom_title:
         title = state.custom_title
+    elif titles:
+        # Older versions wrote a session's summary at the top of a LATER session's file: the
+        # caller collected those (summary_titles) and the latest leaf of this session wins.
+        seen = state.uuids_seen
+        hits = [(seen[leaf], text) for leaf, text in titles.items() if leaf in seen]
+        if hits:
+            title = max(hits)[1]
 
     stats = state.stats
     stats.records_by_type = dict(state.types)
@@ -900,6 +918,27 @@ def parse_session(files: SessionFiles, *, include_thinking: bool = False) -> Ses
         skip_reason=skip,
         files=tuple(str(p) for p in files.paths),
     )
+
+
+def summary_titles(paths: Iterable[Path]) -> dict[str, str]:
+    """leafUuid -> title of every `summary` record in these files, for `parse_session(titles=)`.
+
+    Reads whole files but decodes only lines that mention a summary (they are short).
+    """
+    out: dict[str, str] = {}
+    for path in paths:
+        try:
+            with Path(path).open("rb") as fh:
+                for raw in fh:
+                    if b'"summary"' not in raw or b'"leafUuid"' not in raw:
+                        continue
+                    for rec in _decode_line(raw)[0]:
+                        leaf, text = rec.get("leafUuid"), rec.get("summary")
+                        if rec.get("type") == "summary" and isinstance(leaf, str) and text:
+                            out[leaf] = str(text)
+        except OSError:
+            continue  # a file that vanished has no titles to give
+    return out
 
 
 def project_slug(cwd: str) -> str:

@@ -8,6 +8,7 @@ from librarian_dagster.core.transcripts import (
     discover_sessions,
     parse_session,
     session_files_for,
+    summary_titles,
 )
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "transcripts"
@@ -138,3 +139,24 @@ def test_fingerprint_changes_with_size(tmp_path: Path):
     with path.open("a", encoding="utf-8") as fh:
         fh.write('{"type":"assistant"}\n')
     assert files.fingerprint() != before
+
+
+def test_summary_in_another_file_gives_the_title(tmp_path: Path):
+    a, b = "aaaaaaaa-0000-0000-0000-000000000001", "bbbbbbbb-0000-0000-0000-000000000002"
+    rec = {
+        "type": "user",
+        "uuid": "leaf-1",
+        "sessionId": a,
+        "timestamp": "2026-01-01T00:00:00Z",
+        "message": {"role": "user", "content": "fix the login bug"},
+    }
+    (tmp_path / f"{a}.jsonl").write_text(json.dumps(rec) + "\n", encoding="utf-8")
+    summary = {"type": "summary", "summary": "Login bug fixed", "leafUuid": "leaf-1"}
+    (tmp_path / f"{b}.jsonl").write_text(json.dumps(summary) + "\n", encoding="utf-8")
+    sessions = {s.session_id: s for s in discover_sessions(tmp_path)}
+    assert parse_session(sessions[a]).title is None
+    titles = summary_titles(p for s in sessions.values() for p in s.paths)
+    assert parse_session(sessions[a], titles=titles).title == "Login bug fixed"
+    other = parse_session(sessions[b], titles=titles)
+    assert other.skip_reason == "no conversation (summary-only)"
+    assert other.stats.summaries_unmatched == 1
