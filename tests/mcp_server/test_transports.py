@@ -1,0 +1,52 @@
+"""The recall server over its other transports: legacy SSE and stdio (a subprocess)."""
+
+import asyncio
+import os
+import sys
+
+from mcp import Client, ClientSession, StdioServerParameters
+from mcp.client.sse import sse_client
+
+from mcp_server.app import build_server, http_app
+from tests.helpers import free_port, serve_http
+from tests.mcp_server.test_tools import FakeEmbedder, _memory
+
+
+def test_legacy_sse_endpoint_answers_tool_calls(store):
+    store.replace_memory(_memory("s1", "alpha", 0), [])
+    server = build_server(store, FakeEmbedder())
+
+    async def go(url):
+        async with (
+            sse_client(url + "/sse") as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            return await session.call_tool("list_sessions", {})
+
+    with serve_http(http_app(server, "127.0.0.1"), free_port()) as url:
+        result = asyncio.run(go(url))
+    assert not result.is_error
+    assert [s["session_id"] for s in result.structured_content["sessions"]] == ["s1"]
+
+
+def test_stdio_transport_serves_the_same_tools(store, tmp_path):
+    store.replace_memory(_memory("s1", "alpha", 0), [])
+    env = {
+        **os.environ,
+        "LIBRARIAN_HOME": str(tmp_path / "home"),
+        "LIBRARIAN_DATABASE_URL": store.url,
+    }
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "mcp_server", "--transport", "stdio"], env=env
+    )
+
+    async def go():
+        async with Client(params) as client:
+            tools = await client.list_tools()
+            listed = await client.call_tool("list_sessions", {})
+            return tools, listed
+
+    tools, listed = asyncio.run(go())
+    assert {t.name for t in tools.tools} == {"search_chunks", "get_digest", "list_sessions"}
+    assert [s["session_id"] for s in listed.structured_content["sessions"]] == ["s1"]
