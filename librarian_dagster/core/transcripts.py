@@ -3,15 +3,36 @@
 The transcript format is internal to Claude Code and changes between releases (see
 `shared/data/transcripts/FORMATS.md`), so this module is tolerant by construction:
 
-* files are read line by line in binary mode, so memory is bounded by the largest record, and
-  every line is decoded on its own (bad UTF-8 is replaced, NUL bytes are dropped);
-* a line that is not JSON is retried as several records glued together (`}{`), otherwise it is
-  counted as malformed with its line number and a reason, never its content;
-* unknown record types and content blocks are counted and kept as `kind="other"`;
+* files are read line by line in binary mode, so memory is bounded by the largest record (plus
+  the text the session keeps), and every line is decoded on its own: bad UTF-8 is replaced, NUL
+  bytes are dropped;
+* a line that is not one JSON object is retried as several records glued together (`}{`), and
+  after a cut record reading resumes at the next real record; what is lost is counted as
+  malformed with its line number and a reason, never its content;
+* unknown record types and content blocks are counted, and text they carry is kept as "other";
 * `parse_session` never raises on bad content (an unreadable file becomes a `skip_reason`).
 
-Turn order: the main dialogue first, in file order, then each subagent's turns (agents sorted by
-their first timestamp, each agent's turns in file order). Subagent turns carry `agent_id`.
+What the turns mean:
+
+* Turn order: the main dialogue first, in file order, then each subagent's turns (agents sorted
+  by their first timestamp, each agent's turns in file order). Subagent turns carry `agent_id`;
+  their "prompt" is the task the parent agent gave, not something the user typed.
+* Assistant records that share `message.id` (one per content block) make one turn; token usage
+  is counted once per `message.id`. A record seen twice (same `uuid`) counts once.
+* User text is a "prompt" when typed (slash commands become `/name args`, `!` shell input
+  `! cmd`); `isMeta` records, command caveats and stdout, interrupts, task notifications and
+  IDE/system reminders are "meta"; `tool_result` blocks are "tool_result" turns.
+* Thinking is left out unless `include_thinking`. Images and documents become `[image: <type>]`
+  / `[document: <type>]`: base64 never leaves the parser.
+* Compaction appends to the same file, so the turns before a `compact_boundary` are still here;
+  the summary message that follows it is kept as kind "compact_summary" (a restatement of those
+  turns: skip it when reading the dialogue, use it when only the tail is wanted). Boundaries are
+  counted in `stats.compactions`.
+* Subagents: new layout `<session>/subagents/agent-*.jsonl`, old layout `agent-*.jsonl` beside
+  the session (attached by the `sessionId` in its records), and 2.1.x `agent_progress` records
+  in the parent (only `data.message` is read; `normalizedMessages` repeats the history).
+* The title comes from a `summary` whose `leafUuid` is in this session, else `custom-title`,
+  else from summaries in other files (`summary_titles` + `parse_session(titles=...)`).
 
 Standard library only: hooks and the MCP server import this without dagster.
 """
