@@ -51,7 +51,7 @@ def _parse_redact_pass(sessions) -> tuple[float, int, dict[str, int]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description="parse + redact throughput and peak memory")
     ap.add_argument("corpus", nargs="?", type=Path, default=DEFAULT_CORPUS)
     ap.add_argument("--repeat", type=int, default=3, help="best of N timed passes")
     args = ap.parse_args(argv)
