@@ -166,6 +166,9 @@ def _bearer_ok(value: str) -> bool:
 
 
 _PATH_RE = re.compile(r"^[\w.\-]*(?:/[\w.\-]+)+/?$")
+# Path segments such as `my-app`, `src`, `Users`, `v2`: words, not base64.
+_WORDISH_RE = re.compile(r"^[A-Za-z][a-z]*\d{0,2}(?:[-_][A-Za-z0-9][a-z0-9]*)*$")
+_HEX_RE = re.compile(r"^[0-9a-fA-F]+$")
 _NUMERIC_RE = re.compile(r"^[\d.,:+\-]+[a-zµ%]{0,3}$")
 
 
@@ -176,10 +179,10 @@ def _generic_ok(value: str) -> bool:
     if "/" in value and _PATH_RE.match(value):
         # `git show branch:cmd/cli/x.go`: a path of word-like segments, not base64.
         segments = [seg for seg in re.split(r"[/.]", value) if seg]
-        if all(
+        if value.startswith(("/", "~/", "./", "../")) or all(
             _is_identifier(seg.replace("-", "_"))
             or seg.isdigit()
-            or (seg.islower() and len(seg) <= 5)
+            or _WORDISH_RE.match(seg)
             for seg in segments
         ):
             return False
@@ -202,7 +205,7 @@ _PEM_BEGIN = re.compile(
 _PEM_END = re.compile(r"-----END [A-Z ]*PRIVATE KEY(?: BLOCK)?-----")
 # Key body without an END line (cut-off logs, truncated pastes): base64, whitespace, header
 # lines and JSON-escaped newlines.
-_PEM_BODY = re.compile(r"(?:[A-Za-z0-9+/=\s:,\-]|\\[nrt])*")
+_PEM_BODY = re.compile(r"(?:[A-Za-z0-9+/=\s:,\-]|\\+[nrt])*")
 _PEM_FAMILY = {
     "RSA PRIVATE KEY": "rsa_private_key",
     "EC PRIVATE KEY": "ec_private_key",
@@ -242,7 +245,7 @@ _RULES: tuple[_Rule, ...] = (
     _tok("github_token", r"gh[usr]_[A-Za-z0-9]{36,255}" + _E, "gh"),
     _tok(
         "gitlab_pat",
-        r"gl(?:pat|dt|rt|ptt|ft|soat|cbt|imt)-[0-9A-Za-z_\-]{20,}",
+        r"gl(?:pat|dt|rt|ptt|ft|soat|cbt|imt)-[0-9A-Za-z_\-]{20,}(?:\.[0-9A-Za-z_\-]+)*",
         "gl",
     ),
     _tok(
@@ -271,7 +274,13 @@ _RULES: tuple[_Rule, ...] = (
         check=lambda v: _looks_secret(v, 20, 3.0),
         priority=96,
     ),
-    _tok("telegram_bot", r"\d{8,10}:AA[0-9A-Za-z_\-]{33}" + _E, ":AA"),
+    # Not `_tok`: in API URLs the id follows "bot" (`/bot123:AA...`), so no left boundary.
+    _Rule(
+        "telegram_bot",
+        re.compile(r"(?<![0-9])\d{8,10}:AA[0-9A-Za-z_\-]{33}" + _E),
+        (":AA",),
+        priority=95,
+    ),
     _tok(
         "jwt",
         r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
@@ -290,8 +299,10 @@ _RULES: tuple[_Rule, ...] = (
     _tok("sendgrid", r"SG\.[A-Za-z0-9_\-]{16,32}\.[A-Za-z0-9_\-]{30,50}" + _E, "SG."),
     _ctx(
         "aws_secret_access_key",
-        r"secret_?(?:access_?)?key[\"']?\s*[=:]\s*[\"']?(?P<v>[a-z0-9/+=]{40})(?![a-z0-9/+=])",
+        r"secret[_\-]?(?:access[_\-]?)?key[\"']?(?:\s*[=:]\s*|\s+)[\"']?"
+        r"(?P<v>[a-z0-9/+=]{40})(?![a-z0-9/+=])",
         "secret",
+        check=lambda v: not _HEX_RE.match(v),
         priority=90,
     ),
     _ctx(
@@ -325,6 +336,21 @@ _RULES: tuple[_Rule, ...] = (
         r"auth-token[\"']?\s*[:=]\s*[\"']?(?P<v>[a-z0-9\-._~+/]{16,})",
         "token",
         check=_bearer_ok,
+    ),
+    _ctx(
+        "bearer_token",
+        r"authorization[\"']?\s*[:=]\s*[\"']?(?:token|apikey|api-key|key|sso-key)\s+"
+        r"(?P<v>[a-z0-9\-._~+/:]{16,}=*)",
+        "authorization",
+        check=_bearer_ok,
+    ),
+    _ctx(
+        "generic_password",
+        r"--(?:[a-z0-9]+-)*(?:password|passwd|passphrase|token|secret|api-key|apikey)"
+        r"(?:-[a-z0-9]+)*[ \t]+(?P<q>[\"'`]?)(?P<v>[^\s\x00\"'`,;)\]}]{8,256})(?P=q)",
+        "--",
+        check=lambda v: _generic_ok(v) and not v.startswith("-"),
+        priority=41,
     ),
     # Generic `password=` / `secret:` / `token=` / `api_key=` assignments: one literal-first
     # pattern per keyword (an alternation here cost 12 s on the dev corpus, these cost < 1 s).
@@ -393,7 +419,7 @@ _NEEDLES_EXACT = _needle_index(False)
 _NEEDLES_LOWER = _needle_index(True)
 
 # URL credentials (scheme://user:password@host): one literal-first pattern, family by scheme.
-_URL_CRED = re.compile(r"://[^\s\x00:/@\"'<>]*:(?P<v>[^\s\x00@\"'<>/]+)@")
+_URL_CRED = re.compile(r"://[^\s\x00:/@\"'<>]*:(?P<v>[^\s\x00\"'<>/]+)@")
 _SCHEME_BEFORE = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)\Z")
 _DB_SCHEMES = (
     "mysql",

@@ -95,6 +95,17 @@ POSITIVES = [
     ),
 ]
 
+# The same families in other contexts than the eval's.
+POSITIVES += [
+    ("telegram_bot", "https://api.telegram.org/bot1234567890:AA" + _fake("", 33) + "/getMe"),
+    ("aws_secret_access_key", "aws configure set aws_secret_access_key " + _fake("", 40)),
+    ("postgres_url_password", "postgres://app:" + "p@ss#W0rd9x" + "@db.internal:5432/app"),
+    ("generic_password", "mysql --user=root --password " + "Xk9mQ2pLr7Tz" + " app"),
+    ("bearer_token", "Authorization: Token " + _fake("", 32)),
+    ("private_key", '{"pem": "-----BEGIN PRIVATE KEY-----\\\\n' + _fake("", 64) + '\\\\n"}'),
+    ("gitlab_pat", "GITLAB_TOKEN=" + _fake("glpat-", 27) + ".01.171ab2cd3"),
+]
+
 LOOKALIKES = [
     "commit 4283fefc63f0cd0e873a0000c6d07ef7b77e90d3 fixed it",
     "id 5f0c3a52-8e7d-4b8a-9c1e-2f4d6b7a9e10",
@@ -116,6 +127,9 @@ LOOKALIKES = [
     "if len(password) < 12 { return ErrWeakPassword }",
     "SELECT id, password_hash FROM users WHERE email = $1",
     'curl -H "Authorization: Bearer $TOKEN" https://api.example.com',
+    "secret_key 4283fefc63f0cd0e873a0000c6d07ef7b77e90d3",
+    "git commit --message fixes-the-thing-now",
+    "PWD=/Users/dev/projects/my-app/src",
 ]
 
 
@@ -133,7 +147,7 @@ def test_lookalikes_pass_untouched():
 
 
 def test_escaped_pem_inside_json_string():
-    text = json.dumps({"key": POSITIVES[-2][1]})
+    text = json.dumps({"key": dict(POSITIVES)["rsa_private_key"]})
     out, _ = redact(text)
     assert "PRIVATE KEY" not in out.replace("[REDACTED:rsa_private_key]", "")
 
