@@ -11,6 +11,7 @@ the span in the ORIGINAL text only.
 Standard library only.
 """
 
+import base64
 import bisect
 import math
 import re
@@ -135,6 +136,15 @@ def _looks_secret(value: str, min_len: int = 8, min_entropy: float = 3.0) -> boo
     return _entropy(value) >= min_entropy
 
 
+def _b64_says_private(value: str) -> bool:
+    head = value[:120]
+    head = head[: len(head) - len(head) % 4]
+    try:
+        return b"PRIVATE KEY" in base64.b64decode(head)
+    except ValueError:
+        return False
+
+
 def _url_password_ok(value: str) -> bool:
     low = value.lower()
     if low in {
@@ -180,9 +190,7 @@ def _generic_ok(value: str) -> bool:
         # `git show branch:cmd/cli/x.go`: a path of word-like segments, not base64.
         segments = [seg for seg in re.split(r"[/.]", value) if seg]
         if value.startswith(("/", "~/", "./", "../")) or all(
-            _is_identifier(seg.replace("-", "_"))
-            or seg.isdigit()
-            or _WORDISH_RE.match(seg)
+            _is_identifier(seg.replace("-", "_")) or seg.isdigit() or _WORDISH_RE.match(seg)
             for seg in segments
         ):
             return False
@@ -288,6 +296,14 @@ _RULES: tuple[_Rule, ...] = (
         priority=92,
     ),
     _tok("twilio_api_key", r"SK[0-9a-f]{32}(?![A-Za-z0-9])", "SK", priority=90),
+    # A PEM key stored base64-encoded (Kubernetes secrets, CI variables): "-----BEGIN " encoded.
+    _tok(
+        "private_key",
+        r"LS0tLS1CRUdJTi[A-Za-z0-9+/]{20,}={0,2}",
+        "LS0tLS1CRUdJTi",
+        check=lambda v: _b64_says_private(v),
+        priority=99,
+    ),
     _tok("npm_token", r"npm_[A-Za-z0-9]{36}" + _E, "npm_"),
     _tok("pypi_token", r"pypi-AgE[A-Za-z0-9_\-]{40,}", "pypi-AgE"),
     _tok(
@@ -346,11 +362,20 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _ctx(
         "generic_password",
-        r"--(?:[a-z0-9]+-)*(?:password|passwd|passphrase|token|secret|api-key|apikey)"
+        r"--(?:[a-z0-9]+-)*(?:password|passwd|passphrase|token|secret|apikey"
+        r"|(?:api|account|access|secret|private|auth|client|storage|master|app|sas)-?key)"
         r"(?:-[a-z0-9]+)*[ \t]+(?P<q>[\"'`]?)(?P<v>[^\s\x00\"'`,;)\]}]{8,256})(?P=q)",
         "--",
         check=lambda v: _generic_ok(v) and not v.startswith("-"),
         priority=41,
+    ),
+    # `DB_PASS=...`: bare "pass" only with '=' (`--- PASS: TestName` is every Go test log).
+    _ctx(
+        "generic_password",
+        r"pass[\"']?\s*(?::=|=)\s*(?P<q>[\"'`]?)(?P<v>[^\s\x00\"'`,;)\]}]{8,256})(?P=q)",
+        "pass",
+        check=lambda v: _generic_ok(v),
+        priority=40,
     ),
     # Generic `password=` / `secret:` / `token=` / `api_key=` assignments: one literal-first
     # pattern per keyword (an alternation here cost 12 s on the dev corpus, these cost < 1 s).

@@ -1,5 +1,6 @@
 """Leak-check tests: the shared secrets eval and hand-picked look-alikes."""
 
+import base64
 import json
 from pathlib import Path
 
@@ -104,6 +105,15 @@ POSITIVES += [
     ("bearer_token", "Authorization: Token " + _fake("", 32)),
     ("private_key", '{"pem": "-----BEGIN PRIVATE KEY-----\\\\n' + _fake("", 64) + '\\\\n"}'),
     ("gitlab_pat", "GITLAB_TOKEN=" + _fake("glpat-", 27) + ".01.171ab2cd3"),
+    ("generic_password", "DB_PASS=" + "Xk9mQ2pLr7Tz"),
+    ("generic_password", "az storage blob upload --account-key " + _fake("", 86) + "=="),
+    (
+        "private_key",
+        "tls.key: "
+        + base64.b64encode(
+            b"-----BEGIN RSA PRIVATE KEY-----\n" + _fake("", 64).encode() + b"\n"
+        ).decode(),
+    ),
 ]
 
 LOOKALIKES = [
@@ -130,6 +140,8 @@ LOOKALIKES = [
     "secret_key 4283fefc63f0cd0e873a0000c6d07ef7b77e90d3",
     "git commit --message fixes-the-thing-now",
     "PWD=/Users/dev/projects/my-app/src",
+    "bypass=true",
+    "tls.crt: " + base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIE\n").decode(),
 ]
 
 
