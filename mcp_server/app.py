@@ -19,7 +19,6 @@ from librarian_dagster.core.embeddings import Embedder
 from librarian_dagster.core.store import SearchFilters, Store
 from mcp_server.models import (
     ChunkResult,
-    DigestSections,
     SearchResult,
     SessionDigest,
     SessionInfo,
@@ -67,18 +66,7 @@ def build_server(store: Store, embedder: Embedder) -> MCPServer:
         hits = await anyio.to_thread.run_sync(run)
         return SearchResult(
             query=query,
-            results=[
-                ChunkResult(
-                    text=h.text,
-                    score=round(h.score, 6),
-                    session_id=h.session_id,
-                    section=h.section,
-                    project=h.project,
-                    date=h.date,
-                    summary=h.summary,
-                )
-                for h in hits
-            ],
+            results=[ChunkResult.model_validate(h, from_attributes=True) for h in hits],
         )
 
     @server.tool()
@@ -89,29 +77,9 @@ def build_server(store: Store, embedder: Embedder) -> MCPServer:
         row = await anyio.to_thread.run_sync(store.get_memory, session_id)
         if row is None:
             raise ToolError(f"no session {session_id!r} in memory")
-        digest = row["digest"]
-        return SessionDigest(
-            session_id=row["session_id"],
-            project=row["project"],
-            cwd=row["cwd"],
-            git_branch=row["git_branch"],
-            started_at=row["started_at"],
-            ended_at=row["ended_at"],
-            title=row["title"],
-            summary=row["summary"],
-            domain=row["domain"],
-            tags=list(row["tags"]),
-            importance=row["importance"],
-            sections=DigestSections(
-                worked_on=digest.get("worked_on", []),
-                problem=digest.get("problem", []),
-                solution=digest.get("solution", []),
-                open_items=digest.get("open_items", []),
-            ),
-            text=row["digest_text"],
-            digest_model=row["digest_model"],
-            embedding_model=row["embedding_model"],
-            chunk_count=row["chunk_count"],
+        # The digest's four bullet lists are its sections; the rendered Markdown is its text.
+        return SessionDigest.model_validate(
+            {**row, "sections": row["digest"], "text": row["digest_text"]}
         )
 
     @server.tool()
@@ -133,22 +101,7 @@ def build_server(store: Store, embedder: Embedder) -> MCPServer:
         )
         page, more = rows[:limit], len(rows) > limit
         return SessionList(
-            sessions=[
-                SessionInfo(
-                    session_id=r["session_id"],
-                    project=r["project"],
-                    started_at=r["started_at"],
-                    ended_at=r["ended_at"],
-                    title=r["title"],
-                    summary=r["summary"],
-                    domain=r["domain"],
-                    tags=list(r["tags"]),
-                    importance=r["importance"],
-                    turns=r["turns"],
-                    chunk_count=r["chunk_count"],
-                )
-                for r in page
-            ],
+            sessions=[SessionInfo.model_validate(r) for r in page],
             next_cursor=encode_cursor(page[-1]["sort_date"], page[-1]["session_id"])
             if more
             else None,

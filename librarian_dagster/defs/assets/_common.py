@@ -32,3 +32,14 @@ def staged_session(staging: Staging, session_id: str) -> Session:
 def skipped(reason: str, **metadata) -> dg.MaterializeResult:
     """A stage that has nothing to do for this session says so, and why, in its metadata."""
     return dg.MaterializeResult(metadata={"skipped": reason, **metadata})
+
+
+def pass_skip_on(
+    staging: Staging, stage: str | None, key: str, upstream: dict
+) -> dg.MaterializeResult | None:
+    """If upstream skipped this session, stage the skip for the next stage and report it."""
+    if "skipped" not in upstream:
+        return None
+    if stage is not None:
+        staging.write(stage, key, {"skipped": upstream["skipped"]})
+    return skipped(upstream["skipped"])

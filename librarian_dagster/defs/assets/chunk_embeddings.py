@@ -2,7 +2,7 @@ import time
 
 import dagster as dg
 
-from librarian_dagster.defs.assets._common import CHUNKS, EMBEDDINGS, GROUP, skipped
+from librarian_dagster.defs.assets._common import CHUNKS, EMBEDDINGS, GROUP, pass_skip_on
 from librarian_dagster.defs.partitions import sessions_partitions
 from librarian_dagster.defs.resources import EmbedderResource, StagingResource
 
@@ -20,9 +20,8 @@ def chunk_embeddings(
     stage = staging.get()
     key = context.partition_key
     staged = stage.read(CHUNKS, key)
-    if "skipped" in staged:
-        stage.write(EMBEDDINGS, key, {"skipped": staged["skipped"]})
-        return skipped(staged["skipped"])
+    if (skip := pass_skip_on(stage, EMBEDDINGS, key, staged)) is not None:
+        return skip
     model = embedder.get()
     started = time.perf_counter()
     vectors = model.embed_documents([text for _section, _position, text in staged["chunks"]])

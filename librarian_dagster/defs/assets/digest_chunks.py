@@ -2,7 +2,7 @@ import dagster as dg
 
 from librarian_dagster.core.chunking import chunk_digest
 from librarian_dagster.core.digest import Digest
-from librarian_dagster.defs.assets._common import CHUNKS, DIGEST, GROUP, skipped
+from librarian_dagster.defs.assets._common import CHUNKS, DIGEST, GROUP, pass_skip_on
 from librarian_dagster.defs.partitions import sessions_partitions
 from librarian_dagster.defs.resources import StagingResource
 
@@ -18,9 +18,8 @@ def digest_chunks(context: dg.AssetExecutionContext, staging: StagingResource):
     stage = staging.get()
     key = context.partition_key
     staged = stage.read(DIGEST, key)
-    if "skipped" in staged:
-        stage.write(CHUNKS, key, {"skipped": staged["skipped"]})
-        return skipped(staged["skipped"])
+    if (skip := pass_skip_on(stage, CHUNKS, key, staged)) is not None:
+        return skip
     chunks = chunk_digest(Digest.model_validate(staged["digest"]))
     stage.write(CHUNKS, key, {"chunks": [[c.section, c.position, c.text] for c in chunks]})
     by_section: dict[str, int] = {}

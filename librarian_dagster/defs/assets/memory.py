@@ -7,7 +7,7 @@ from librarian_dagster.defs.assets._common import (
     DIGEST,
     EMBEDDINGS,
     GROUP,
-    skipped,
+    pass_skip_on,
     staged_session,
 )
 from librarian_dagster.defs.partitions import sessions_partitions
@@ -25,8 +25,8 @@ def memory(context: dg.AssetExecutionContext, store: StoreResource, staging: Sta
     stage = staging.get()
     key = context.partition_key
     embedded = stage.read(EMBEDDINGS, key)
-    if "skipped" in embedded:
-        return skipped(embedded["skipped"])
+    if (skip := pass_skip_on(stage, None, key, embedded)) is not None:
+        return skip
     session = staged_session(stage, key)
     staged_digest = stage.read(DIGEST, key)
     chunks = stage.read(CHUNKS, key)["chunks"]
