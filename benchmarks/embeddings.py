@@ -190,8 +190,8 @@ def _current_rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def _timed(encode, texts: list[str], repeat: int = 2) -> float:
-    """Best-of-`repeat` sentences/s."""
+def _timed(encode, texts: list[str], repeat: int = 3) -> float:
+    """Best-of-`repeat` texts/s: the best run is the least disturbed by other load on the box."""
     best = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()
