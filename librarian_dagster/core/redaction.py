@@ -719,13 +719,24 @@ def redact_many(texts: list[str]) -> tuple[list[str], list[list[Finding]]]:
     """Redact many texts, a batch of ~256k characters per scan. Same result as `redact` on each.
 
     A session has ~10^4 small texts: per-call overhead and per-needle scans dominate when they are
-    done one by one; batches of bounded size keep the extra memory at a few MB.
+    done one by one; batches of bounded size keep the extra memory at a few MB. A text repeated
+    in the session (the same file read twice, the same tool output) is scanned once: ~10% of the
+    corpus' text.
     """
+    index: dict[str, int] = {}
+    unique: list[str] = []
+    slots: list[int] = []
+    for t in texts:
+        i = index.get(t)
+        if i is None:
+            i = index[t] = len(unique)
+            unique.append(t)
+        slots.append(i)
     outs: list[str] = []
     found: list[list[Finding]] = []
     batch: list[str] = []
     size = 0
-    for t in texts:
+    for t in unique:
         if batch and size + len(t) > _BATCH_CHARS:
             o, f = _redact_batch(batch)
             outs.extend(o)
@@ -736,7 +747,8 @@ def redact_many(texts: list[str]) -> tuple[list[str], list[list[Finding]]]:
     o, f = _redact_batch(batch)
     outs.extend(o)
     found.extend(f)
-    return outs, found
+    # Each repeat gets its own findings list, so callers may count and modify them freely.
+    return [outs[i] for i in slots], [list(found[i]) for i in slots]
 
 
 def _redact_batch(texts: list[str]) -> tuple[list[str], list[list[Finding]]]:

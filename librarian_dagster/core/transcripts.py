@@ -66,6 +66,7 @@ _AGENT_FILE_RE = re.compile(r"^agent-([0-9A-Za-z_-]+)\.jsonl$")
 # How many leading lines of an old-layout agent file we read to find its parent's sessionId.
 _HEAD_LINES = 20
 _MAX_MALFORMED_EXAMPLES = 20
+_READ_BUFFER = 1 << 20
 _SUMMARY_WIDTH = 100
 
 
@@ -359,7 +360,9 @@ def _decode_line(raw: bytes) -> tuple[list[dict[str, Any]], str | None]:
 def iter_records(path: Path, stats: ParseStats | None = None) -> Iterator[dict[str, Any]]:
     """Stream the JSON object records of one file; malformed lines are counted in `stats`."""
     stats = stats if stats is not None else ParseStats()
-    with Path(path).open("rb") as fh:
+    # A 1 MiB buffer: with the default 8 KiB, splitting multi-megabyte lines took 0.6 s on the
+    # dev corpus against 0.07 s (constant memory either way).
+    with Path(path).open("rb", buffering=_READ_BUFFER) as fh:
         lineno = 0
         for raw in fh:
             lineno += 1
@@ -536,7 +539,7 @@ class _Builder:
         msg = rec.get("message")
         if not isinstance(msg, dict):
             return
-        ts = _parse_ts(rec.get("timestamp"))
+        ts = rec.get("timestamp")
         mid = msg.get("id") if isinstance(msg.get("id"), str) else None
         model = msg.get("model")
         if isinstance(model, str) and model and model != "<synthetic>":
@@ -594,7 +597,7 @@ class _Builder:
         mid: str | None,
         kind: str,
         text: str,
-        ts: datetime | None,
+        ts: Any,
         tools: tuple[ToolUse, ...],
         rec: dict[str, Any],
     ) -> None:
@@ -605,7 +608,7 @@ class _Builder:
             turn.tool_uses = turn.tool_uses + tools
             return
         uuid = rec.get("uuid") if isinstance(rec.get("uuid"), str) else None
-        turn = Turn("assistant", kind, text, ts, tools, self.agent_id, uuid)
+        turn = Turn("assistant", kind, text, _parse_ts(ts), tools, self.agent_id, uuid)
         self.turns.append(turn)
         if mid:
             index[mid] = turn
