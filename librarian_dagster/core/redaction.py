@@ -259,9 +259,7 @@ _RULES: tuple[_Rule, ...] = (
         priority=90,
     ),
     _tok("github_pat_fine", r"github_pat_[A-Za-z0-9_]{22,255}", "github_pat_"),
-    _tok("github_pat_classic", r"ghp_[A-Za-z0-9]{36,255}" + _E, "gh"),
-    _tok("github_oauth", r"gho_[A-Za-z0-9]{36,255}" + _E, "gh"),
-    _tok("github_token", r"gh[usr]_[A-Za-z0-9]{36,255}" + _E, "gh"),
+    _tok("github_token", r"gh[pousr]_[A-Za-z0-9]{36,255}" + _E, "gh"),
     _tok(
         "gitlab_pat",
         r"gl(?:pat|dt|rt|ptt|ft|soat|cbt|imt)-[0-9A-Za-z_\-]{20,}(?:\.[0-9A-Za-z_\-]+)*",
@@ -335,7 +333,7 @@ _RULES: tuple[_Rule, ...] = (
     _ctx(
         "azure_storage_key",
         r"accountkey\s*=\s*(?P<v>[a-z0-9+/]{80,90}={0,2})",
-        "key",
+        "accountkey",
         priority=95,
     ),
     _ctx("azure_sas_signature", r"sig=(?P<v>[a-z0-9%+/]{30,}(?:%3d|=){0,2})", "sig=", priority=80),
@@ -349,19 +347,19 @@ _RULES: tuple[_Rule, ...] = (
     _ctx(
         "private_token_header",
         r"private-token[\"']?\s*[:=]\s*[\"']?(?P<v>[a-z0-9\-._~+/]{16,})",
-        "token",
+        "private-token",
         check=_bearer_ok,
     ),
     _ctx(
         "private_token_header",
         r"api-key[\"']?\s*[:=]\s*[\"']?(?P<v>[a-z0-9\-._~+/]{16,})",
-        "key",
+        "api-key",
         check=_bearer_ok,
     ),
     _ctx(
         "private_token_header",
         r"auth-token[\"']?\s*[:=]\s*[\"']?(?P<v>[a-z0-9\-._~+/]{16,})",
-        "token",
+        "auth-token",
         check=_bearer_ok,
     ),
     _ctx(
@@ -392,14 +390,7 @@ _RULES: tuple[_Rule, ...] = (
     # pattern per keyword (an alternation here cost 12 s on the dev corpus, these cost < 1 s).
     _ctx(
         "generic_password",
-        r"passw(?:or)?d[a-z0-9_.\-]*" + _ASSIGN,
-        "pass",
-        check=lambda v: _generic_ok(v),
-        priority=40,
-    ),
-    _ctx(
-        "generic_password",
-        r"passphrase[a-z0-9_.\-]*" + _ASSIGN,
+        r"pass(?:w(?:or)?d|phrase)[a-z0-9_.\-]*" + _ASSIGN,
         "pass",
         check=lambda v: _generic_ok(v),
         priority=40,
@@ -476,9 +467,13 @@ _DB_SCHEMES = (
     "memcached",
 )
 
+# One GitHub rule matches every gh?_ token; the letter names the family.
+_GITHUB_FAMILY = {ord("p"): "github_pat_classic", ord("o"): "github_oauth"}
+
 FAMILIES: tuple[str, ...] = tuple(
     sorted(
         {r.family for r in _RULES}
+        | set(_GITHUB_FAMILY.values())
         | set(_PEM_FAMILY.values())
         | {"private_key", "postgres_url_password", "database_url_password", "url_password"}
     )
@@ -596,7 +591,10 @@ def _raw_findings(text: str) -> _Raw:
                 continue
             if rule.check is not None and not rule.check(value):
                 continue
-            found.append((start, end, rule.family, rule.priority))
+            family = rule.family
+            if family == "github_token":
+                family = _GITHUB_FAMILY.get(data[start + 2], family)
+            found.append((start, end, family, rule.priority))
     if found and not ascii_only:
         return _to_chars(data, found)
     return found
