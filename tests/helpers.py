@@ -51,3 +51,19 @@ def serve_http(app, port: int):
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def sensor_tick(definitions, instance, cursor):
+    """Evaluate the mirror sensor once, with the resources bound from the environment."""
+    import dagster as dg
+
+    from librarian_dagster.defs.resources import build_resources
+
+    sensor = definitions.resolve_sensor_def("mirror_sensor")
+    with dg.build_sensor_context(
+        instance=instance,
+        cursor=cursor,
+        definitions=definitions,
+        resources=build_resources(Settings.from_env()),
+    ) as context:
+        return sensor(context)

@@ -4,20 +4,17 @@ import asyncio
 import json
 import shutil
 
-import dagster as dg
 import pytest
 from mcp import Client
 
 from librarian_dagster.core.database import database_url as resolve_url
 from librarian_dagster.core.embeddings import local_embedder
-from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store import Store
 from librarian_dagster.definitions import defs as load_defs
-from librarian_dagster.defs.resources import build_resources
 from librarian_dagster.ingest import open_instance
 from mcp_server.app import build_server, http_app
 from tests.conftest import TRANSCRIPTS
-from tests.helpers import age, free_port, make_settings, serve_http
+from tests.helpers import age, free_port, make_settings, sensor_tick, serve_http
 
 CSS = "4379d1bf-ccb1-414e-a856-9791b73f3af2"  # adds margin-bottom to closed <details>
 CI = "fe869ecb-c176-478f-9734-7e4b8ef12cff"  # adds a GitHub Action for tests and linting
@@ -44,18 +41,6 @@ def env(tmp_path, database_url, monkeypatch):
     instance.dispose()
 
 
-def _tick(definitions, instance, cursor):
-    sensor = definitions.resolve_sensor_def("mirror_sensor")
-    with dg.build_sensor_context(
-        instance=instance,
-        cursor=cursor,
-        definitions=definitions,
-        resources=build_resources(Settings.from_env()),
-    ) as context:
-        result = sensor(context)
-    return result
-
-
 def _run(definitions, instance, result):
     for request in result.dynamic_partitions_requests or []:
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
@@ -76,7 +61,7 @@ def _call(url, tool, arguments):
 def test_mirror_to_mcp_answer_and_resumed_session(env):
     settings, definitions, instance, mirror = env
 
-    first = _tick(definitions, instance, None)
+    first = sensor_tick(definitions, instance, None)
     assert sorted(r.partition_key for r in first.run_requests) == sorted([CSS, CI])
     assert len({r.run_key for r in first.run_requests}) == 2
     _run(definitions, instance, first)
@@ -105,7 +90,7 @@ def test_mirror_to_mcp_answer_and_resumed_session(env):
         assert ci.structured_content["results"][0]["session_id"] == CI
 
     # Unchanged files: nothing is requested again.
-    again = _tick(definitions, instance, first.cursor)
+    again = sensor_tick(definitions, instance, first.cursor)
     assert again.run_requests == []
 
     # The CSS session is resumed: it grows, and is requested exactly once more.
@@ -120,13 +105,13 @@ def test_mirror_to_mcp_answer_and_resumed_session(env):
         }
         out.write(json.dumps(record) + "\n")
     age(grown, 600)
-    grown_tick = _tick(definitions, instance, again.cursor)
+    grown_tick = sensor_tick(definitions, instance, again.cursor)
     assert [r.partition_key for r in grown_tick.run_requests] == [CSS]
     assert grown_tick.run_requests[0].run_key != next(
         r.run_key for r in first.run_requests if r.partition_key == CSS
     )
     _run(definitions, instance, grown_tick)
-    assert _tick(definitions, instance, grown_tick.cursor).run_requests == []
+    assert sensor_tick(definitions, instance, grown_tick.cursor).run_requests == []
     memory = store.get_memory(CSS)
     assert memory is not None
     assert any("bold" in b for b in memory["digest"]["worked_on"])
@@ -137,8 +122,8 @@ def test_a_session_still_being_written_waits_until_it_settles(env):
     _settings, definitions, instance, mirror = env
     fresh = mirror / "-Users-dain-site" / f"{CSS}.jsonl"
     age(fresh, 5)  # written 5 s ago, settle time is 120 s
-    result = _tick(definitions, instance, None)
+    result = sensor_tick(definitions, instance, None)
     assert [r.partition_key for r in result.run_requests] == [CI]
     age(fresh, 600)
-    later = _tick(definitions, instance, result.cursor)
+    later = sensor_tick(definitions, instance, result.cursor)
     assert [r.partition_key for r in later.run_requests] == [CSS]

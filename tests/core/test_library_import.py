@@ -9,7 +9,11 @@ from librarian_dagster.core.library import apply_plan, demote_headings, plan_imp
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = (
-    REPO.parent / "shared" / "data" / "transcripts" / "memory-bank-samples"
+    REPO.parent
+    / "shared"
+    / "data"
+    / "transcripts"
+    / "memory-bank-samples"
     / "1w2w3y__gpt-image-1-playground"
 )
 
@@ -20,7 +24,11 @@ def test_real_memory_bank_imports(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "Wrote 5 note(s)" in out
     assert sorted(p.name for p in into.iterdir()) == [
-        "active.md", "patterns.md", "product.md", "progress.md", "tech.md"
+        "active.md",
+        "patterns.md",
+        "product.md",
+        "progress.md",
+        "tech.md",
     ]
     product = (into / "product.md").read_text(encoding="utf-8")
     assert product.startswith("# Product\n")
@@ -90,7 +98,8 @@ def test_runs_as_a_stdlib_script_for_the_plugin(tmp_path):
     script = REPO / "librarian_dagster" / "core" / "library.py"
     proc = subprocess.run(
         [sys.executable, "-E", "-S", str(script), str(SAMPLE), "--into", str(tmp_path / "l")],
-        capture_output=True, timeout=60,
+        capture_output=True,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "l" / "progress.md").exists()

@@ -7,9 +7,10 @@ import pytest
 
 from librarian_dagster.core.store import Store
 from librarian_dagster.core.transcripts import session_files_for
+from librarian_dagster.definitions import defs as load_defs
 from librarian_dagster.ingest import ingest_sessions, open_instance
 from tests.conftest import TRANSCRIPTS
-from tests.helpers import make_settings
+from tests.helpers import age, make_settings, sensor_tick
 
 TRUNCATED = TRANSCRIPTS / "derived" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.truncated.jsonl"
 SUMMARY_ONLY = (
@@ -70,4 +71,19 @@ def test_each_bad_file_is_ingested_or_skipped_with_its_reason(tmp_path, database
     store = Store(database_url)
     assert store.get_memory("03eb5929-52b3-4b13-ada3-b93ae35806b8") is not None
     assert store.get_memory("22222222-2222-2222-2222-222222222222") is None
+    instance.dispose()
+
+
+def test_the_sensor_requests_bad_files_without_failing(
+    tmp_path, database_url, bad_mirror, monkeypatch
+):
+    for path in bad_mirror.iterdir():
+        age(path, 600)
+    settings = make_settings(tmp_path, database_url, bad_mirror.parent)
+    monkeypatch.setenv("LIBRARIAN_HOME", str(settings.home))
+    monkeypatch.setenv("LIBRARIAN_MIRROR", str(settings.mirror))
+    monkeypatch.setenv("LIBRARIAN_DATABASE_URL", database_url)
+    instance = open_instance(settings)
+    result = sensor_tick(load_defs(), instance, None)
+    assert len(result.run_requests) == 4
     instance.dispose()

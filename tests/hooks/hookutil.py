@@ -117,8 +117,12 @@ def stop_event(cwd: str, session="abc123", active=False) -> dict:
             }
         ],
         "session_crons": [
-            {"id": "cron-001", "schedule": "0 9 * * 1-5", "recurring": True,
-             "prompt": "check the build"}
+            {
+                "id": "cron-001",
+                "schedule": "0 9 * * 1-5",
+                "recurring": True,
+                "prompt": "check the build",
+            }
         ],
     }
 

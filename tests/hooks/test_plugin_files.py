@@ -35,14 +35,18 @@ def test_hooks_json_commands_run_from_the_plugin_root(hooks, tmp_path):
         if event_name == "PreToolUse":
             # Run it as Claude Code would (through the shell), with python3 from PATH.
             proc = subprocess.run(
-                command, shell=True, capture_output=True, timeout=60,
+                command,
+                shell=True,
+                capture_output=True,
+                timeout=60,
                 env=dict(hooks.env, CLAUDE_PLUGIN_ROOT=str(REPO)),
                 input=json.dumps(pre_tool_use_event(str(repo / "f.py"), str(repo))).encode(),
             )
             assert proc.returncode == 0, proc.stderr
-            assert "from the plugin" in json.loads(proc.stdout)["hookSpecificOutput"][
-                "additionalContext"
-            ]
+            assert (
+                "from the plugin"
+                in json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+            )
 
 
 def test_mcp_json_entry_is_typed_http():

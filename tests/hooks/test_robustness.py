@@ -55,7 +55,10 @@ def test_default_log_goes_under_home(hooks, tmp_path):
     env.pop("LIBRARIAN_LOG")
     subprocess.run(
         [sys.executable, "-E", "-S", str(HOOKS / "stop.py")],
-        input=json.dumps(stop_event(str(tmp_path))).encode(), env=env, timeout=60, check=True,
+        input=json.dumps(stop_event(str(tmp_path))).encode(),
+        env=env,
+        timeout=60,
+        check=True,
     )
     assert (hooks.home / ".claude" / "librarian.log").read_text(encoding="utf-8").count("\n") == 1
 

@@ -24,9 +24,7 @@ print(json.dumps({"top": top, "stdlib": sorted(sys.stdlib_module_names)}))
 
 def test_hooks_import_only_the_standard_library(hooks, tmp_path):
     repo = tmp_path / "repo"
-    make_library(
-        repo, {"a/tech.md": "- t", ".scratch.md": "## [TAG: a, type: patterns]\n- p\n"}
-    )
+    make_library(repo, {"a/tech.md": "- t", ".scratch.md": "## [TAG: a, type: patterns]\n- p\n"})
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, str(HOOKS), str(repo)],
         capture_output=True,
@@ -38,8 +36,14 @@ def test_hooks_import_only_the_standard_library(hooks, tmp_path):
     top = set(report["top"])
     for heavy in ("dagster", "psycopg", "psycopg2", "mcp", "google", "pydantic", "numpy"):
         assert heavy not in top
-    ours = {"librarian_hooklib", "librarian_routing", "librarian_inject", "pre_tool_use", "stop",
-            "user_prompt_submit"}
+    ours = {
+        "librarian_hooklib",
+        "librarian_routing",
+        "librarian_inject",
+        "pre_tool_use",
+        "stop",
+        "user_prompt_submit",
+    }
     # site/sitecustomize machinery of this interpreter may load a few extras; they are not ours.
     outside = top - set(report["stdlib"]) - ours - {"__main__", "sitecustomize", "usercustomize"}
     assert not {m for m in outside if not m.startswith("_")} - {"certifi"}, outside
@@ -59,7 +63,9 @@ def test_pre_tool_use_stays_light(hooks, tmp_path):
     )
     proc = subprocess.run(
         [sys.executable, "-E", "-S", "-c", probe, str(HOOKS), str(repo)],
-        capture_output=True, env=hooks.env, timeout=60,
+        capture_output=True,
+        env=hooks.env,
+        timeout=60,
     )
     assert proc.stdout.split() == [b"False"] * 4, proc.stderr
 
@@ -71,14 +77,14 @@ def test_minimal_json_matches_the_json_module():
     finally:
         sys.path.remove(str(HOOKS))
     value = {
-        "a": ["x\u00e9\n\"\\", 1, -2.5, True, False, None, {}],
+        "a": ['x\u00e9\n"\\', 1, -2.5, True, False, None, {}],
         "b": {"nested": "\u2603 \U0001f600 <!-- -->"},
     }
     text = lib.dumps(value)
     assert text.isascii()
     assert json.loads(text) == value
     assert lib.loads(json.dumps(value, indent=2)) == value
-    assert lib.loads("  {\"k\": 1e3}\n") == {"k": 1000.0}
+    assert lib.loads('  {"k": 1e3}\n') == {"k": 1000.0}
     for bad in ["", "{", "{} x", "[1,]", "nul"]:
         try:
             lib.loads(bad)
