@@ -325,8 +325,48 @@ def _split_glued(text: str) -> tuple[list[Any], str | None]:
     return values, reason
 
 
+_USER_TAG = b'"type":"user"'
+_TOOL_USE_RESULT_TAG = b',"toolUseResult":'
+_GLUE = b'}{"'
+
+
+def _user_without_tool_use_result(raw: bytes) -> dict[str, Any] | None:
+    """A tool-result `user` record decoded up to its `toolUseResult`, or None.
+
+    `toolUseResult` repeats the tool's output in structured form (a Read's whole file, again):
+    43% of the dev corpus' bytes. The parser uses the `tool_result` block instead, so the line is
+    decoded only up to that key, which in every version seen follows `message`, `uuid` and
+    `timestamp`. Whatever does not fit (a string result, glued records, another key order, a
+    nested match) returns None and the whole line is decoded.
+    """
+    if raw.find(_USER_TAG, 0, 4096) < 0 or raw.find(b'"type":"progress"', 0, 4096) >= 0:
+        return None
+    cut = raw.find(_TOOL_USE_RESULT_TAG)
+    if (
+        cut < 0
+        or raw[cut + len(_TOOL_USE_RESULT_TAG) : cut + len(_TOOL_USE_RESULT_TAG) + 1] == b'"'
+    ):
+        return None
+    if not raw.rstrip().endswith(b"}") or raw.find(_GLUE, cut) >= 0:
+        return None
+    try:
+        text = raw[:cut].decode() + "}"
+        value, end = _DECODER.raw_decode(text)
+    except (ValueError, RecursionError):
+        return None
+    if end != len(text) or not isinstance(value, dict) or value.get("type") != "user":
+        return None
+    if "uuid" not in value or "message" not in value:
+        return None
+    return value
+
+
 def _decode_line(raw: bytes) -> tuple[list[dict[str, Any]], str | None]:
     """Records on one physical line and, if some of it could not be read, why (no content)."""
+    if len(raw) > 4096:
+        short = _user_without_tool_use_result(raw)
+        if short is not None:
+            return [short], None
     # Fast path: strict UTF-8 and one object filling the line. raw_decode on the decoded str
     # skips json.loads' encoding sniffing and whitespace regex (~15% of parse time).
     try:

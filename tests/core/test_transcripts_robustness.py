@@ -336,3 +336,39 @@ def test_cut_record_does_not_leak_its_nested_objects(tmp_path: Path):
     assert [t.text for t in session.turns] == ["hi"]
     assert session.title == "Kept title"
     assert session.stats.malformed_lines == 1
+
+
+def test_tool_use_result_shortcut_keeps_everything_needed(tmp_path: Path):
+    # Lines over 4 KiB are decoded only up to `toolUseResult` (a structured copy of the tool's
+    # output); glued records, string results and other key orders still read in full.
+    big = "x" * 5000
+
+    def result(uuid: str, tool_result, after: dict | None = None) -> dict:
+        rec = {
+            "type": "user",
+            "sessionId": SID,
+            "timestamp": "2026-01-01T10:00:09.000Z",
+            "message": {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": ""}],
+            },
+            "uuid": uuid,
+            "toolUseResult": tool_result,
+        }
+        rec.update(after or {})
+        return rec
+
+    structured = result("r1", {"file": {"content": big}})
+    as_string = result("r2", "Error: " + big)
+    reordered = {k: v for k, v in result("r3", {"stdout": big}).items() if k != "uuid"}
+    reordered["uuid"] = "r3"  # uuid after toolUseResult: the shortcut must not lose it
+    glued = (
+        json.dumps(result("r4", {"stdout": big})).encode()
+        + json.dumps({"type": "summary", "summary": "Glued title", "leafUuid": "r4"}).encode()
+    )
+    raw = b"".join(_line(r) for r in (structured, as_string, reordered)) + glued + b"\n"
+    session = parse_session(_write(tmp_path, raw))
+    assert [t.uuid for t in session.turns] == ["r1", "r2", "r3", "r4"]
+    assert session.turns[1].text.startswith("Error: ")  # the string result stands in
+    assert session.title == "Glued title"
+    assert session.stats.malformed_lines == 0
