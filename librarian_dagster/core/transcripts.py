@@ -34,7 +34,7 @@ What the turns mean:
 * The title comes from a `summary` whose `leafUuid` is in this session, else `custom-title`,
   else from summaries in other files (`summary_titles` + `parse_session(titles=...)`).
 * `toolUseResult` (a structured copy of the tool's output) is not decoded on long lines and
-  not passed on; the `tool_result` block is. `progress` (but agent_progress) and
+  not passed on; the `tool_result` block is. `progress` records other than agent_progress and
   `file-history-snapshot` records are only counted and timed.
 
 Standard library only: hooks and the MCP server import this without dagster.
