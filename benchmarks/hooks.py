@@ -113,15 +113,15 @@ def main() -> int:
         repo = lib.parent
         home = root / "home"
         home.mkdir()
-        env = {
-            k: v for k, v in os.environ.items() if not k.startswith(("LIBRARIAN_", "CLAUDE_"))
-        }
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("LIBRARIAN_", "CLAUDE_"))}
         env.update(HOME=str(home), LIBRARIAN_LOG=str(root / "librarian.log"))
         leaves = sum(1 for _ in lib.glob("t*/m*/l*"))
         notes = sum(1 for _ in lib.rglob("*.md"))
         real = subprocess.run(
             [python, "-c", "import sys; print(sys.executable, sys.version.split()[0])"],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
         print(f"library: {leaves} leaf folders, {notes} notes; interpreter: {python} -> {real}")
 
@@ -151,8 +151,10 @@ def main() -> int:
             for line in (root / "librarian.log").read_text(encoding="utf-8").splitlines()
             if " pre_tool_use " in line and "injected=" in line
         ]
-        print(f"\nin-process time of a cold firing (from the log): median "
-              f"{statistics.median(logged):.1f} ms")
+        print(
+            f"\nin-process time of a cold firing (from the log): median "
+            f"{statistics.median(logged):.1f} ms"
+        )
         print(f"target: <= 30 ms median for the whole process; cold median {cold:.1f} ms")
     return 0
 

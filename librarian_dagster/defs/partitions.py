@@ -2,4 +2,5 @@ import dagster as dg
 
 # One partition per Claude Code session, keyed by its session id; added by the mirror sensor and
 # by `librarian ingest`.
-sessions_partitions = dg.DynamicPartitionsDefinition(name="sessions")
+SESSIONS = "sessions"
+sessions_partitions = dg.DynamicPartitionsDefinition(name=SESSIONS)

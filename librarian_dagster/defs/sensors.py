@@ -6,7 +6,7 @@ import dagster as dg
 from librarian_dagster.core.mirror import plan_ingest, run_key, snapshot
 from librarian_dagster.core.transcripts import discover_sessions
 from librarian_dagster.defs.jobs import ingest_session_job
-from librarian_dagster.defs.partitions import sessions_partitions
+from librarian_dagster.defs.partitions import SESSIONS, sessions_partitions
 from librarian_dagster.defs.resources import MirrorResource, StoreResource
 
 
@@ -35,7 +35,7 @@ def mirror_sensor(
     new_keys = [
         s.files.session_id
         for s in plan.requests
-        if not context.instance.has_dynamic_partition(sessions_partitions.name, s.files.session_id)
+        if not context.instance.has_dynamic_partition(SESSIONS, s.files.session_id)
     ]
     return dg.SensorResult(
         run_requests=[
