@@ -27,26 +27,9 @@ class DigestSections(BaseModel):
     open_items: list[str]
 
 
-class SessionDigest(BaseModel):
-    session_id: str
-    project: str
-    cwd: str | None
-    git_branch: str | None
-    started_at: datetime | None
-    ended_at: datetime | None
-    title: str | None
-    summary: str
-    domain: str
-    tags: list[str]
-    importance: int
-    sections: DigestSections
-    text: str = Field(description="The digest rendered as Markdown.")
-    digest_model: str
-    embedding_model: str
-    chunk_count: int
-
-
 class SessionInfo(BaseModel):
+    """One remembered session, as listed."""
+
     session_id: str
     project: str
     started_at: datetime | None
@@ -58,6 +41,17 @@ class SessionInfo(BaseModel):
     importance: int
     turns: int
     chunk_count: int
+
+
+class SessionDigest(SessionInfo):
+    """One session in full: what is listed, plus where it ran and its whole digest."""
+
+    cwd: str | None
+    git_branch: str | None
+    sections: DigestSections
+    text: str = Field(description="The digest rendered as Markdown.")
+    digest_model: str
+    embedding_model: str
 
 
 class SessionList(BaseModel):

@@ -383,52 +383,21 @@ _RULES: tuple[_Rule, ...] = (
         "generic_password",
         r"pass[\"']?\s*(?::=|=)\s*(?P<q>[\"'`]?)(?P<v>[^\s\x00\"'`,;)\]}]{8,256})(?P=q)",
         "pass",
-        check=lambda v: _generic_ok(v),
+        check=_generic_ok,
         priority=40,
     ),
     # Generic `password=` / `secret:` / `token=` / `api_key=` assignments: one literal-first
     # pattern per keyword (an alternation here cost 12 s on the dev corpus, these cost < 1 s).
-    _ctx(
-        "generic_password",
-        r"pass(?:w(?:or)?d|phrase)[a-z0-9_.\-]*" + _ASSIGN,
-        "pass",
-        check=lambda v: _generic_ok(v),
-        priority=40,
-    ),
-    _ctx(
-        "generic_password",
-        r"pwd[a-z0-9_.\-]*" + _ASSIGN,
-        "pwd",
-        check=lambda v: _generic_ok(v),
-        priority=40,
-    ),
-    _ctx(
-        "generic_secret",
-        r"secret[a-z0-9_.\-]*" + _ASSIGN,
-        "secret",
-        check=lambda v: _generic_ok(v),
-        priority=40,
-    ),
-    _ctx(
-        "generic_token",
-        r"token[a-z0-9_.\-]*" + _ASSIGN,
-        "token",
-        check=lambda v: _generic_ok(v),
-        priority=40,
-    ),
-    _ctx(
-        "generic_secret",
-        r"credentials?[a-z0-9_.\-]*" + _ASSIGN,
-        "credential",
-        check=lambda v: _generic_ok(v),
-        priority=40,
-    ),
-    _ctx(
-        "generic_api_key",
-        r"key[a-z0-9_.\-]*" + _ASSIGN,
-        "key",
-        check=lambda v: _generic_ok(v),
-        priority=39,
+    *(
+        _ctx(family, keyword + _ASSIGN, needle, check=_generic_ok, priority=priority)
+        for family, keyword, needle, priority in (
+            ("generic_password", r"pass(?:w(?:or)?d|phrase)[a-z0-9_.\-]*", "pass", 40),
+            ("generic_password", r"pwd[a-z0-9_.\-]*", "pwd", 40),
+            ("generic_secret", r"secret[a-z0-9_.\-]*", "secret", 40),
+            ("generic_token", r"token[a-z0-9_.\-]*", "token", 40),
+            ("generic_secret", r"credentials?[a-z0-9_.\-]*", "credential", 40),
+            ("generic_api_key", r"key[a-z0-9_.\-]*", "key", 39),
+        )
     ),
 )
 
