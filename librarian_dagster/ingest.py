@@ -56,7 +56,7 @@ def ingest_paths(paths: Iterable[Path], settings: Settings) -> list[IngestOutcom
 
 def ingest_sessions(
     sessions: list[SessionFiles], settings: Settings, instance: dg.DagsterInstance | None = None
-):
+) -> list[IngestOutcome]:
     resources = build_resources(settings)
     store = resources["store"].get()  # type: ignore[attr-defined]
     store.record_sources([(s, s.fingerprint()) for s in sessions])
