@@ -16,8 +16,11 @@ def test_manifest_has_kebab_case_name_and_typed_fields():
     manifest = _json(".claude-plugin/plugin.json")
     assert manifest["name"] == "librarian"
     assert isinstance(manifest.get("keywords", []), list)
-    # Only the manifest goes in .claude-plugin/; components sit at the plugin root.
-    assert os.listdir(REPO / ".claude-plugin") == ["plugin.json"]
+    # Only manifests go in .claude-plugin/; components sit at the plugin root.
+    assert sorted(os.listdir(REPO / ".claude-plugin")) == ["marketplace.json", "plugin.json"]
+    # The repository is its own one-plugin marketplace: the entry names this plugin, here.
+    [entry] = _json(".claude-plugin/marketplace.json")["plugins"]
+    assert entry["name"] == manifest["name"] and entry["source"] == "./"
     assert (REPO / "commands" / "import-library.md").exists()
 
 
