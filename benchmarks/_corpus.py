@@ -14,7 +14,15 @@ def unpack_corpus(target: Path | None = None) -> Path:
     target = target or Path(tempfile.gettempdir()) / "librarian-dev-corpus"
     sessions = target / "dev"
     if not sessions.is_dir() or len(list(sessions.glob("*.jsonl"))) < 199:
-        target.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(TARBALL) as tar:
-            tar.extractall(target, filter="data")
+        extract(TARBALL, target)
     return sessions
+
+
+def extract(tarball: Path, target: Path) -> None:
+    """Unpack a tarball safely: the "data" filter where this Python has it (3.11.4+, 3.12+)."""
+    target.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(tarball) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(target, filter="data")
+        else:  # Debian 12's Python 3.11.2: the corpus is our own, shipped in shared/
+            tar.extractall(target)

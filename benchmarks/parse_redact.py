@@ -11,16 +11,17 @@ that file's size (target <= 3x). Never run from tests: timings belong here, not 
 import argparse
 import json
 import sys
-import tarfile
 import tempfile
 import time
 import tracemalloc
 from pathlib import Path
 
+from _corpus import TARBALL, extract
+
 from librarian_dagster.core.redaction import redact_session
 from librarian_dagster.core.transcripts import discover_sessions, parse_session
 
-DEFAULT_CORPUS = Path("/work/shared/corpus/entire-dev.tar.xz")
+DEFAULT_CORPUS = TARBALL
 
 
 def _json_loads_pass(paths: list[Path]) -> float:
@@ -60,8 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="librarian-bench-") as tmp:
         root = args.corpus
         if root.is_file():
-            with tarfile.open(root) as tar:
-                tar.extractall(tmp, filter="data")
+            extract(root, Path(tmp))
             root = Path(tmp)
         sessions = discover_sessions(root)
         paths = [p for s in sessions for p in s.paths]

@@ -55,9 +55,8 @@ def store(database_url):
 @pytest.fixture(scope="session")
 def dev_corpus(tmp_path_factory) -> Path:
     """The 199 real sessions of shared/corpus/entire-dev.tar.xz, unpacked once per test run."""
-    import tarfile
+    from benchmarks._corpus import TARBALL, extract
 
     root = tmp_path_factory.mktemp("dev-corpus")
-    with tarfile.open(SHARED / "corpus" / "entire-dev.tar.xz") as tar:
-        tar.extractall(root, filter="data")
+    extract(TARBALL, root)
     return root
