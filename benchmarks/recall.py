@@ -53,6 +53,7 @@ def main() -> int:
     recall = {k: [] for k in ks}
     rr, ndcg, negative_scores, positive_scores = [], [], [], []
     by_kind: dict[str, list[float]] = {}
+    by_style: dict[str, list[float]] = {}
     for q in queries:
         ranking, top_score = ranked_sessions(store, embedder, q["query"])
         relevant = set(q["relevant"])
@@ -65,6 +66,7 @@ def main() -> int:
         first = next((i for i, s in enumerate(ranking) if s in relevant), None)
         rr.append(1 / (first + 1) if first is not None else 0.0)
         by_kind.setdefault(q["kind"], []).append(rr[-1])
+        by_style.setdefault(q["style"], []).append(rr[-1])
         dcg = sum(1 / math.log2(i + 2) for i, s in enumerate(ranking[:10]) if s in relevant)
         ideal = sum(1 / math.log2(i + 2) for i in range(min(10, len(relevant))))
         ndcg.append(dcg / ideal)
@@ -77,8 +79,8 @@ def main() -> int:
         print(f"recall@{k:<3} {statistics.mean(recall[k]):.3f}")
     print(f"MRR        {statistics.mean(rr):.3f}")
     print(f"nDCG@10    {statistics.mean(ndcg):.3f}")
-    for kind, values in sorted(by_kind.items()):
-        print(f"  MRR {kind:<10} {statistics.mean(values):.3f} ({len(values)} queries)")
+    for name, values in sorted(by_kind.items()) + sorted(by_style.items()):
+        print(f"  MRR {name:<10} {statistics.mean(values):.3f} ({len(values)} queries)")
     if negative_scores:
         print(
             f"top score:  answered median {statistics.median(positive_scores):.4f}, "
