@@ -759,6 +759,10 @@ class _SessionState:
             if isinstance(b, str) and b:
                 # The last branch seen is the one the work ended on.
                 self.git_branch = b
+        self.note_time(rec)
+
+    def note_time(self, rec: dict[str, Any]) -> None:
+        """Widen the session's first/last time to this record's timestamp."""
         ts = rec.get("timestamp")
         if isinstance(ts, str) and ts:
             # ISO-8601 UTC strings of one format compare correctly as strings: parse only two.
@@ -801,12 +805,7 @@ def _process(
     ):
         # A third of all records, and nothing for the dialogue: only their time counts (a
         # session can end on a hook's progress). Skipping the rest saves ~10% of parse time.
-        ts = rec.get("timestamp")
-        if isinstance(ts, str) and ts:
-            if state.first_ts_raw is None or ts < state.first_ts_raw:
-                state.first_ts_raw = ts
-            if state.last_ts_raw is None or ts > state.last_ts_raw:
-                state.last_ts_raw = ts
+        state.note_time(rec)
         return
     uuid = rec.get("uuid")
     if isinstance(uuid, str):
