@@ -18,10 +18,9 @@ from pathlib import Path
 
 from _corpus import GOLDEN
 
-from librarian_dagster.core.database import database_url
 from librarian_dagster.core.embeddings import local_embedder
 from librarian_dagster.core.settings import Settings
-from librarian_dagster.core.store import Store
+from librarian_dagster.core.store import Store, open_store
 
 CHUNKS_PER_QUERY = 30
 
@@ -45,7 +44,7 @@ def main() -> int:
     args = parser.parse_args()
 
     settings = Settings.from_env({"LIBRARIAN_HOME": str(args.home)})
-    store = Store(database_url(settings))
+    store = open_store(settings)
     embedder = local_embedder()
     queries = [json.loads(line) for line in args.golden.read_text(encoding="utf-8").splitlines()]
 

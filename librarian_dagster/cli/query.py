@@ -19,16 +19,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from librarian_dagster.core.database import database_url
     from librarian_dagster.core.embeddings import local_embedder
-    from librarian_dagster.core.store import SearchFilters, Store
+    from librarian_dagster.core.store import SearchFilters, open_store
 
     if not 1 <= args.limit <= 50:
         print("librarian search: --limit must be between 1 and 50", file=sys.stderr)
         return 2
     settings = Settings.from_env()
-    store = Store(database_url(settings))
-    store.migrate()
+    store = open_store(settings)
     embedder = local_embedder()
     filters = SearchFilters(project=args.project, domain=args.domain, tags=tuple(args.tag))
     hits = store.search(

@@ -62,12 +62,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from librarian_dagster.core.database import database_url, describe_location
-    from librarian_dagster.core.store import Store
+    from librarian_dagster.core.database import describe_location
+    from librarian_dagster.core.store import open_store
 
     settings = Settings.from_env()
-    store = Store(database_url(settings))
-    store.migrate()
+    store = open_store(settings)
     stats = store.stats()
     last = stats.get("last_ingest")
     print(f"database:    {describe_location(settings)}")
@@ -79,14 +78,12 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from librarian_dagster.core.database import database_url
     from librarian_dagster.core.embeddings import local_embedder
-    from librarian_dagster.core.store import Store
+    from librarian_dagster.core.store import open_store
     from mcp_server.app import build_server, http_app
 
     settings = Settings.from_env()
-    store = Store(database_url(settings))
-    store.migrate()
+    store = open_store(settings)
     server = build_server(store, local_embedder())
     if args.transport == "stdio":
         server.run("stdio")
@@ -102,14 +99,13 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 def cmd_up(args: argparse.Namespace) -> int:
     from librarian_dagster.core.dagster_home import prepare_dagster_home
-    from librarian_dagster.core.database import database_url, describe_location
-    from librarian_dagster.core.store import Store
+    from librarian_dagster.core.database import describe_location
+    from librarian_dagster.core.store import open_store
 
     settings = Settings.from_env()
     # This process holds a handle on the embedded server for as long as `up` runs, so the
     # server outlives every child's own start and stop, and stops when `up` exits.
-    store = Store(database_url(settings))
-    store.migrate()
+    open_store(settings)
     env = {**os.environ, **prepare_dagster_home(settings)}
     settings.log_dir.mkdir(parents=True, exist_ok=True)
 

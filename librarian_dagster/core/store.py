@@ -23,6 +23,8 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg.rows import DictRow, dict_row
 
+from librarian_dagster.core.database import database_url
+from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.transcripts import SessionFiles
 
 # Versioned, append-only: never edit a released step, add a new one.
@@ -447,6 +449,13 @@ class Store:
                 """
             ).fetchone()
             return dict(row) if row else {}
+
+
+def open_store(settings: Settings) -> Store:
+    """The store the settings point at (embedded server started if needed), schema up to date."""
+    store = Store(database_url(settings))
+    store.migrate()
+    return store
 
 
 def _filter_sql(filters: SearchFilters) -> tuple[str, dict[str, Any]]:

@@ -5,12 +5,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from librarian_dagster.core.database import database_url
 from librarian_dagster.core.digest import Digester, OfflineDigester
 from librarian_dagster.core.embeddings import Embedder, local_embedder
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.staging import Staging
-from librarian_dagster.core.store import Store
+from librarian_dagster.core.store import Store, open_store
 
 
 class StoreResource(dg.ConfigurableResource):
@@ -26,10 +25,9 @@ class StoreResource(dg.ConfigurableResource):
 @cache
 def _migrated_store(home: str, url: str | None) -> Store:
     # Migrate once per process: every run worker and the sensor share the same schema check.
-    settings = Settings.from_env({"LIBRARIAN_HOME": home, "LIBRARIAN_DATABASE_URL": url or ""})
-    store = Store(database_url(settings))
-    store.migrate()
-    return store
+    return open_store(
+        Settings.from_env({"LIBRARIAN_HOME": home, "LIBRARIAN_DATABASE_URL": url or ""})
+    )
 
 
 class StagingResource(dg.ConfigurableResource):

@@ -18,6 +18,14 @@ SUMMARY_ONLY = (
 )
 
 
+def _latest_metadata(instance, asset: str, partition: str):
+    """The metadata of an asset's latest materialization for one session, as the UI shows it."""
+    [record] = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition]), limit=1
+    ).records
+    return record.asset_materialization.metadata
+
+
 @pytest.fixture
 def bad_mirror(tmp_path):
     folder = tmp_path / "mirror" / "-work-bad"
@@ -50,23 +58,10 @@ def test_each_bad_file_is_ingested_or_skipped_with_its_reason(tmp_path, database
     assert truncated.status == "ingested" and truncated.chunks > 0
 
     # The reason is in the run's metadata, where the UI shows it.
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(
-            asset_key=dg.AssetKey("transcript"),
-            asset_partitions=["03eb5929-52b3-4b13-ada3-b93ae35806b8"],
-        ),
-        limit=1,
-    ).records
-    metadata = records[0].asset_materialization.metadata
+    metadata = _latest_metadata(instance, "transcript", "03eb5929-52b3-4b13-ada3-b93ae35806b8")
     assert metadata["malformed_lines"].value >= 1
-    skipped = instance.fetch_materializations(
-        dg.AssetRecordsFilter(
-            asset_key=dg.AssetKey("memory"),
-            asset_partitions=["22222222-2222-2222-2222-222222222222"],
-        ),
-        limit=1,
-    ).records
-    assert "empty" in skipped[0].asset_materialization.metadata["skipped"].value
+    skipped = _latest_metadata(instance, "memory", "22222222-2222-2222-2222-222222222222")
+    assert "empty" in skipped["skipped"].value
 
     store = Store(database_url)
     assert store.get_memory("03eb5929-52b3-4b13-ada3-b93ae35806b8") is not None

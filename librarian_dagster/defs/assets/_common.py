@@ -34,12 +34,18 @@ def skipped(reason: str, **metadata) -> dg.MaterializeResult:
     return dg.MaterializeResult(metadata={"skipped": reason, **metadata})
 
 
+def stage_skip(staging: Staging, stage: str, key: str, reason: str) -> dg.MaterializeResult:
+    """Stage a skip for the next stage to read, and report it."""
+    staging.write(stage, key, {"skipped": reason})
+    return skipped(reason)
+
+
 def pass_skip_on(
     staging: Staging, stage: str | None, key: str, upstream: dict
 ) -> dg.MaterializeResult | None:
     """If upstream skipped this session, stage the skip for the next stage and report it."""
     if "skipped" not in upstream:
         return None
-    if stage is not None:
-        staging.write(stage, key, {"skipped": upstream["skipped"]})
-    return skipped(upstream["skipped"])
+    if stage is None:
+        return skipped(upstream["skipped"])
+    return stage_skip(staging, stage, key, upstream["skipped"])

@@ -1,9 +1,10 @@
 import json
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Iterator
 
 import dagster as dg
 
-from librarian_dagster.core.redaction import Finding, find_secrets, redact_session
+from librarian_dagster.core.redaction import find_secrets, redact_session
 from librarian_dagster.core.staging import session_to_json
 from librarian_dagster.core.transcripts import parse_session
 from librarian_dagster.defs.assets._common import GROUP, REDACTED, source_files
@@ -45,7 +46,9 @@ def redacted_session(
     # Each string on its own, as the digest will read it: scanning the JSON text instead would
     # see escapes (`\\n`) that are not in the data and flag look-alikes across field boundaries.
     with path.open(encoding="utf-8") as staged:
-        leftovers = _families(f for text in _strings(json.load(staged)) for f in find_secrets(text))
+        leftovers = Counter(
+            f.family for text in _strings(json.load(staged)) for f in find_secrets(text)
+        )
     return dg.MaterializeResult(
         metadata={
             "redactions": sum(counts.values()),
@@ -59,7 +62,7 @@ def redacted_session(
                 passed=not leftovers,
                 severity=dg.AssetCheckSeverity.ERROR,
                 # Families and counts only: the value, or any part of it, goes nowhere.
-                metadata={"remaining_by_family": leftovers},
+                metadata={"remaining_by_family": dict(leftovers)},
             )
         ],
     )
@@ -74,10 +77,3 @@ def _strings(value) -> Iterator[str]:
     elif isinstance(value, list):
         for item in value:
             yield from _strings(item)
-
-
-def _families(findings: Iterable[Finding]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for finding in findings:
-        counts[finding.family] = counts.get(finding.family, 0) + 1
-    return counts

@@ -2,7 +2,7 @@ import dagster as dg
 
 from librarian_dagster.core.digest import DIGEST_VERSION, content_hash
 from librarian_dagster.core.staging import StagingError
-from librarian_dagster.defs.assets._common import DIGEST, GROUP, skipped, staged_session
+from librarian_dagster.defs.assets._common import DIGEST, GROUP, stage_skip, staged_session
 from librarian_dagster.defs.partitions import sessions_partitions
 from librarian_dagster.defs.resources import DigesterResource, StagingResource
 
@@ -21,8 +21,7 @@ def session_digest(
     key = context.partition_key
     session = staged_session(stage, key)
     if session.skip_reason:
-        stage.write(DIGEST, key, {"skipped": session.skip_reason})
-        return skipped(session.skip_reason)
+        return stage_skip(stage, DIGEST, key, session.skip_reason)
 
     fingerprint = content_hash(session)
     writer = digester.get()
