@@ -1,7 +1,8 @@
-"""`librarian ingest`: materialize sessions now, in this process, through the same assets.
+"""`librarian ingest`: run the `ingest_session` job now, in this process, one run per session.
 
-The runs land in the same Dagster instance the UI shows (DAGSTER_HOME under LIBRARIAN_HOME), so
-an ingest from the command line has the same lineage, metadata and checks as a sensor run.
+The same job the mirror sensor and a backfill from the UI start, with the same resources. The runs
+land in the Dagster instance the UI shows (DAGSTER_HOME under LIBRARIAN_HOME), so an ingest from
+the command line has the same lineage, metadata and checks as a sensor run.
 """
 
 import os
@@ -9,35 +10,23 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import dagster as dg
 
 from librarian_dagster.core.dagster_home import prepare_dagster_home
 from librarian_dagster.core.settings import Settings
+from librarian_dagster.core.store import open_store
 from librarian_dagster.core.transcripts import SessionFiles, session_files_for
-from librarian_dagster.defs.assets.chunk_embeddings import chunk_embeddings
-from librarian_dagster.defs.assets.digest_chunks import digest_chunks
-from librarian_dagster.defs.assets.memory import memory
-from librarian_dagster.defs.assets.redacted_session import redacted_session
-from librarian_dagster.defs.assets.session_digest import session_digest
-from librarian_dagster.defs.assets.transcript import transcript
+from librarian_dagster.definitions import build_definitions
+from librarian_dagster.defs.jobs import INGEST_SESSION
 from librarian_dagster.defs.partitions import SESSIONS
-from librarian_dagster.defs.resources import build_resources
-
-SESSION_ASSETS = (
-    transcript,
-    redacted_session,
-    session_digest,
-    digest_chunks,
-    chunk_embeddings,
-    memory,
-)
 
 
 @dataclass(frozen=True)
 class IngestOutcome:
     session_id: str
-    status: str  # "ingested" | "skipped" | "failed"
+    status: Literal["ingested", "skipped", "failed"]
     detail: str
     chunks: int
     seconds: float
@@ -57,21 +46,21 @@ def ingest_paths(paths: Iterable[Path], settings: Settings) -> list[IngestOutcom
 def ingest_sessions(
     sessions: list[SessionFiles], settings: Settings, instance: dg.DagsterInstance | None = None
 ) -> list[IngestOutcome]:
-    resources = build_resources(settings)
-    store = resources["store"].get()  # type: ignore[attr-defined]
-    store.record_sources([(s, s.fingerprint()) for s in sessions])
+    # Where each session's files are, as the sensor records it: the run finds them by key alone.
+    open_store(settings).record_sources([(s, s.fingerprint()) for s in sessions])
     instance = instance or open_instance(settings)
     instance.add_dynamic_partitions(SESSIONS, [s.session_id for s in sessions])
-    return [_ingest_one(s.session_id, instance, resources) for s in sessions]
+    job = build_definitions(settings).resolve_job_def(INGEST_SESSION)
+    return [_ingest_one(job, s.session_id, instance) for s in sessions]
 
 
-def _ingest_one(session_id: str, instance, resources) -> IngestOutcome:
+def _ingest_one(
+    job: dg.JobDefinition, session_id: str, instance: dg.DagsterInstance
+) -> IngestOutcome:
     started = time.perf_counter()
-    result = dg.materialize(
-        SESSION_ASSETS,
+    result = job.execute_in_process(
         partition_key=session_id,
         instance=instance,
-        resources=resources,
         raise_on_error=False,
         # The run's events are all in the Dagster UI; the terminal gets one line per session.
         run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
@@ -81,23 +70,24 @@ def _ingest_one(session_id: str, instance, resources) -> IngestOutcome:
     if not result.success:
         return IngestOutcome(session_id, "failed", _failure(result), 0, seconds)
     stored = result.asset_materializations_for_node("memory")
-    metadata = stored[-1].metadata if stored else {}
-    if "skipped" in metadata:
-        return IngestOutcome(session_id, "skipped", str(metadata["skipped"].value), 0, seconds)
-    if not stored:
-        # A blocking check failed, so nothing downstream of it ran.
-        return IngestOutcome(session_id, "failed", "leak check failed: not stored", 0, seconds)
-    chunks = metadata["chunks"].value if "chunks" in metadata else 0
-    return IngestOutcome(
-        session_id,
-        "ingested",
-        str(metadata["summary"].value),
-        chunks if isinstance(chunks, int) else 0,
-        seconds,
-    )
+    if stored:
+        metadata = stored[-1].metadata
+        chunks = metadata["chunks"].value
+        return IngestOutcome(
+            session_id,
+            "ingested",
+            str(metadata["summary"].value),
+            chunks if isinstance(chunks, int) else 0,
+            seconds,
+        )
+    [parsed] = result.asset_materializations_for_node("transcript")
+    reason = parsed.metadata["skip_reason"].value
+    if reason:
+        return IngestOutcome(session_id, "skipped", str(reason), 0, seconds)
+    return IngestOutcome(session_id, "failed", "not stored: a blocking check failed", 0, seconds)
 
 
-def _failure(result) -> str:
+def _failure(result: dg.ExecuteInProcessResult) -> str:
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
             message = event.step_failure_data.error.message.strip().splitlines()

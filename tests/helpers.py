@@ -67,3 +67,35 @@ def sensor_tick(definitions, instance, cursor):
         resources=build_resources(Settings.from_env()),
     ) as context:
         return sensor(context)
+
+
+def write_transcript(folder: Path, session_id: str, prompt: str, reply: str) -> Path:
+    """A minimal real-format Claude Code transcript: one typed prompt and one reply."""
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{session_id}.jsonl"
+    records = [
+        {
+            "type": "user",
+            "sessionId": session_id,
+            "uuid": "u1",
+            "cwd": "/work/app",
+            "timestamp": "2026-11-01T10:00:00Z",
+            "message": {"role": "user", "content": prompt},
+        },
+        {
+            "type": "assistant",
+            "sessionId": session_id,
+            "uuid": "a1",
+            "timestamp": "2026-11-01T10:00:05Z",
+            "message": {
+                "id": "msg_1",
+                "role": "assistant",
+                "model": "claude-test",
+                "content": [{"type": "text", "text": reply}],
+            },
+        },
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path

@@ -26,3 +26,12 @@ def chunk_digest(digest: Digest) -> list[Chunk]:
                 chunks.append(Chunk(key, position, text))
                 position += 1
     return chunks
+
+
+@dataclass(frozen=True)
+class ChunkVectors:
+    """One vector per chunk, in the order of the chunks, and the model that made them."""
+
+    model: str
+    dimension: int
+    vectors: list[list[float]]

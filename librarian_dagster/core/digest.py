@@ -58,6 +58,17 @@ class DigestResult:
     output_tokens: int = 0
 
 
+class DigestRecord(BaseModel):
+    """A digest with what it was made from and by whom: what the digest stage hands on."""
+
+    digest: Digest
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    content_hash: str = Field(description="`content_hash` of the session the digest was made of.")
+    digest_version: int = DIGEST_VERSION
+
+
 class Digester(Protocol):
     model_name: str
 

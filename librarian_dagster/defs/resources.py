@@ -1,15 +1,14 @@
-"""The resources every stage uses, and the one place where they are bound to the environment."""
+"""The resources every stage uses, all built from one `Settings` (see `build_resources`)."""
 
 from functools import cache
-from pathlib import Path
 
 import dagster as dg
 
 from librarian_dagster.core.digest import Digester, OfflineDigester
 from librarian_dagster.core.embeddings import Embedder, local_embedder
 from librarian_dagster.core.settings import Settings
-from librarian_dagster.core.staging import Staging
 from librarian_dagster.core.store import Store, open_store
+from librarian_dagster.defs.staging import StagingIOManager
 
 
 class StoreResource(dg.ConfigurableResource):
@@ -28,15 +27,6 @@ def _migrated_store(home: str, url: str | None) -> Store:
     return open_store(
         Settings.from_env({"LIBRARIAN_HOME": home, "LIBRARIAN_DATABASE_URL": url or ""})
     )
-
-
-class StagingResource(dg.ConfigurableResource):
-    """Where each stage leaves its (redacted) output for the next."""
-
-    home: str
-
-    def get(self) -> Staging:
-        return Staging(Path(self.home) / "staging")
 
 
 class MirrorResource(dg.ConfigurableResource):
@@ -69,10 +59,12 @@ class EmbedderResource(dg.ConfigurableResource):
         raise dg.Failure(f"unknown embedder provider {self.provider!r} (known: local)")
 
 
-def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
+def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | dg.IOManager]:
+    """Every resource of the code location, bound to these settings."""
     return {
         "store": StoreResource(home=str(settings.home), database_url=settings.database_url),
-        "staging": StagingResource(home=str(settings.home)),
+        # The default IO manager: every stage hands its output on through the staged files.
+        "io_manager": StagingIOManager(home=str(settings.home)),
         "mirror": MirrorResource(
             path=str(settings.mirror),
             settle_seconds=settings.settle_seconds,
@@ -81,9 +73,3 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
         "digester": DigesterResource(),
         "embedder": EmbedderResource(),
     }
-
-
-@dg.definitions
-def resources() -> dg.Definitions:
-    # The single place that reads LIBRARIAN_* from the environment for the Dagster code location.
-    return dg.Definitions(resources=build_resources(Settings.from_env()))

@@ -60,8 +60,17 @@ def test_each_bad_file_is_ingested_or_skipped_with_its_reason(tmp_path, database
     # The reason is in the run's metadata, where the UI shows it.
     metadata = _latest_metadata(instance, "transcript", "03eb5929-52b3-4b13-ada3-b93ae35806b8")
     assert metadata["malformed_lines"].value >= 1
-    skipped = _latest_metadata(instance, "memory", "22222222-2222-2222-2222-222222222222")
-    assert "empty" in skipped["skipped"].value
+    skipped = _latest_metadata(instance, "transcript", "22222222-2222-2222-2222-222222222222")
+    assert "empty" in skipped["skip_reason"].value
+    # A skipped session is not materialized past the transcript: nothing is stored for it.
+    for later in ("redacted_session", "session_digest", "memory"):
+        assert not instance.fetch_materializations(
+            dg.AssetRecordsFilter(
+                asset_key=dg.AssetKey(later),
+                asset_partitions=["22222222-2222-2222-2222-222222222222"],
+            ),
+            limit=1,
+        ).records
 
     store = Store(database_url)
     assert store.get_memory("03eb5929-52b3-4b13-ada3-b93ae35806b8") is not None

@@ -7,37 +7,18 @@ import dagster as dg
 from librarian_dagster.core.store import Store
 from librarian_dagster.core.transcripts import session_files_for
 from librarian_dagster.ingest import ingest_sessions, open_instance
-from tests.helpers import make_settings
+from tests.helpers import make_settings, write_transcript
 
 SECRET = "ghp_" + "Z8kQ2mV7xR4tY1uW9pL3nB6cD0fH5jK8sA2e"
 
 
 def _session_with_secret(folder):
-    folder.mkdir(parents=True)
-    path = folder / "33333333-3333-3333-3333-333333333333.jsonl"
-    records = [
-        {
-            "type": "user",
-            "sessionId": path.stem,
-            "uuid": "u1",
-            "cwd": "/work/app",
-            "timestamp": "2026-11-01T10:00:00Z",
-            "message": {"role": "user", "content": f"push with token {SECRET} please"},
-        },
-        {
-            "type": "assistant",
-            "sessionId": path.stem,
-            "uuid": "a1",
-            "timestamp": "2026-11-01T10:00:05Z",
-            "message": {
-                "id": "msg_1",
-                "role": "assistant",
-                "model": "claude-test",
-                "content": [{"type": "text", "text": "Pushed."}],
-            },
-        },
-    ]
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    write_transcript(
+        folder,
+        "33333333-3333-3333-3333-333333333333",
+        f"push with token {SECRET} please",
+        "Pushed.",
+    )
     return folder
 
 

@@ -2,40 +2,27 @@ import time
 
 import dagster as dg
 
-from librarian_dagster.defs.assets._common import CHUNKS, EMBEDDINGS, GROUP, pass_skip_on
+from librarian_dagster.core.chunking import Chunk, ChunkVectors
+from librarian_dagster.defs.assets._common import GROUP
 from librarian_dagster.defs.partitions import sessions_partitions
-from librarian_dagster.defs.resources import EmbedderResource, StagingResource
+from librarian_dagster.defs.resources import EmbedderResource
 
 
-@dg.asset(
-    partitions_def=sessions_partitions,
-    deps=["digest_chunks"],
-    kinds={"python"},
-    group_name=GROUP,
-)
+@dg.asset(partitions_def=sessions_partitions, kinds={"python"}, group_name=GROUP)
 def chunk_embeddings(
-    context: dg.AssetExecutionContext, staging: StagingResource, embedder: EmbedderResource
-):
+    digest_chunks: list[Chunk], embedder: EmbedderResource
+) -> dg.Output[ChunkVectors]:
     """One vector per chunk, from the configured embedding model."""
-    stage = staging.get()
-    key = context.partition_key
-    staged = stage.read(CHUNKS, key)
-    if (skip := pass_skip_on(stage, EMBEDDINGS, key, staged)) is not None:
-        return skip
     model = embedder.get()
     started = time.perf_counter()
-    vectors = model.embed_documents([text for _section, _position, text in staged["chunks"]])
+    vectors = model.embed_documents([c.text for c in digest_chunks])
     seconds = time.perf_counter() - started
-    stage.write(
-        EMBEDDINGS,
-        key,
-        {"model": model.model_name, "dimension": model.dimension, "vectors": vectors},
-    )
-    return dg.MaterializeResult(
+    return dg.Output(
+        ChunkVectors(model=model.model_name, dimension=model.dimension, vectors=vectors),
         metadata={
             "vectors": len(vectors),
             "model": model.model_name,
             "dimension": model.dimension,
             "seconds": round(seconds, 3),
-        }
+        },
     )

@@ -1,44 +1,33 @@
 import dagster as dg
 
-from librarian_dagster.core.digest import Digest, render_digest
+from librarian_dagster.core.chunking import Chunk, ChunkVectors
+from librarian_dagster.core.digest import DigestRecord, render_digest
 from librarian_dagster.core.store import ChunkRecord, MemoryRecord
-from librarian_dagster.defs.assets._common import (
-    CHUNKS,
-    DIGEST,
-    EMBEDDINGS,
-    GROUP,
-    pass_skip_on,
-    staged_session,
-)
+from librarian_dagster.core.transcripts import Session
+from librarian_dagster.defs.assets._common import GROUP
 from librarian_dagster.defs.partitions import sessions_partitions
-from librarian_dagster.defs.resources import StagingResource, StoreResource
+from librarian_dagster.defs.resources import StoreResource
 
 
-@dg.asset(
-    partitions_def=sessions_partitions,
-    deps=["chunk_embeddings"],
-    kinds={"postgres"},
-    group_name=GROUP,
-)
-def memory(context: dg.AssetExecutionContext, store: StoreResource, staging: StagingResource):
+@dg.asset(partitions_def=sessions_partitions, kinds={"postgres"}, group_name=GROUP)
+def memory(
+    context: dg.AssetExecutionContext,
+    redacted_session: Session,
+    session_digest: DigestRecord,
+    digest_chunks: list[Chunk],
+    chunk_embeddings: ChunkVectors,
+    store: StoreResource,
+) -> dg.MaterializeResult:
     """The session's row in `memories` and its chunks in `indexed_chunks`, in one transaction."""
-    stage = staging.get()
-    key = context.partition_key
-    embedded = stage.read(EMBEDDINGS, key)
-    if (skip := pass_skip_on(stage, None, key, embedded)) is not None:
-        return skip
-    session = staged_session(stage, key)
-    staged_digest = stage.read(DIGEST, key)
-    chunks = stage.read(CHUNKS, key)["chunks"]
-    vectors = embedded["vectors"]
-    if len(vectors) != len(chunks):
+    session, digest = redacted_session, session_digest.digest
+    vectors = chunk_embeddings.vectors
+    if len(vectors) != len(digest_chunks):
         raise dg.Failure(
-            f"{len(chunks)} chunks but {len(vectors)} vectors for session {key}: "
-            "re-materialize chunk_embeddings"
+            f"{len(digest_chunks)} chunks but {len(vectors)} vectors for session "
+            f"{context.partition_key}: re-materialize chunk_embeddings"
         )
-    digest = Digest.model_validate(staged_digest["digest"])
     record = MemoryRecord(
-        session_id=key,
+        session_id=context.partition_key,
         project=session.project,
         cwd=session.cwd,
         git_branch=session.git_branch,
@@ -51,30 +40,30 @@ def memory(context: dg.AssetExecutionContext, store: StoreResource, staging: Sta
         domain=digest.domain,
         tags=digest.tags,
         importance=digest.importance,
-        content_hash=staged_digest["content_hash"],
-        digest_version=staged_digest["digest_version"],
-        digest_model=staged_digest["model"],
-        embedding_model=embedded["model"],
+        content_hash=session_digest.content_hash,
+        digest_version=session_digest.digest_version,
+        digest_model=session_digest.model,
+        embedding_model=chunk_embeddings.model,
         session_input_tokens=session.input_tokens,
         session_output_tokens=session.output_tokens,
-        digest_input_tokens=staged_digest["input_tokens"],
-        digest_output_tokens=staged_digest["output_tokens"],
+        digest_input_tokens=session_digest.input_tokens,
+        digest_output_tokens=session_digest.output_tokens,
         turns=len(session.turns),
     )
     store.get().replace_memory(
         record,
         [
-            ChunkRecord(section, position, text, vector)
-            for (section, position, text), vector in zip(chunks, vectors, strict=True)
+            ChunkRecord(c.section, c.position, c.text, vector)
+            for c, vector in zip(digest_chunks, vectors, strict=True)
         ],
     )
     return dg.MaterializeResult(
         metadata={
-            "session_id": key,
+            "session_id": context.partition_key,
             "project": session.project,
-            "chunks": len(chunks),
+            "chunks": len(digest_chunks),
             "summary": digest.summary,
-            "embedding_model": embedded["model"],
-            "digest_model": staged_digest["model"],
+            "embedding_model": chunk_embeddings.model,
+            "digest_model": session_digest.model,
         }
     )

@@ -7,11 +7,15 @@ from librarian_dagster.defs.resources import MirrorResource, StoreResource
 
 
 @dg.asset(partitions_def=sessions_partitions, kinds={"python"}, group_name=GROUP)
-def transcript(context: dg.AssetExecutionContext, store: StoreResource, mirror: MirrorResource):
-    """A session's transcript files parsed into normalised turns (counted here, never staged).
+def transcript(
+    context: dg.AssetExecutionContext, store: StoreResource, mirror: MirrorResource
+) -> dg.MaterializeResult:
+    """A session's transcript files parsed into normalised turns (counted here, never stored).
 
     Nothing unredacted is written anywhere: the next stage parses again and redacts before it
-    stages, so the only unredacted copy stays the file Claude Code wrote.
+    stores, so the only unredacted copy stays the file Claude Code wrote. A session with nothing
+    to remember (empty, summary-only, not JSON) says why in `skip_reason`, and no later stage
+    materializes it.
     """
     files = source_files(store.get(), context.partition_key)
     session = parse_session(files, include_thinking=mirror.include_thinking)
