@@ -16,7 +16,13 @@ try:
 except ImportError:  # interpreters without the C accelerator fall back to the json module
     _json = None
 
-LIBRARY_DIRNAME = "_memory_library"
+# The library's folder name, walk-up and LIBRARIAN_PATH rule are defined once, in the module the
+# importer uses too (docs/decisions/0004). The plugin folder is the repository, so its package is
+# one level up; appended, not inserted, so nothing there can shadow the standard library.
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from librarian_dagster.core.library_paths import LIBRARY_DIRNAME as LIBRARY_DIRNAME
+from librarian_dagster.core.library_paths import find_library as find_library
+
 SCRATCH_NAME = ".scratch.md"
 # Bounded debug log: one rotation keeps at most about twice this on disk.
 LOG_MAX_BYTES = 256 * 1024
@@ -140,30 +146,6 @@ def event_cwd(event: dict, env=None) -> str:
     env = os.environ if env is None else env
     cwd = event.get("cwd") or env.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     return os.path.abspath(cwd)
-
-
-def find_library(start_dir: str, env=None):
-    """Return (library_dir, tree_root) or None.
-
-    The library mirrors the tree of the folder that holds it. `LIBRARIAN_PATH` names the library
-    folder directly; its tree root is then its parent folder.
-    """
-    env = os.environ if env is None else env
-    explicit = env.get("LIBRARIAN_PATH")
-    if explicit:
-        lib = os.path.abspath(os.path.expanduser(explicit))
-        if os.path.isdir(lib):
-            return lib, os.path.dirname(lib)
-        return None
-    current = os.path.abspath(start_dir)
-    while True:
-        candidate = os.path.join(current, LIBRARY_DIRNAME)
-        if os.path.isdir(candidate):
-            return candidate, current
-        parent = os.path.dirname(current)
-        if parent == current:
-            return None
-        current = parent
 
 
 def state_dir(env=None) -> str:

@@ -18,7 +18,8 @@ pre_tool_use.handle(dict(base, tool_name="Edit", tool_input={"file_path": repo +
 user_prompt_submit.handle(dict(base, prompt="hi"))
 stop.handle(dict(base, stop_hook_active=False))
 top = sorted({m.split(".")[0] for m in sys.modules})
-print(json.dumps({"top": top, "stdlib": sorted(sys.stdlib_module_names)}))
+package = sorted(m for m in sys.modules if m.split(".")[0] == "librarian_dagster")
+print(json.dumps({"top": top, "package": package, "stdlib": sorted(sys.stdlib_module_names)}))
 """
 
 
@@ -43,7 +44,14 @@ def test_hooks_import_only_the_standard_library(hooks, tmp_path):
         "pre_tool_use",
         "stop",
         "user_prompt_submit",
+        "librarian_dagster",
     }
+    # Of the package, only the stdlib-only module of library rules (its __init__s are empty).
+    assert report["package"] == [
+        "librarian_dagster",
+        "librarian_dagster.core",
+        "librarian_dagster.core.library_paths",
+    ]
     # site/sitecustomize machinery of this interpreter may load a few extras; they are not ours.
     outside = top - set(report["stdlib"]) - ours - {"__main__", "sitecustomize", "usercustomize"}
     assert not {m for m in outside if not m.startswith("_")} - {"certifi"}, outside
