@@ -171,3 +171,12 @@ def test_log_line_has_hook_outcome_and_ms_but_no_note_contents(hooks, tmp_path):
     assert len(lines) == 1
     assert " pre_tool_use " in lines[0] and "ms injected=4" in lines[0]
     assert "retry" not in lines[0]
+
+
+def test_output_is_ascii_json_whatever_the_notes_hold(hooks, tmp_path):
+    note = '- caf\u00e9 \u2603 \U0001f600 "quoted" \\ tab\there'
+    repo = tmp_path / "repo"
+    make_library(repo, {"tech.md": note})
+    proc = hooks.run("pre_tool_use", pre_tool_use_event(str(repo / "f.py"), str(repo)))
+    assert proc.stdout.isascii()  # no Windows console code page can garble it
+    assert note in _context(proc)
