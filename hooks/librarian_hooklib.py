@@ -2,77 +2,28 @@
 
 Standard library only, and only cheap modules at import time: every hook process pays for its
 imports on every tool call (Python itself already costs 10-20 ms to start). Modules that only the
-Stop hook needs live in `librarian_routing.py`. Even `json` is avoided: under `python3 -S` it
-pulls in `re` and `enum`, about 10 ms, more than the rest of the hook; the C scanner and string
-encoder that `json` itself uses are called directly instead.
+Stop hook needs live in `librarian_routing.py`. `json` is the one costly import every hook needs
+(under `python3 -S` it pulls in `re` and `enum`); its private C parts would be faster, but we use
+public, documented APIs only (numbers in docs/decisions/0004).
 """
 
+import json
 import os
 import sys
 import time
 
-try:
-    import _json
-except ImportError:  # interpreters without the C accelerator fall back to the json module
-    _json = None
+# The library's folder name, walk-up and LIBRARIAN_PATH rule are defined once, in the module the
+# importer uses too (docs/decisions/0004). The plugin folder is the repository, so its package is
+# one level up; appended, not inserted, so nothing there can shadow the standard library.
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from librarian_dagster.core.library_paths import LIBRARY_DIRNAME as LIBRARY_DIRNAME
+from librarian_dagster.core.library_paths import find_library as find_library
 
-LIBRARY_DIRNAME = "_memory_library"
 SCRATCH_NAME = ".scratch.md"
 # Bounded debug log: one rotation keeps at most about twice this on disk.
 LOG_MAX_BYTES = 256 * 1024
 # Per-session state files older than this are swept when a new session starts.
 STATE_MAX_AGE_S = 7 * 24 * 3600
-
-
-class _ScanContext:
-    """The attributes `_json.make_scanner` reads (the same defaults as `json.loads`)."""
-
-    strict = True
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = float
-    parse_int = int
-    parse_constant = float  # NaN, Infinity, -Infinity
-
-
-# typeshed types the context as a scanner; at run time any object with the attributes above works.
-_scan = _json.make_scanner(_ScanContext) if _json else None  # pyright: ignore[reportArgumentType]
-_encode_str = _json.encode_basestring_ascii if _json else None
-
-
-def loads(text: str):
-    if _scan is None:
-        import json
-
-        return json.loads(text)
-    start = len(text) - len(text.lstrip(" \t\n\r"))
-    try:
-        value, end = _scan(text, start)
-    except StopIteration as exc:
-        raise ValueError(f"invalid JSON at character {exc.value}") from None
-    if text[end:].strip(" \t\n\r"):
-        raise ValueError(f"extra data after JSON at character {end}")
-    return value
-
-
-def dumps(value) -> str:
-    """ASCII-only JSON (safe on any console code page) for dicts, lists, str, numbers, bools."""
-    if _encode_str is None:
-        import json
-
-        return json.dumps(value)
-    if isinstance(value, str):
-        return _encode_str(value)
-    if value is None or isinstance(value, bool):
-        return {None: "null", True: "true", False: "false"}[value]
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, dict):
-        items = (f"{_encode_str(str(k))}: {dumps(v)}" for k, v in value.items())
-        return "{" + ", ".join(items) + "}"
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(dumps(v) for v in value) + "]"
-    raise TypeError(f"cannot encode {type(value).__name__}")
 
 
 def log_path(env=None) -> str:
@@ -104,7 +55,7 @@ def log_line(hook: str, outcome: str, ms: float, env=None) -> None:
 
 def read_event() -> dict:
     raw = sys.stdin.buffer.read()
-    event = loads(raw.decode("utf-8", errors="replace") or "{}")
+    event = json.loads(raw.decode("utf-8", errors="replace") or "{}")
     if not isinstance(event, dict):
         raise ValueError("hook input is not a JSON object")
     return event
@@ -119,7 +70,8 @@ def run(hook: str, handle) -> int:
     start = time.perf_counter()
     try:
         output, outcome = handle(read_event())
-        text = dumps(output) if output else ""
+        # ASCII-only (json's default): no console code page on Windows can garble it.
+        text = json.dumps(output) if output else ""
     except BaseException as exc:  # the session must survive anything we do
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             outcome = f"error: {type(exc).__name__}"
@@ -140,30 +92,6 @@ def event_cwd(event: dict, env=None) -> str:
     env = os.environ if env is None else env
     cwd = event.get("cwd") or env.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     return os.path.abspath(cwd)
-
-
-def find_library(start_dir: str, env=None):
-    """Return (library_dir, tree_root) or None.
-
-    The library mirrors the tree of the folder that holds it. `LIBRARIAN_PATH` names the library
-    folder directly; its tree root is then its parent folder.
-    """
-    env = os.environ if env is None else env
-    explicit = env.get("LIBRARIAN_PATH")
-    if explicit:
-        lib = os.path.abspath(os.path.expanduser(explicit))
-        if os.path.isdir(lib):
-            return lib, os.path.dirname(lib)
-        return None
-    current = os.path.abspath(start_dir)
-    while True:
-        candidate = os.path.join(current, LIBRARY_DIRNAME)
-        if os.path.isdir(candidate):
-            return candidate, current
-        parent = os.path.dirname(current)
-        if parent == current:
-            return None
-        current = parent
 
 
 def state_dir(env=None) -> str:
@@ -213,7 +141,7 @@ def prune_state(directory: str, now: float) -> None:
 def load_json(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as fh:
-            data = loads(fh.read())
+            data = json.loads(fh.read())
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
@@ -223,7 +151,7 @@ def save_json_atomic(path: str, data: dict) -> None:
     # Write then rename: a reader (or a crash) never sees half a state file.
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(dumps(data))
+        fh.write(json.dumps(data))
     os.replace(tmp, path)
 
 

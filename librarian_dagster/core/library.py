@@ -15,7 +15,10 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-LIBRARY_DIRNAME = "_memory_library"
+if __package__:
+    from . import library_paths
+else:  # run as a script: Python puts the script's own folder, which holds it, on sys.path
+    import library_paths
 
 # Library note -> Cline files merged into it, in order. Matching is case-insensitive on the stem.
 CORE_NOTES = {
@@ -79,17 +82,10 @@ def find_bank(path: str) -> str:
     return nested if os.path.isdir(nested) else path
 
 
-def default_library(start: str) -> str:
-    """The nearest existing `_memory_library/` walking up from start, else one in start."""
-    current = os.path.abspath(start)
-    while True:
-        candidate = os.path.join(current, LIBRARY_DIRNAME)
-        if os.path.isdir(candidate):
-            return candidate
-        parent = os.path.dirname(current)
-        if parent == current:
-            return os.path.join(os.path.abspath(start), LIBRARY_DIRNAME)
-        current = parent
+def default_library(start: str, env=None) -> str:
+    """The library that applies at start (see library_paths), else a new one in start."""
+    found = library_paths.library_for(start, env)
+    return found or os.path.join(os.path.abspath(start), library_paths.LIBRARY_DIRNAME)
 
 
 def _bank_files(bank: str) -> tuple[list[str], list[str]]:
@@ -203,8 +199,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--into",
         metavar="PATH",
         default=None,
-        help="library folder (default: nearest _memory_library/ above the "
-        "current folder, else ./_memory_library)",
+        help="library folder (default: $LIBRARIAN_PATH, else the nearest _memory_library/ "
+        "above the current folder, else ./_memory_library)",
     )
     parser.add_argument("--dry-run", action="store_true", help="show the plan, write nothing")
 

@@ -1,5 +1,6 @@
 """librarian library import: a Cline memory bank becomes root library notes; never overwrites."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -92,6 +93,60 @@ def test_headings_demoted_outside_code_fences():
     assert demote_headings(text) == (
         "### Title\n#### Sub\n```\n# comment in code\n```\n#hashtag\n###### deep"
     )
+
+
+def test_default_target_is_the_nearest_library_above_the_current_folder(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.delenv("LIBRARIAN_PATH", raising=False)
+    lib = tmp_path / "repo" / "_memory_library"
+    deep = tmp_path / "repo" / "src" / "deep"
+    lib.mkdir(parents=True)
+    deep.mkdir(parents=True)
+    monkeypatch.chdir(deep)
+    assert main(["library", "import", str(SAMPLE)]) == 0
+    assert (lib / "product.md").exists()
+    assert not (deep / "_memory_library").exists()
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    monkeypatch.chdir(bare)
+    assert main(["library", "import", str(SAMPLE), "--dry-run"]) == 0
+    assert f"-> {bare / '_memory_library'}\n" in capsys.readouterr().out
+
+
+def test_librarian_path_is_the_default_target_and_into_beats_it(tmp_path, monkeypatch):
+    (tmp_path / "repo" / "_memory_library").mkdir(parents=True)
+    named = tmp_path / "notes" / "lib"  # need not exist yet: the import creates it
+    monkeypatch.setenv("LIBRARIAN_PATH", str(named))
+    monkeypatch.chdir(tmp_path / "repo")
+    assert main(["library", "import", str(SAMPLE)]) == 0
+    assert (named / "tech.md").exists()
+    assert list((tmp_path / "repo" / "_memory_library").iterdir()) == []
+    into = tmp_path / "into"
+    assert main(["library", "import", str(SAMPLE), "--into", str(into)]) == 0
+    assert (into / "tech.md").exists()
+
+
+def test_script_finds_the_library_like_the_hooks(tmp_path):
+    """Without the package installed: the walk-up, then LIBRARIAN_PATH over it."""
+    script = REPO / "librarian_dagster" / "core" / "library.py"
+    lib = tmp_path / "repo" / "_memory_library"
+    deep = tmp_path / "repo" / "a" / "b"
+    lib.mkdir(parents=True)
+    deep.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if k != "LIBRARIAN_PATH"}
+    named = tmp_path / "named"
+    for extra, target in (({}, lib), ({"LIBRARIAN_PATH": str(named)}, named)):
+        proc = subprocess.run(
+            [sys.executable, "-E", "-S", str(script), str(SAMPLE)],
+            capture_output=True,
+            cwd=deep,
+            env={**env, **extra},
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert (target / "active.md").exists()
+    assert len(list(lib.iterdir())) == 5  # the second run did not write here
 
 
 def test_runs_as_a_stdlib_script_for_the_plugin(tmp_path):

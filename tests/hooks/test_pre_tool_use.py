@@ -120,6 +120,22 @@ def test_librarian_path_overrides_the_walk(hooks, tmp_path):
     assert "python 3.11" not in ctx
 
 
+def test_librarian_path_mirrors_its_parent_folder(hooks, tmp_path):
+    notes = make_library(tmp_path / "other", {"src/patterns.md": "- src of the other tree"})
+    notes = notes.rename(tmp_path / "other" / "notes")  # any name: LIBRARIAN_PATH names it
+    event = pre_tool_use_event(str(tmp_path / "other" / "src" / "x.py"), str(tmp_path))
+    ctx = _context(hooks.run("pre_tool_use", event, {"LIBRARIAN_PATH": str(notes)}))
+    assert "### src/patterns.md\n- src of the other tree" in ctx
+
+
+def test_librarian_path_to_no_folder_means_no_library_not_the_walk(hooks, tmp_path):
+    repo = _repo(tmp_path)
+    event = pre_tool_use_event(str(repo / "src" / "x.py"), str(repo))
+    proc = hooks.run("pre_tool_use", event, {"LIBRARIAN_PATH": str(tmp_path / "missing")})
+    assert proc.returncode == 0 and proc.stdout == b""
+    assert "no library" in hooks.log_lines()[-1]
+
+
 def test_silent_without_library_for_other_tools_and_inside_the_library(hooks, tmp_path):
     bare = tmp_path / "bare"
     bare.mkdir()
@@ -155,3 +171,12 @@ def test_log_line_has_hook_outcome_and_ms_but_no_note_contents(hooks, tmp_path):
     assert len(lines) == 1
     assert " pre_tool_use " in lines[0] and "ms injected=4" in lines[0]
     assert "retry" not in lines[0]
+
+
+def test_output_is_ascii_json_whatever_the_notes_hold(hooks, tmp_path):
+    note = '- caf\u00e9 \u2603 \U0001f600 "quoted" \\ tab\there'
+    repo = tmp_path / "repo"
+    make_library(repo, {"tech.md": note})
+    proc = hooks.run("pre_tool_use", pre_tool_use_event(str(repo / "f.py"), str(repo)))
+    assert proc.stdout.isascii()  # no Windows console code page can garble it
+    assert note in _context(proc)

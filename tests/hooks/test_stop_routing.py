@@ -105,3 +105,20 @@ def test_no_library_no_writes(hooks, tmp_path):
     assert proc.returncode == 0 and proc.stdout == b""
     assert list(bare.iterdir()) == []
     assert "no library" in hooks.log_lines()[-1]
+
+
+def test_walks_up_from_a_subfolder_to_the_nearest_library(hooks, tmp_path):
+    lib = _lib(tmp_path)
+    deep = lib.parent / "models" / "launch"
+    deep.mkdir(parents=True)
+    hooks.run("stop", stop_event(str(deep)))
+    assert (lib / "tech.md").exists()
+    assert not (deep / "_memory_library").exists()
+
+
+def test_librarian_path_library_is_routed_instead_of_the_nearest(hooks, tmp_path):
+    near = _lib(tmp_path)
+    named = make_library(tmp_path / "elsewhere", {".scratch.md": SCRATCH})
+    hooks.run("stop", stop_event(str(near.parent)), {"LIBRARIAN_PATH": str(named)})
+    assert (named / "tech.md").exists()
+    assert (near / ".scratch.md").read_text(encoding="utf-8") == SCRATCH

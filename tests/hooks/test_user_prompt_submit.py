@@ -23,6 +23,15 @@ def test_reminds_once_per_session(hooks, tmp_path):
     assert b"TAG:" in other.stdout
 
 
+def test_librarian_path_names_the_library_and_its_parent_the_tree(hooks, tmp_path):
+    make_library(tmp_path / "repo", {})  # found by the walk, but LIBRARIAN_PATH wins
+    notes = make_library(tmp_path / "elsewhere", {})
+    env = {"LIBRARIAN_PATH": str(notes)}
+    proc = hooks.run("user_prompt_submit", user_prompt_event(str(tmp_path / "repo")), env)
+    text = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert f"notes in {notes} (it mirrors the folders of {notes.parent})" in text
+
+
 def test_silent_without_a_library(hooks, tmp_path):
     (tmp_path / "bare").mkdir()
     proc = hooks.run("user_prompt_submit", user_prompt_event(str(tmp_path / "bare")))
