@@ -158,11 +158,6 @@ def cmd_up(args: argparse.Namespace) -> int:
                 stopping = True
         time.sleep(0.5)
     _stop_children(children)
-    if not settings.database_url:
-        # So that this process, the last live one on the list, stops the server as it exits.
-        from librarian_dagster.core.database import forget_dead_handles
-
-        forget_dead_handles(settings)
     return exit_code
 
 

