@@ -4,8 +4,6 @@ Tools are thin: they validate, call the store in a worker thread (psycopg is blo
 pydantic results. Errors are raised, never returned as strings, so an agent sees a tool error.
 """
 
-import base64
-import binascii
 from datetime import datetime
 from typing import Annotated
 
@@ -16,14 +14,9 @@ from pydantic import Field
 
 from librarian_dagster.core.digest import DOMAINS
 from librarian_dagster.core.embeddings import Embedder
-from librarian_dagster.core.store import SearchFilters, Store
-from mcp_server.models import (
-    ChunkResult,
-    SearchResult,
-    SessionDigest,
-    SessionInfo,
-    SessionList,
-)
+from librarian_dagster.core.models import SearchResult, SessionDigest, SessionList
+from librarian_dagster.core.recall import MAX_RESULTS, recall
+from librarian_dagster.core.store import InvalidCursor, SearchFilters, Store
 
 INSTRUCTIONS = """\
 Librarian remembers past Claude Code sessions. Before solving a problem, ask search_chunks
@@ -53,20 +46,13 @@ def build_server(store: Store, embedder: Embedder) -> MCPServer:
             list[str] | None, Field(description="Only sessions carrying all of these tags.")
         ] = None,
         since: SinceFilter = None,
-        limit: Annotated[int, Field(ge=1, le=50, description="How many chunks.")] = 5,
+        limit: Annotated[int, Field(ge=1, le=MAX_RESULTS, description="How many chunks.")] = 5,
     ) -> SearchResult:
         """Find remembered facts from past sessions that answer a question, best first."""
         _check_domain(domain)
         filters = SearchFilters(project=project, domain=domain, tags=tuple(tags or ()), since=since)
-
-        def run():
-            vector = embedder.embed_query(query)
-            return store.search(query, vector, embedder.model_name, filters, limit=limit)
-
-        hits = await anyio.to_thread.run_sync(run)
-        return SearchResult(
-            query=query,
-            results=[ChunkResult.model_validate(h, from_attributes=True) for h in hits],
+        return await anyio.to_thread.run_sync(
+            lambda: recall(store, embedder, query, filters, limit)
         )
 
     @server.tool()
@@ -74,13 +60,10 @@ def build_server(store: Store, embedder: Embedder) -> MCPServer:
         session_id: Annotated[str, Field(min_length=1, description="A session id from a result.")],
     ) -> SessionDigest:
         """The whole digest of one session: what, problem, solution, what is left open."""
-        row = await anyio.to_thread.run_sync(store.get_memory, session_id)
-        if row is None:
+        memory = await anyio.to_thread.run_sync(store.get_memory, session_id)
+        if memory is None:
             raise ToolError(f"no session {session_id!r} in memory")
-        # The digest's four bullet lists are its sections; the rendered Markdown is its text.
-        return SessionDigest.model_validate(
-            {**row, "sections": row["digest"], "text": row["digest_text"]}
-        )
+        return memory
 
     @server.tool()
     async def list_sessions(
@@ -95,17 +78,13 @@ def build_server(store: Store, embedder: Embedder) -> MCPServer:
         """Remembered sessions, newest first, a page at a time."""
         _check_domain(domain)
         filters = SearchFilters(project=project, domain=domain, since=since)
-        after = decode_cursor(cursor) if cursor else None
-        rows = await anyio.to_thread.run_sync(
-            lambda: store.list_sessions(filters, limit=limit + 1, after=after)
-        )
-        page, more = rows[:limit], len(rows) > limit
-        return SessionList(
-            sessions=[SessionInfo.model_validate(r) for r in page],
-            next_cursor=encode_cursor(page[-1]["sort_date"], page[-1]["session_id"])
-            if more
-            else None,
-        )
+        try:
+            return await anyio.to_thread.run_sync(
+                lambda: store.list_sessions(filters, limit=limit, cursor=cursor)
+            )
+        except InvalidCursor as exc:
+            # Any other exception reaches the agent without its message: this one is theirs.
+            raise ToolError(str(exc)) from None
 
     return server
 
@@ -113,18 +92,6 @@ def build_server(store: Store, embedder: Embedder) -> MCPServer:
 def _check_domain(domain: str | None) -> None:
     if domain is not None and domain not in DOMAINS:
         raise ToolError(f"unknown domain {domain!r}; use one of: {', '.join(DOMAINS)}")
-
-
-def encode_cursor(date: datetime, session_id: str) -> str:
-    return base64.urlsafe_b64encode(f"{date.isoformat()}|{session_id}".encode()).decode()
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, str]:
-    try:
-        date, session_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 1)
-        return datetime.fromisoformat(date), session_id
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise ToolError("invalid cursor: pass the next_cursor of a previous page") from None
 
 
 def http_app(server: MCPServer, host: str):

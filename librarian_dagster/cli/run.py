@@ -66,13 +66,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     from librarian_dagster.core.store import open_store
 
     settings = Settings.from_env()
-    store = open_store(settings)
-    stats = store.stats()
-    last = stats.get("last_ingest")
+    stats = open_store(settings).stats()
+    last = stats.last_ingest
     print(f"database:    {describe_location(settings)}")
     print(f"mirror:      {settings.mirror}")
-    print(f"sessions:    {stats.get('sessions', 0)} in {stats.get('projects', 0)} project(s)")
-    print(f"chunks:      {stats.get('chunks', 0)}")
+    print(f"sessions:    {stats.sessions} in {stats.projects} project(s)")
+    print(f"chunks:      {stats.chunks}")
     print(f"last ingest: {last.isoformat(timespec='seconds') if last else 'never'}")
     return 0
 

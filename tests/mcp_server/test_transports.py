@@ -8,12 +8,13 @@ from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.sse import sse_client
 
 from mcp_server.app import build_server, http_app
+from tests.core.test_store import memory_record
 from tests.helpers import free_port, serve_http
-from tests.mcp_server.test_tools import FakeEmbedder, _memory
+from tests.mcp_server.test_tools import FakeEmbedder
 
 
 def test_legacy_sse_endpoint_answers_tool_calls(store):
-    store.replace_memory(_memory("s1", "alpha", 0), [])
+    store.replace_memory(memory_record("s1"), [])
     server = build_server(store, FakeEmbedder())
 
     async def go(url):
@@ -31,7 +32,7 @@ def test_legacy_sse_endpoint_answers_tool_calls(store):
 
 
 def test_stdio_transport_serves_the_same_tools(store, tmp_path):
-    store.replace_memory(_memory("s1", "alpha", 0), [])
+    store.replace_memory(memory_record("s1"), [])
     env = {
         **os.environ,
         "LIBRARIAN_HOME": str(tmp_path / "home"),
