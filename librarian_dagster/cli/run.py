@@ -77,22 +77,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from librarian_dagster.core.embeddings import local_embedder
-    from librarian_dagster.core.store import open_store
-    from mcp_server.app import build_server, http_app
+    from mcp_server.app import serve
 
-    settings = Settings.from_env()
-    store = open_store(settings)
-    server = build_server(store, local_embedder())
-    if args.transport == "stdio":
-        server.run("stdio")
-        return 0
-    import uvicorn
-
-    host = args.host or settings.mcp_host
-    port = args.port or settings.mcp_port
-    print(f"MCP server on http://{host}:{port}/mcp (legacy SSE at /sse)", file=sys.stderr)
-    uvicorn.run(http_app(server, host), host=host, port=port, log_level="warning")
+    serve(Settings.from_env(), args.transport, args.host, args.port)
     return 0
 
 

@@ -5,6 +5,7 @@ import asyncio
 import pytest
 from mcp import Client
 
+from librarian_dagster.core.digest import DOMAINS
 from librarian_dagster.core.store import ChunkRecord
 from mcp_server.app import build_server
 from tests.core.test_store import memory_record
@@ -56,6 +57,10 @@ def test_tools_are_listed_with_typed_schemas(server):
     limit = tools["search_chunks"].input_schema["properties"]["limit"]
     assert limit["maximum"] == 50 and limit["minimum"] == 1
     assert tools["search_chunks"].output_schema is not None
+    for name in ("search_chunks", "list_sessions"):
+        domain = tools[name].input_schema["properties"]["domain"]
+        listed = [v for option in domain["anyOf"] for v in option.get("enum", [])]
+        assert listed == list(DOMAINS), name
 
 
 def test_get_digest_returns_the_whole_digest(server):
