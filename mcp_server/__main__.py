@@ -4,10 +4,15 @@ The same server as `librarian mcp`, started without the `librarian` command.
 """
 
 import argparse
+import warnings
 from typing import get_args
 
-from librarian_dagster.core.settings import Settings
-from mcp_server.app import Transport, serve
+# Before the embedded server's package is imported: its platformdirs fallback warning (no
+# XDG_RUNTIME_DIR) is harmless, and `librarian` silences it the same way (cli/main.py).
+warnings.filterwarnings("ignore", category=UserWarning, module="platformdirs")
+
+from librarian_dagster.core.settings import Settings  # noqa: E402
+from mcp_server.app import Transport, serve  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
