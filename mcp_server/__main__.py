@@ -1,8 +1,28 @@
-"""`python -m mcp_server` = `librarian mcp`."""
+"""`python -m mcp_server [--transport http|stdio] [--host H] [--port P]`: the recall server alone.
 
-import sys
+The same server as `librarian mcp`, started without the `librarian` command.
+"""
 
-from librarian_dagster.cli.main import main
+import argparse
+import warnings
+from typing import get_args
+
+# Before the embedded server's package is imported: its platformdirs fallback warning (no
+# XDG_RUNTIME_DIR) is harmless, and `librarian` silences it the same way (cli/main.py).
+warnings.filterwarnings("ignore", category=UserWarning, module="platformdirs")
+
+from librarian_dagster.core.settings import Settings  # noqa: E402
+from mcp_server.app import Transport, serve  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m mcp_server", description=__doc__)
+    parser.add_argument("--transport", choices=get_args(Transport), default="http")
+    parser.add_argument("--host", help="default: LIBRARIAN_MCP_HOST or 127.0.0.1")
+    parser.add_argument("--port", type=int, help="default: LIBRARIAN_MCP_PORT or 3201")
+    args = parser.parse_args(argv)
+    serve(Settings.from_env(), args.transport, args.host, args.port)
+
 
 if __name__ == "__main__":
-    sys.exit(main(["mcp", *sys.argv[1:]]))
+    main()

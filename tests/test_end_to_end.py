@@ -78,7 +78,7 @@ def test_mirror_to_mcp_answer_and_resumed_session(env):
         digest = _call(url, "get_digest", {"session_id": CSS}).structured_content
         assert digest["session_id"] == CSS
         assert digest["summary"] == results[0]["summary"]
-        assert any("margin-bottom" in b for b in digest["sections"]["worked_on"])
+        assert any("margin-bottom" in b for b in digest["digest"]["worked_on"])
 
         listed = _call(url, "list_sessions", {}).structured_content["sessions"]
         assert {s["session_id"] for s in listed} == {CSS, CI}
@@ -114,8 +114,8 @@ def test_mirror_to_mcp_answer_and_resumed_session(env):
     assert sensor_tick(definitions, instance, grown_tick.cursor).run_requests == []
     memory = store.get_memory(CSS)
     assert memory is not None
-    assert any("bold" in b for b in memory["digest"]["worked_on"])
-    assert store.stats()["sessions"] == 2
+    assert any("bold" in b for b in memory.digest.worked_on)
+    assert store.stats().sessions == 2
 
 
 def test_a_session_still_being_written_waits_until_it_settles(env):

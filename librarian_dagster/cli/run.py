@@ -66,34 +66,20 @@ def cmd_status(args: argparse.Namespace) -> int:
     from librarian_dagster.core.store import open_store
 
     settings = Settings.from_env()
-    store = open_store(settings)
-    stats = store.stats()
-    last = stats.get("last_ingest")
+    stats = open_store(settings).stats()
+    last = stats.last_ingest
     print(f"database:    {describe_location(settings)}")
     print(f"mirror:      {settings.mirror}")
-    print(f"sessions:    {stats.get('sessions', 0)} in {stats.get('projects', 0)} project(s)")
-    print(f"chunks:      {stats.get('chunks', 0)}")
+    print(f"sessions:    {stats.sessions} in {stats.projects} project(s)")
+    print(f"chunks:      {stats.chunks}")
     print(f"last ingest: {last.isoformat(timespec='seconds') if last else 'never'}")
     return 0
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from librarian_dagster.core.embeddings import local_embedder
-    from librarian_dagster.core.store import open_store
-    from mcp_server.app import build_server, http_app
+    from mcp_server.app import serve
 
-    settings = Settings.from_env()
-    store = open_store(settings)
-    server = build_server(store, local_embedder())
-    if args.transport == "stdio":
-        server.run("stdio")
-        return 0
-    import uvicorn
-
-    host = args.host or settings.mcp_host
-    port = args.port or settings.mcp_port
-    print(f"MCP server on http://{host}:{port}/mcp (legacy SSE at /sse)", file=sys.stderr)
-    uvicorn.run(http_app(server, host), host=host, port=port, log_level="warning")
+    serve(Settings.from_env(), args.transport, args.host, args.port)
     return 0
 
 

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath, PureWindowsPath
-from typing import Literal, Protocol
+from typing import Literal, Protocol, get_args
 
 from pydantic import BaseModel, Field
 
@@ -27,7 +27,7 @@ DIGEST_VERSION = 1
 older version are rebuilt on their next run."""
 
 Domain = Literal["technical", "business", "reflections", "core", "content", "private"]
-DOMAINS: tuple[str, ...] = ("technical", "business", "reflections", "core", "content", "private")
+DOMAINS: tuple[Domain, ...] = get_args(Domain)
 
 SECTIONS: tuple[tuple[str, str], ...] = (
     ("worked_on", "What we worked on"),

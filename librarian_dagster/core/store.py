@@ -9,11 +9,15 @@ on `embedding::vector(N)`, which is how pgvector indexes mixed dimensions.
 Search is hybrid: cosine distance over the HNSW index and PostgreSQL full-text rank, fused by
 reciprocal rank. Vectors find paraphrases; full text finds the exact identifiers (function names,
 error strings) that developers type and that a small embedding model blurs.
+
+What a row holds is defined once, by the models in `core/models.py`: the INSERT and SELECT lists
+here are built from their fields, and rows come back as those models.
 """
 
-import json
+import base64
+import binascii
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
@@ -21,9 +25,20 @@ from typing import Any, cast
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
-from psycopg.rows import DictRow, dict_row
+from psycopg.rows import DictRow, class_row, dict_row
+from psycopg.types.json import Jsonb
+from pydantic import BaseModel
 
 from librarian_dagster.core.database import database_url
+from librarian_dagster.core.digest import Domain
+from librarian_dagster.core.models import (
+    ChunkResult,
+    MemoryRecord,
+    SessionDigest,
+    SessionInfo,
+    SessionList,
+    StoreStats,
+)
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.transcripts import SessionFiles
 
@@ -105,56 +120,31 @@ class ChunkRecord:
     embedding: Sequence[float]
 
 
-@dataclass(frozen=True)
-class MemoryRecord:
-    session_id: str
-    project: str
-    cwd: str | None
-    git_branch: str | None
-    started_at: datetime | None
-    ended_at: datetime | None
-    title: str | None
-    digest: dict[str, Any]
-    digest_text: str
-    summary: str
-    domain: str
-    tags: Sequence[str]
-    importance: int
-    content_hash: str
-    digest_version: int
-    digest_model: str
-    embedding_model: str
-    session_input_tokens: int = 0
-    session_output_tokens: int = 0
-    digest_input_tokens: int = 0
-    digest_output_tokens: int = 0
-    turns: int = 0
-
-
-@dataclass(frozen=True)
-class ChunkHit:
-    session_id: str
-    section: str
-    position: int
-    text: str
-    score: float
-    project: str
-    date: datetime | None
-    summary: str
-    domain: str
-    tags: list[str] = field(default_factory=list)
+# The INSERT of a memory, one named parameter per field of MemoryRecord.
+_MEMORY_COLUMNS = tuple(MemoryRecord.model_fields)
+_INSERT_MEMORY = sql.SQL("INSERT INTO memories ({columns}) VALUES ({values})").format(
+    columns=sql.SQL(", ").join(map(sql.Identifier, _MEMORY_COLUMNS)),
+    values=sql.SQL(", ").join(map(sql.Placeholder, _MEMORY_COLUMNS)),
+)
+_CHUNK_COUNT = sql.SQL(
+    "(SELECT COUNT(*) FROM indexed_chunks c WHERE c.session_id = m.session_id) AS chunk_count"
+)
 
 
 @dataclass(frozen=True)
 class SearchFilters:
     project: str | None = None
-    domain: str | None = None
+    domain: Domain | None = None
     tags: Sequence[str] = ()
     since: datetime | None = None
 
 
 class StoreError(RuntimeError):
     """The database cannot be used as Librarian's store; the message says why."""
+
+
+class InvalidCursor(ValueError):
+    """A listing cursor that `list_sessions` did not hand out."""
 
 
 class Store:
@@ -226,26 +216,10 @@ class Store:
             for dim in dims:
                 self._ensure_vector_index(conn, dim)
             conn.execute("DELETE FROM memories WHERE session_id = %s", (memory.session_id,))
-            conn.execute(
-                """
-                INSERT INTO memories (
-                    session_id, project, cwd, git_branch, started_at, ended_at, title, digest,
-                    digest_text, summary, domain, tags, importance, content_hash, digest_version,
-                    digest_model, embedding_model, session_input_tokens, session_output_tokens,
-                    digest_input_tokens, digest_output_tokens, turns)
-                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
-                        %s, %s, %s, %s)
-                """,
-                (
-                    memory.session_id, memory.project, memory.cwd, memory.git_branch,
-                    memory.started_at, memory.ended_at, memory.title, json.dumps(memory.digest),
-                    memory.digest_text, memory.summary, memory.domain, list(memory.tags),
-                    memory.importance, memory.content_hash, memory.digest_version,
-                    memory.digest_model, memory.embedding_model, memory.session_input_tokens,
-                    memory.session_output_tokens, memory.digest_input_tokens,
-                    memory.digest_output_tokens, memory.turns,
-                ),
-            )  # fmt: skip
+            params = memory.model_dump()
+            # A dict has no default PostgreSQL type in psycopg: name the column's.
+            params["digest"] = Jsonb(params["digest"])
+            conn.execute(_INSERT_MEMORY, params)
             if chunks:
                 with conn.cursor() as cur:
                     cur.executemany(
@@ -337,7 +311,7 @@ class Store:
         filters: SearchFilters = SearchFilters(),
         limit: int = 5,
         max_per_session: int = 2,
-    ) -> list[ChunkHit]:
+    ) -> list[ChunkResult]:
         """Ranked chunks for a query: vector and full-text lists fused by reciprocal rank.
 
         At most `max_per_session` chunks of one session are returned, so that one long session
@@ -365,7 +339,7 @@ class Store:
                 LIMIT {_SEARCH_POOL}
             ),
             fused AS (
-                SELECT id, SUM(1.0 / ({_RRF_K} + rank)) AS score FROM (
+                SELECT id, SUM(1.0 / ({_RRF_K} + rank))::float8 AS score FROM (
                     SELECT id, rank FROM by_vector UNION ALL SELECT id, rank FROM by_text) r
                 GROUP BY id
             ),
@@ -388,59 +362,59 @@ class Store:
             "per_session": max_per_session,
             "limit": limit,
         }
-        with self.connect() as conn:
+        with self.connect() as conn, conn.cursor(row_factory=class_row(ChunkResult)) as cur:
             # Filters prune what the HNSW scan yields; an iterative scan keeps fetching until the
             # LIMIT is met (pgvector 0.8), and a wider candidate list than the default 40 helps.
-            conn.execute("SET hnsw.ef_search = 100")
-            conn.execute("SET hnsw.iterative_scan = strict_order")
-            rows = conn.execute(query, params).fetchall()  # type: ignore[arg-type]
-        return [ChunkHit(**row) for row in rows]
+            cur.execute("SET hnsw.ef_search = 100")
+            cur.execute("SET hnsw.iterative_scan = strict_order")
+            return cur.execute(query, params).fetchall()  # type: ignore[arg-type]
 
-    def get_memory(self, session_id: str) -> dict[str, Any] | None:
-        with self.connect() as conn:
-            row = conn.execute(
-                """
-                SELECT m.*, (SELECT COUNT(*) FROM indexed_chunks c
-                             WHERE c.session_id = m.session_id) AS chunk_count
-                FROM memories m WHERE m.session_id = %s
-                """,
-                (session_id,),
-            ).fetchone()
-            return dict(row) if row else None
+    def get_memory(self, session_id: str) -> SessionDigest | None:
+        query = sql.SQL("SELECT {fields} FROM memories m WHERE m.session_id = %s").format(
+            fields=_select_fields(SessionDigest)
+        )
+        with self.connect() as conn, conn.cursor(row_factory=class_row(SessionDigest)) as cur:
+            return cur.execute(query, (session_id,)).fetchone()
 
     def list_sessions(
         self,
         filters: SearchFilters = SearchFilters(),
         limit: int = 20,
-        after: tuple[datetime, str] | None = None,
-    ) -> list[dict[str, Any]]:
-        """Sessions newest first; `after` is the (date, session_id) of the last row already seen."""
+        cursor: str | None = None,
+    ) -> SessionList:
+        """Sessions newest first, `limit` at a time; `cursor` is the previous page's next_cursor.
+
+        Raises InvalidCursor for a cursor this method did not hand out.
+        """
         where, params = _filter_sql(filters)
-        if after is not None:
+        if cursor is not None:
             where += (
                 " AND (COALESCE(m.ended_at, m.ingested_at), m.session_id) < (%(a_date)s, %(a_id)s)"
             )
-            params |= {"a_date": after[0], "a_id": after[1]}
-        params["limit"] = limit
+            params["a_date"], params["a_id"] = _decode_cursor(cursor)
+        # One row more than asked: whether it exists says whether there is a next page.
+        params["limit"] = limit + 1
+        # `where` is our own text (fixed clauses, values as named parameters), never input.
+        query = sql.SQL(
+            """
+            SELECT {fields}, COALESCE(m.ended_at, m.ingested_at) AS sort_date
+            FROM memories m WHERE TRUE {where}
+            ORDER BY COALESCE(m.ended_at, m.ingested_at) DESC, m.session_id DESC
+            LIMIT %(limit)s
+            """
+        ).format(fields=_select_fields(SessionInfo), where=sql.SQL(where))  # type: ignore[arg-type]
         with self.connect() as conn:
-            rows = conn.execute(
-                f"""
-                SELECT m.session_id, m.project, m.cwd, m.git_branch, m.started_at, m.ended_at,
-                       COALESCE(m.ended_at, m.ingested_at) AS sort_date, m.title, m.summary,
-                       m.domain, m.tags, m.importance, m.turns,
-                       (SELECT COUNT(*) FROM indexed_chunks c
-                        WHERE c.session_id = m.session_id) AS chunk_count
-                FROM memories m WHERE TRUE {where}
-                ORDER BY COALESCE(m.ended_at, m.ingested_at) DESC, m.session_id DESC
-                LIMIT %(limit)s
-                """,  # type: ignore[arg-type]
-                params,
-            ).fetchall()
-        return [dict(r) for r in rows]
+            rows = conn.execute(query, params).fetchall()
+        page = rows[:limit]
+        last = page[-1] if len(rows) > limit else None
+        return SessionList(
+            sessions=[SessionInfo.model_validate(r) for r in page],
+            next_cursor=_encode_cursor(last["sort_date"], last["session_id"]) if last else None,
+        )
 
-    def stats(self) -> dict[str, Any]:
-        with self.connect() as conn:
-            row = conn.execute(
+    def stats(self) -> StoreStats:
+        with self.connect() as conn, conn.cursor(row_factory=class_row(StoreStats)) as cur:
+            row = cur.execute(
                 """
                 SELECT (SELECT COUNT(*) FROM memories) AS sessions,
                        (SELECT COUNT(*) FROM indexed_chunks) AS chunks,
@@ -448,7 +422,8 @@ class Store:
                        (SELECT COUNT(DISTINCT project) FROM memories) AS projects
                 """
             ).fetchone()
-            return dict(row) if row else {}
+        assert row is not None  # an aggregate over no rows is still one row
+        return row
 
 
 def open_store(settings: Settings) -> Store:
@@ -456,6 +431,29 @@ def open_store(settings: Settings) -> Store:
     store = Store(database_url(settings))
     store.migrate()
     return store
+
+
+def _select_fields(model: type[BaseModel]) -> sql.Composed:
+    """The SELECT list that reads `model` from `memories m`: one column per field of it.
+
+    `chunk_count` is the one field that is not a column: it is counted from `indexed_chunks`.
+    """
+    return sql.SQL(", ").join(
+        _CHUNK_COUNT if name == "chunk_count" else sql.Identifier("m", name)
+        for name in model.model_fields
+    )
+
+
+def _encode_cursor(date: datetime, session_id: str) -> str:
+    return base64.urlsafe_b64encode(f"{date.isoformat()}|{session_id}".encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        date, session_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 1)
+        return datetime.fromisoformat(date), session_id
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise InvalidCursor("invalid cursor: pass the next_cursor of a previous page") from None
 
 
 def _filter_sql(filters: SearchFilters) -> tuple[str, dict[str, Any]]:

@@ -1,12 +1,16 @@
+import types
+import typing
 from datetime import UTC, datetime, timedelta
 
 import psycopg
+import pydantic
 import pytest
 
+from librarian_dagster.core.models import MemoryRecord
 from librarian_dagster.core.store import (
     MIGRATIONS,
     ChunkRecord,
-    MemoryRecord,
+    InvalidCursor,
     SearchFilters,
     Store,
 )
@@ -19,7 +23,16 @@ def _unit(*xs: float) -> list[float]:
     return [x / norm for x in xs]
 
 
-def _memory(session_id: str, *, project="alpha", domain="technical", tags=("go",), days_ago=0):
+def memory_record(
+    session_id: str,
+    *,
+    project="alpha",
+    domain="technical",
+    tags=("go",),
+    days_ago=0,
+    embedding_model=MODEL,
+) -> MemoryRecord:
+    """A memory as the write path would store it; other test folders build theirs here too."""
     end = datetime(2026, 11, 1, tzinfo=UTC) - timedelta(days=days_ago)
     return MemoryRecord(
         session_id=session_id,
@@ -29,7 +42,16 @@ def _memory(session_id: str, *, project="alpha", domain="technical", tags=("go",
         started_at=end - timedelta(hours=1),
         ended_at=end,
         title=None,
-        digest={"summary": f"summary of {session_id}"},
+        digest={
+            "summary": f"summary of {session_id}",
+            "worked_on": [f"worked on {session_id}"],
+            "problem": [],
+            "solution": [],
+            "open_items": [],
+            "tags": list(tags),
+            "domain": domain,
+            "importance": 3,
+        },
         digest_text=f"digest of {session_id}",
         summary=f"summary of {session_id}",
         domain=domain,
@@ -38,7 +60,7 @@ def _memory(session_id: str, *, project="alpha", domain="technical", tags=("go",
         content_hash=f"hash-{session_id}",
         digest_version=1,
         digest_model="offline",
-        embedding_model=MODEL,
+        embedding_model=embedding_model,
         turns=4,
     )
 
@@ -52,16 +74,64 @@ def test_migrate_is_idempotent_and_records_the_version(store):
         )
 
 
+# What each Python type of a MemoryRecord field is stored as (information_schema.data_type).
+_PG_TYPES = {
+    str: {"text"},
+    int: {"smallint", "integer", "bigint"},
+    datetime: {"timestamp with time zone"},
+    list[str]: {"ARRAY"},
+}
+
+
+def test_memory_record_and_the_migrated_table_agree(store):
+    with psycopg.connect(store.url) as conn:
+        rows = conn.execute(
+            "SELECT column_name, data_type, is_nullable, column_default "
+            "FROM information_schema.columns WHERE table_name = 'memories'"
+        ).fetchall()
+    columns = {name: (data_type, nullable == "YES", default) for name, data_type, nullable, default
+               in rows}  # fmt: skip
+    fields = MemoryRecord.model_fields
+    # Only the database's own timestamp is not written by the model.
+    assert set(columns) - set(fields) == {"ingested_at"}
+    assert columns["ingested_at"][2] == "now()"
+    assert set(fields) - set(columns) == set()
+    for name, field in fields.items():
+        data_type, nullable, _default = columns[name]
+        annotation = field.annotation
+        optional = typing.get_origin(annotation) is types.UnionType
+        assert nullable == optional, name
+        if optional:
+            annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
+        if typing.get_origin(annotation) is typing.Literal:
+            annotation = str
+        elif isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
+            assert data_type == "jsonb", name
+            continue
+        assert data_type in _PG_TYPES[annotation], (name, data_type)
+
+
+def test_a_memory_round_trips_through_the_table(store):
+    written = memory_record("s1", tags=("go", "sql"))
+    store.replace_memory(written, [ChunkRecord("worked_on", 0, "a bullet", _unit(1, 0))])
+    read = store.get_memory("s1")
+    assert read is not None
+    assert read.chunk_count == 1
+    for name in type(read).model_fields.keys() & MemoryRecord.model_fields.keys():
+        assert getattr(read, name) == getattr(written, name), name
+    assert store.get_memory("missing") is None
+
+
 def test_search_ranks_the_nearest_chunk_first_and_filters(store):
     store.replace_memory(
-        _memory("s1", project="alpha", tags=("go", "git")),
+        memory_record("s1", project="alpha", tags=("go", "git")),
         [
             ChunkRecord("worked_on", 0, "fixed the sqlite lock timeout", _unit(1, 0, 0)),
             ChunkRecord("solution", 0, "raised busy_timeout to 5s", _unit(0.9, 0.1, 0)),
         ],
     )
     store.replace_memory(
-        _memory("s2", project="beta", tags=("python",), days_ago=3),
+        memory_record("s2", project="beta", tags=("python",), days_ago=3),
         [ChunkRecord("worked_on", 0, "wrote the release notes", _unit(0, 1, 0))],
     )
     hits = store.search("sqlite lock", _unit(1, 0.05, 0), MODEL, limit=5)
@@ -83,10 +153,11 @@ def test_search_ranks_the_nearest_chunk_first_and_filters(store):
 
 def test_full_text_finds_an_exact_identifier_the_vectors_miss(store):
     store.replace_memory(
-        _memory("s1"), [ChunkRecord("solution", 0, "ChunkJSONL splits big lines", _unit(0, 0, 1))]
+        memory_record("s1"),
+        [ChunkRecord("solution", 0, "ChunkJSONL splits big lines", _unit(0, 0, 1))],
     )
     store.replace_memory(
-        _memory("s2"), [ChunkRecord("solution", 0, "unrelated words here", _unit(1, 0, 0))]
+        memory_record("s2"), [ChunkRecord("solution", 0, "unrelated words here", _unit(1, 0, 0))]
     )
     hits = store.search("ChunkJSONL", _unit(1, 0, 0), MODEL, limit=2)
     # s2 wins on the vector alone; s1 is in both lists only through full text, and still ranks.
@@ -95,10 +166,12 @@ def test_full_text_finds_an_exact_identifier_the_vectors_miss(store):
 
 def test_max_per_session_keeps_one_session_from_filling_the_results(store):
     store.replace_memory(
-        _memory("big"),
+        memory_record("big"),
         [ChunkRecord("solution", i, f"bullet {i}", _unit(1, 0.01 * i, 0)) for i in range(6)],
     )
-    store.replace_memory(_memory("small"), [ChunkRecord("solution", 0, "b", _unit(0.5, 0.5, 0))])
+    store.replace_memory(
+        memory_record("small"), [ChunkRecord("solution", 0, "b", _unit(0.5, 0.5, 0))]
+    )
     hits = store.search("q", _unit(1, 0, 0), MODEL, limit=5, max_per_session=2)
     assert [h.session_id for h in hits].count("big") == 2
     assert "small" in {h.session_id for h in hits}
@@ -106,42 +179,45 @@ def test_max_per_session_keeps_one_session_from_filling_the_results(store):
 
 def test_replace_memory_swaps_chunks_and_delete_cascades(store):
     store.replace_memory(
-        _memory("s1"), [ChunkRecord("a", i, f"old {i}", _unit(1, 0)) for i in range(3)]
+        memory_record("s1"), [ChunkRecord("a", i, f"old {i}", _unit(1, 0)) for i in range(3)]
     )
-    store.replace_memory(_memory("s1"), [ChunkRecord("a", 0, "new", _unit(1, 0))])
-    assert store.get_memory("s1")["chunk_count"] == 1
+    store.replace_memory(memory_record("s1"), [ChunkRecord("a", 0, "new", _unit(1, 0))])
+    assert store.get_memory("s1").chunk_count == 1
     assert store.delete_memory("s1")
     with psycopg.connect(store.url) as conn:
         assert conn.execute("SELECT COUNT(*) FROM indexed_chunks").fetchone()[0] == 0
 
 
 def test_a_failed_write_leaves_the_previous_memory_whole(store):
-    store.replace_memory(_memory("s1"), [ChunkRecord("a", 0, "kept", _unit(1, 0))])
+    store.replace_memory(memory_record("s1"), [ChunkRecord("a", 0, "kept", _unit(1, 0))])
     duplicate_position = [
         ChunkRecord("a", 0, "x", _unit(1, 0)),
         ChunkRecord("a", 0, "y", _unit(1, 0)),
     ]
     with pytest.raises(psycopg.errors.UniqueViolation):
-        store.replace_memory(_memory("s1"), duplicate_position)
+        store.replace_memory(memory_record("s1"), duplicate_position)
     memory = store.get_memory("s1")
-    assert memory is not None and memory["chunk_count"] == 1
+    assert memory is not None and memory.chunk_count == 1
     assert [h.text for h in store.search("kept", _unit(1, 0), MODEL)] == ["kept"]
 
 
 def test_list_sessions_is_newest_first_and_pages_with_a_cursor(store):
     for i in range(5):
-        store.replace_memory(_memory(f"s{i}", days_ago=i), [])
+        store.replace_memory(memory_record(f"s{i}", days_ago=i), [])
     first = store.list_sessions(limit=2)
-    assert [r["session_id"] for r in first] == ["s0", "s1"]
-    last = first[-1]
-    rest = store.list_sessions(limit=10, after=(last["sort_date"], last["session_id"]))
-    assert [r["session_id"] for r in rest] == ["s2", "s3", "s4"]
-    assert store.stats()["sessions"] == 5
+    assert [r.session_id for r in first.sessions] == ["s0", "s1"]
+    assert first.sessions[0].chunk_count == 0
+    rest = store.list_sessions(limit=10, cursor=first.next_cursor)
+    assert [r.session_id for r in rest.sessions] == ["s2", "s3", "s4"]
+    assert rest.next_cursor is None
+    assert store.stats().sessions == 5
+    with pytest.raises(InvalidCursor):
+        store.list_sessions(cursor="%%%not-a-cursor")
 
 
 def test_two_dimensions_live_side_by_side(store):
-    store.replace_memory(_memory("small"), [ChunkRecord("a", 0, "t", _unit(1, 0))])
-    store.replace_memory(_memory("wide"), [ChunkRecord("a", 0, "t", _unit(1, 0, 0, 0))])
+    store.replace_memory(memory_record("small"), [ChunkRecord("a", 0, "t", _unit(1, 0))])
+    store.replace_memory(memory_record("wide"), [ChunkRecord("a", 0, "t", _unit(1, 0, 0, 0))])
     assert {h.session_id for h in store.search("t", _unit(1, 0, 0, 0), MODEL)} == {"wide"}
 
 

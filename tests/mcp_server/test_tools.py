@@ -1,13 +1,14 @@
 """The MCP tools through the SDK's in-memory client, on a real store."""
 
 import asyncio
-from datetime import UTC, datetime, timedelta
 
 import pytest
 from mcp import Client
 
-from librarian_dagster.core.store import ChunkRecord, MemoryRecord
+from librarian_dagster.core.digest import DOMAINS
+from librarian_dagster.core.store import ChunkRecord
 from mcp_server.app import build_server
+from tests.core.test_store import memory_record
 
 
 class FakeEmbedder:
@@ -23,25 +24,16 @@ class FakeEmbedder:
         return [1.0, 0.0, 0.0] if "lock" in text else [0.0, 1.0, 0.0]
 
 
-def _memory(session_id, project, days_ago):
-    end = datetime(2026, 11, 20, tzinfo=UTC) - timedelta(days=days_ago)
-    return MemoryRecord(
-        session_id=session_id, project=project, cwd=None, git_branch=None,
-        started_at=end - timedelta(hours=1), ended_at=end, title=None,
-        digest={"summary": f"s {session_id}", "worked_on": [f"w {session_id}"], "problem": [],
-                "solution": [], "open_items": [], "tags": ["go"], "domain": "technical",
-                "importance": 2},
-        digest_text=f"# {session_id}", summary=f"s {session_id}", domain="technical",
-        tags=["go"], importance=2, content_hash="h", digest_version=1, digest_model="offline",
-        embedding_model=FakeEmbedder.model_name, turns=3,
-    )  # fmt: skip
-
-
 @pytest.fixture
 def server(store):
     for i in range(5):
         store.replace_memory(
-            _memory(f"s{i}", "alpha" if i % 2 else "beta", days_ago=i),
+            memory_record(
+                f"s{i}",
+                project="alpha" if i % 2 else "beta",
+                days_ago=i,
+                embedding_model=FakeEmbedder.model_name,
+            ),
             [ChunkRecord("worked_on", 0, f"sqlite lock fix {i}", [1.0, 0.01 * i, 0.0])],
         )
     return build_server(store, FakeEmbedder())
@@ -65,6 +57,19 @@ def test_tools_are_listed_with_typed_schemas(server):
     limit = tools["search_chunks"].input_schema["properties"]["limit"]
     assert limit["maximum"] == 50 and limit["minimum"] == 1
     assert tools["search_chunks"].output_schema is not None
+    for name in ("search_chunks", "list_sessions"):
+        domain = tools[name].input_schema["properties"]["domain"]
+        listed = [v for option in domain["anyOf"] for v in option.get("enum", [])]
+        assert listed == list(DOMAINS), name
+
+
+def test_get_digest_returns_the_whole_digest(server):
+    result = _call(server, "get_digest", {"session_id": "s2"})
+    assert not result.is_error
+    digest = result.structured_content
+    assert digest["digest"]["worked_on"] == ["worked on s2"]
+    assert digest["digest_text"] == "digest of s2"
+    assert digest["chunk_count"] == 1 and digest["project"] == "beta"
 
 
 def test_search_filters_by_project(server):

@@ -2,18 +2,21 @@
 
 import asyncio
 import os
+import subprocess
 import sys
 
+import pytest
 from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.sse import sse_client
 
 from mcp_server.app import build_server, http_app
+from tests.core.test_store import memory_record
 from tests.helpers import free_port, serve_http
-from tests.mcp_server.test_tools import FakeEmbedder, _memory
+from tests.mcp_server.test_tools import FakeEmbedder
 
 
 def test_legacy_sse_endpoint_answers_tool_calls(store):
-    store.replace_memory(_memory("s1", "alpha", 0), [])
+    store.replace_memory(memory_record("s1"), [])
     server = build_server(store, FakeEmbedder())
 
     async def go(url):
@@ -30,15 +33,20 @@ def test_legacy_sse_endpoint_answers_tool_calls(store):
     assert [s["session_id"] for s in result.structured_content["sessions"]] == ["s1"]
 
 
-def test_stdio_transport_serves_the_same_tools(store, tmp_path):
-    store.replace_memory(_memory("s1", "alpha", 0), [])
+@pytest.mark.parametrize(
+    "command",
+    [["-m", "mcp_server"], ["-m", "librarian_dagster.cli.main", "mcp"]],
+    ids=["python -m mcp_server", "librarian mcp"],
+)
+def test_stdio_transport_serves_the_same_tools(store, tmp_path, command):
+    store.replace_memory(memory_record("s1"), [])
     env = {
         **os.environ,
         "LIBRARIAN_HOME": str(tmp_path / "home"),
         "LIBRARIAN_DATABASE_URL": store.url,
     }
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "mcp_server", "--transport", "stdio"], env=env
+        command=sys.executable, args=[*command, "--transport", "stdio"], env=env
     )
 
     async def go():
@@ -50,3 +58,14 @@ def test_stdio_transport_serves_the_same_tools(store, tmp_path):
     tools, listed = asyncio.run(go())
     assert {t.name for t in tools.tools} == {"search_chunks", "get_digest", "list_sessions"}
     assert [s["session_id"] for s in listed.structured_content["sessions"]] == ["s1"]
+
+
+def test_the_server_does_not_import_the_librarian_command():
+    # A fresh interpreter: this test process has imported the CLI already.
+    check = (
+        "import sys, mcp_server.__main__; "
+        "cli = [m for m in sys.modules if m.startswith('librarian_dagster.cli')]; "
+        "sys.exit(' '.join(cli) or None)"
+    )
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

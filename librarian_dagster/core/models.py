@@ -1,0 +1,98 @@
+"""The shapes of a memory, defined once: the `memories` row, and what recall and listings return.
+
+The store derives its SQL from these models (column lists and named parameters come from the
+fields), psycopg builds them from rows (`class_row`), and the `librarian` command and the MCP
+tools return them unchanged. A test checks that `MemoryRecord` and the migrated `memories` table
+agree, so the two cannot drift.
+"""
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from librarian_dagster.core.digest import Digest, Domain
+
+
+class SessionFacts(BaseModel):
+    """What is known about one remembered session at a glance: the columns a listing shows."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    project: str = Field(description="The last folder name of the session's working directory.")
+    cwd: str | None
+    git_branch: str | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    title: str | None
+    summary: str = Field(description="One-sentence summary of the whole session.")
+    domain: Domain
+    tags: list[str]
+    importance: int = Field(ge=1, le=5, description="1 trivial ... 5 a decision worth recalling.")
+    turns: int = 0
+
+
+class MemoryRecord(SessionFacts):
+    """One `memories` row as the write path stores it; the database adds `ingested_at`."""
+
+    digest: Digest
+    digest_text: str
+    content_hash: str
+    digest_version: int
+    digest_model: str
+    embedding_model: str
+    session_input_tokens: int = 0
+    session_output_tokens: int = 0
+    digest_input_tokens: int = 0
+    digest_output_tokens: int = 0
+
+
+class SessionInfo(SessionFacts):
+    """One remembered session, as listed."""
+
+    chunk_count: int = Field(description="How many searchable bullets the session left.")
+
+
+class SessionDigest(SessionInfo):
+    """One session in full: what is listed, plus its whole digest and the models that made it."""
+
+    digest: Digest
+    digest_text: str = Field(description="The digest rendered as Markdown.")
+    digest_model: str
+    embedding_model: str
+
+
+class SessionList(BaseModel):
+    sessions: list[SessionInfo]
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` to get the next page; null when there is none."
+    )
+
+
+class ChunkResult(BaseModel):
+    """One remembered fact (a digest bullet) and the session it came from."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str = Field(description="The remembered fact: one bullet of a session digest.")
+    score: float = Field(description="Relevance, higher is better (reciprocal-rank fusion).")
+    session_id: str
+    section: str = Field(description="summary, worked_on, problem, solution or open_items.")
+    position: int = Field(description="The bullet's place in its section, from 0.")
+    project: str
+    date: datetime | None = Field(description="When the session ended.")
+    summary: str = Field(description="One-sentence summary of the whole session.")
+    domain: Domain
+    tags: list[str]
+
+
+class SearchResult(BaseModel):
+    query: str
+    results: list[ChunkResult]
+
+
+class StoreStats(BaseModel):
+    sessions: int
+    chunks: int
+    projects: int
+    last_ingest: datetime | None

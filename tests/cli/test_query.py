@@ -1,0 +1,77 @@
+"""`librarian search` on a real store and the real local embedder: the same result as MCP."""
+
+import asyncio
+import json
+
+import pytest
+from mcp import Client
+
+from librarian_dagster.cli.main import main
+from librarian_dagster.core.embeddings import local_embedder
+from librarian_dagster.core.models import SearchResult
+from librarian_dagster.core.store import ChunkRecord
+from mcp_server.app import build_server
+from tests.core.test_store import memory_record
+
+BULLETS = {
+    "sqlite": "Raised SQLite busy_timeout so concurrent writers stop failing with database locked",
+    "css": "Added margin-bottom to closed details elements in the stylesheet",
+}
+
+
+@pytest.fixture
+def remembered(store, tmp_path, monkeypatch):
+    """Two sessions embedded with the real model, and the CLI pointed at their database."""
+    embedder = local_embedder()
+    for session_id, bullet in BULLETS.items():
+        [vector] = embedder.embed_documents([bullet])
+        store.replace_memory(
+            memory_record(session_id, embedding_model=embedder.model_name),
+            [ChunkRecord("solution", 0, bullet, vector)],
+        )
+    monkeypatch.setenv("LIBRARIAN_DATABASE_URL", store.url)
+    monkeypatch.setenv("LIBRARIAN_HOME", str(tmp_path / "home"))
+    return store
+
+
+def _search_json(capsys, *args: str) -> dict:
+    assert main(["search", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_search_json_prints_the_recall_result(remembered, capsys):
+    doc = _search_json(capsys, "database is locked when two processes write", "--limit", "1")
+    result = SearchResult.model_validate(doc)
+    assert result.query == "database is locked when two processes write"
+    assert [r.session_id for r in result.results] == ["sqlite"]
+    assert result.results[0].text == BULLETS["sqlite"]
+    assert isinstance(doc["results"][0]["score"], float) and doc["results"][0]["score"] > 0
+
+
+def test_search_json_equals_what_the_mcp_tool_returns(remembered, capsys):
+    query = "styling of collapsed details"
+    from_cli = _search_json(capsys, query, "--limit", "2")
+
+    async def go():
+        async with Client(build_server(remembered, local_embedder())) as client:
+            return await client.call_tool("search_chunks", {"query": query, "limit": 2})
+
+    from_mcp = asyncio.run(go())
+    assert not from_mcp.is_error
+    assert from_cli == from_mcp.structured_content
+    assert from_cli["results"][0]["session_id"] == "css"
+
+
+def test_search_filters_and_text_output(remembered, capsys):
+    assert _search_json(capsys, "stylesheet", "--project", "nowhere")["results"] == []
+    assert main(["search", "stylesheet margin", "--domain", "technical"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("1. [alpha 2026-11-01 solution] Added margin-bottom")
+    assert "session css: summary of css" in out
+
+
+def test_search_refuses_bad_options_before_touching_the_store(capsys):
+    assert main(["search", "x", "--domain", "finance"]) == 2
+    assert "--domain must be one of technical, business" in capsys.readouterr().err
+    assert main(["search", "x", "--limit", "51"]) == 2
+    assert "between 1 and 50" in capsys.readouterr().err
