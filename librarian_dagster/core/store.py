@@ -296,12 +296,13 @@ class Store:
 
     # -- reads ----------------------------------------------------------------------------------
 
-    def content_hash(self, session_id: str) -> str | None:
-        with self.connect() as conn:
-            row = conn.execute(
-                "SELECT content_hash FROM memories WHERE session_id = %s", (session_id,)
-            ).fetchone()
-            return row["content_hash"] if row else None
+    def memory_record(self, session_id: str) -> MemoryRecord | None:
+        """A session's memory as the write path stored it (digest provenance included)."""
+        query = sql.SQL("SELECT {fields} FROM memories m WHERE m.session_id = %s").format(
+            fields=_select_fields(MemoryRecord)
+        )
+        with self.connect() as conn, conn.cursor(row_factory=class_row(MemoryRecord)) as cur:
+            return cur.execute(query, (session_id,)).fetchone()
 
     def search(
         self,

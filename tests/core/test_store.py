@@ -120,6 +120,8 @@ def test_a_memory_round_trips_through_the_table(store):
     for name in type(read).model_fields.keys() & MemoryRecord.model_fields.keys():
         assert getattr(read, name) == getattr(written, name), name
     assert store.get_memory("missing") is None
+    assert store.memory_record("s1") == written
+    assert store.memory_record("missing") is None
 
 
 def test_search_ranks_the_nearest_chunk_first_and_filters(store):

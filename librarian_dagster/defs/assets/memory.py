@@ -34,7 +34,7 @@ def memory(
         started_at=session.started_at,
         ended_at=session.ended_at,
         title=session.title,
-        digest=digest.model_dump(),
+        digest=digest,
         digest_text=render_digest(digest, session.title),
         summary=digest.summary,
         domain=digest.domain,

@@ -17,20 +17,20 @@ def session_digest(
     """What the session was about: worked on / problem / solution / open, tags, domain, summary."""
     fingerprint = content_hash(redacted_session)
     writer = digester.get()
-    stored = store.get().get_memory(context.partition_key)
+    stored = store.get().memory_record(context.partition_key)
     if (
         stored is not None
-        and stored["content_hash"] == fingerprint
-        and stored["digest_model"] == writer.model_name
+        and stored.content_hash == fingerprint
+        and stored.digest_model == writer.model_name
     ):
         # Same input, same writer: the remembered digest stands, no second LLM call to pay for.
         record = DigestRecord(
-            digest=stored["digest"],
-            model=stored["digest_model"],
-            input_tokens=stored["digest_input_tokens"],
-            output_tokens=stored["digest_output_tokens"],
+            digest=stored.digest,
+            model=stored.digest_model,
+            input_tokens=stored.digest_input_tokens,
+            output_tokens=stored.digest_output_tokens,
             content_hash=fingerprint,
-            digest_version=stored["digest_version"],
+            digest_version=stored.digest_version,
         )
         reused = True
     else:
