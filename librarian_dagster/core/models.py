@@ -88,7 +88,11 @@ class ChunkResult(BaseModel):
 
 class SearchResult(BaseModel):
     query: str
-    results: list[ChunkResult]
+    results: list[ChunkResult] = Field(description="Best first; only those relevant enough.")
+    min_relevance: float = Field(description="Results scoring below this were left out.")
+    note: str | None = Field(
+        default=None, description="Why the answer is empty, when it is (nothing relevant)."
+    )
 
 
 class StoreStats(BaseModel):

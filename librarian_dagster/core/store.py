@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -129,6 +129,10 @@ _INSERT_MEMORY = sql.SQL("INSERT INTO memories ({columns}) VALUES ({values})").f
 _CHUNK_COUNT = sql.SQL(
     "(SELECT COUNT(*) FROM indexed_chunks c WHERE c.session_id = m.session_id) AS chunk_count"
 )
+
+
+SearchMode = Literal["hybrid", "vector", "text"]
+"""Both ranked lists fused (the product), or one alone (to measure what each brings)."""
 
 
 @dataclass(frozen=True)
@@ -312,11 +316,13 @@ class Store:
         filters: SearchFilters = SearchFilters(),
         limit: int = 5,
         max_per_session: int = 2,
+        mode: SearchMode = "hybrid",
     ) -> list[ChunkResult]:
         """Ranked chunks for a query: vector and full-text lists fused by reciprocal rank.
 
         At most `max_per_session` chunks of one session are returned, so that one long session
-        cannot push every other answer out of the top results.
+        cannot push every other answer out of the top results. `mode` keeps one list alone
+        (`vector`, `text`), to measure what each brings.
         """
         dim = len(query_embedding)
         where, params = _filter_sql(filters)
@@ -341,7 +347,9 @@ class Store:
             ),
             fused AS (
                 SELECT id, SUM(1.0 / ({_RRF_K} + rank))::float8 AS score FROM (
-                    SELECT id, rank FROM by_vector UNION ALL SELECT id, rank FROM by_text) r
+                    SELECT id, rank FROM by_vector WHERE %(mode)s <> 'text'
+                    UNION ALL
+                    SELECT id, rank FROM by_text WHERE %(mode)s <> 'vector') r
                 GROUP BY id
             ),
             ranked AS (
@@ -362,6 +370,7 @@ class Store:
             "text": query_text,
             "per_session": max_per_session,
             "limit": limit,
+            "mode": mode,
         }
         with self.connect() as conn, conn.cursor(row_factory=class_row(ChunkResult)) as cur:
             # Filters prune what the HNSW scan yields; an iterative scan keeps fetching until the
