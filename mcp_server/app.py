@@ -19,6 +19,7 @@ from librarian_dagster.core.digest import Domain
 from librarian_dagster.core.embeddings import Embedder, local_embedder
 from librarian_dagster.core.models import SearchResult, SessionDigest, SessionList
 from librarian_dagster.core.recall import MAX_RESULTS, recall
+from librarian_dagster.core.relevance import DEFAULT_THRESHOLD
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store import InvalidCursor, SearchFilters, Store, open_store
 
@@ -38,7 +39,9 @@ ProjectFilter = Annotated[
 ]
 
 
-def build_server(store: Store, embedder: Embedder) -> MCPServer:
+def build_server(
+    store: Store, embedder: Embedder, min_relevance: float = DEFAULT_THRESHOLD
+) -> MCPServer:
     server = MCPServer("librarian", instructions=INSTRUCTIONS)
 
     @server.tool()
@@ -54,7 +57,7 @@ def build_server(store: Store, embedder: Embedder) -> MCPServer:
     ) -> SearchResult:
         """Find remembered facts from past sessions that answer a question, best first."""
         filters = SearchFilters(project=project, domain=domain, tags=tuple(tags or ()), since=since)
-        return recall(store, embedder, query, filters, limit)
+        return recall(store, embedder, query, filters, limit, min_relevance=min_relevance)
 
     @server.tool()
     def get_digest(
@@ -102,7 +105,7 @@ def serve(
     port: int | None = None,
 ) -> None:
     """Serve the memory the settings point at until stopped; host/port default to the settings."""
-    server = build_server(open_store(settings), local_embedder())
+    server = build_server(open_store(settings), local_embedder(), settings.recall_threshold)
     if transport == "stdio":
         server.run("stdio")
         return

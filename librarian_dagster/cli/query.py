@@ -33,17 +33,23 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(f"librarian search: --domain must be one of {', '.join(DOMAINS)}", file=sys.stderr)
         return 2
     filters = SearchFilters(project=args.project, domain=args.domain, tags=tuple(args.tag))
+    settings = Settings.from_env()
     result = recall(
-        open_store(Settings.from_env()), local_embedder(), args.query, filters, args.limit
+        open_store(settings),
+        local_embedder(),
+        args.query,
+        filters,
+        args.limit,
+        min_relevance=settings.recall_threshold,
     )
     if args.json:
         print(result.model_dump_json(indent=2))
         return 0
     if not result.results:
-        print("no matching memories")
+        print(result.note or "nothing relevant")
         return 0
     for rank, h in enumerate(result.results, 1):
         date = h.date.date().isoformat() if h.date else "?"
-        print(f"{rank}. [{h.project} {date} {h.section}] {h.text}")
+        print(f"{rank}. [{h.project} {date} {h.section} relevance {h.score:.2f}] {h.text}")
         print(f"   session {h.session_id}: {h.summary}")
     return 0

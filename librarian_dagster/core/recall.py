@@ -8,6 +8,7 @@ answers gets "nothing relevant", not five confident-looking guesses.
 
 from librarian_dagster.core.embeddings import Embedder
 from librarian_dagster.core.models import SearchResult
+from librarian_dagster.core.relevance import DEFAULT_THRESHOLD
 from librarian_dagster.core.store import SearchFilters, SearchMode, Store
 
 MAX_RESULTS = 50
@@ -23,7 +24,7 @@ def recall(
     filters: SearchFilters | None = None,
     limit: int = 5,
     *,
-    min_relevance: float = 0.0,
+    min_relevance: float = DEFAULT_THRESHOLD,
     mode: SearchMode = "hybrid",
 ) -> SearchResult:
     """Embed the query with `embedder` and search the memories made with the same model."""

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from librarian_dagster.core.relevance import DEFAULT_THRESHOLD
+
 DEFAULT_SETTLE_SECONDS = 120.0
 DEFAULT_MCP_HOST = "127.0.0.1"
 DEFAULT_MCP_PORT = 3201
@@ -32,6 +34,8 @@ class Settings:
     """Whether thinking blocks are part of the digest input."""
     mcp_host: str = DEFAULT_MCP_HOST
     mcp_port: int = DEFAULT_MCP_PORT
+    recall_threshold: float = DEFAULT_THRESHOLD
+    """Recall leaves out results less likely relevant than this (0 to 1; core/relevance.py)."""
 
     @property
     def pgdata(self) -> Path:
@@ -58,6 +62,7 @@ class Settings:
             include_thinking=_flag(env, "LIBRARIAN_INCLUDE_THINKING"),
             mcp_host=env.get("LIBRARIAN_MCP_HOST") or DEFAULT_MCP_HOST,
             mcp_port=int(_number(env, "LIBRARIAN_MCP_PORT", DEFAULT_MCP_PORT)),
+            recall_threshold=_fraction(env, "LIBRARIAN_RECALL_THRESHOLD", DEFAULT_THRESHOLD),
         )
 
 
@@ -71,6 +76,13 @@ def _number(env: Mapping[str, str], name: str, default: float) -> float:
         raise SettingsError(f"{name} must be a number, got {raw!r}") from None
     if value < 0:
         raise SettingsError(f"{name} must not be negative, got {raw!r}")
+    return value
+
+
+def _fraction(env: Mapping[str, str], name: str, default: float) -> float:
+    value = _number(env, name, default)
+    if value > 1:
+        raise SettingsError(f"{name} must be between 0 and 1, got {env.get(name)!r}")
     return value
 
 

@@ -29,6 +29,7 @@ from psycopg.rows import DictRow, class_row, dict_row
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel
 
+from librarian_dagster.core.chunking import EXCHANGE
 from librarian_dagster.core.database import database_url
 from librarian_dagster.core.digest import Domain
 from librarian_dagster.core.models import (
@@ -39,6 +40,7 @@ from librarian_dagster.core.models import (
     SessionList,
     StoreStats,
 )
+from librarian_dagster.core.relevance import relevance
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.transcripts import SessionFiles
 
@@ -101,6 +103,28 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         );
         """,
     ),
+    (
+        2,
+        """
+        -- BM25 needs each lexeme's document frequency and the collection's size and mean length.
+        -- Counted once at write time (in the same transaction as the chunks), not per query.
+        CREATE TABLE lexeme_df (
+            lexeme text PRIMARY KEY,
+            df     integer NOT NULL
+        );
+        CREATE TABLE chunk_stats (
+            singleton    boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+            chunks       bigint NOT NULL,
+            total_length bigint NOT NULL
+        );
+        INSERT INTO chunk_stats (chunks, total_length)
+            SELECT COUNT(*), COALESCE(SUM(length(text_search)), 0) FROM indexed_chunks;
+        INSERT INTO lexeme_df (lexeme, df)
+            SELECT u.lexeme, COUNT(*) FROM indexed_chunks c, unnest(c.text_search) u
+            GROUP BY u.lexeme;
+        CREATE INDEX indexed_chunks_session_section ON indexed_chunks (session_id, section);
+        """,
+    ),
 )
 
 # Serialises migrations between processes that start together (webserver, daemon, MCP server).
@@ -109,7 +133,10 @@ _MIGRATION_LOCK_KEY = 0x4C49425241  # "LIBRA"
 # Reciprocal-rank-fusion constant: 60 is the value from Cormack et al. that most hybrid
 # search engines keep; it damps the difference between the first few ranks of either list.
 _RRF_K = 60
-_SEARCH_POOL = 50  # candidates taken from each of the vector and full-text lists
+_SEARCH_POOL = 100  # chunks taken from each of the four ranked lists
+# BM25 as Lucene sets it; a chunk's length is its number of distinct lexemes (length(tsvector)).
+_BM25_K1 = 1.2
+_BM25_B = 0.75
 
 
 @dataclass(frozen=True)
@@ -219,6 +246,7 @@ class Store:
         with self.connect() as conn, conn.transaction():
             for dim in dims:
                 self._ensure_vector_index(conn, dim)
+            _count_chunks(conn, memory.session_id, -1)
             conn.execute("DELETE FROM memories WHERE session_id = %s", (memory.session_id,))
             params = memory.model_dump()
             # A dict has no default PostgreSQL type in psycopg: name the column's.
@@ -241,6 +269,7 @@ class Store:
                             for c in chunks
                         ],
                     )  # fmt: skip
+            _count_chunks(conn, memory.session_id, +1)
 
     def record_sources(self, sessions: Sequence[tuple[SessionFiles, str]]) -> None:
         """Remember where each (session files, fingerprint) lives; the newest record wins."""
@@ -281,7 +310,8 @@ class Store:
         )
 
     def delete_memory(self, session_id: str) -> bool:
-        with self.connect() as conn:
+        with self.connect() as conn, conn.transaction():
+            _count_chunks(conn, session_id, -1)
             cur = conn.execute("DELETE FROM memories WHERE session_id = %s", (session_id,))
             return cur.rowcount > 0
 
@@ -318,66 +348,141 @@ class Store:
         max_per_session: int = 2,
         mode: SearchMode = "hybrid",
     ) -> list[ChunkResult]:
-        """Ranked chunks for a query: vector and full-text lists fused by reciprocal rank.
+        """Chunks of the sessions that best answer a query, best session first.
 
-        At most `max_per_session` chunks of one session are returned, so that one long session
-        cannot push every other answer out of the top results. `mode` keeps one list alone
-        (`vector`, `text`), to measure what each brings.
+        Sessions are ranked by reciprocal-rank fusion of four lists: each layer (digest bullets,
+        exchanges) searched by vector (HNSW cosine) and by BM25 over PostgreSQL's lexemes; each
+        list gives a session one vote, at the rank of its best chunk there, whatever the number
+        of chunks a layer holds per session. `mode` keeps the vector or the text lists alone, to
+        measure what each brings. Each session's chunks carry its relevance (core/relevance.py)
+        as their score; at most `max_per_session` chunks of one session are returned, the ones
+        ranked best across the lists, so one long session cannot fill the answer.
         """
         dim = len(query_embedding)
         where, params = _filter_sql(filters)
-        vector = _vector_literal(query_embedding)
+        vector = f"%(vector)s::vector({dim})"
+        distance = f"c.embedding::vector({dim}) <=> {vector}"
+        candidates = (
+            "FROM indexed_chunks c JOIN memories m USING (session_id) "
+            f"WHERE c.embedding_model = %(model)s {where}"
+        )
+
+        bullets, exchanges = f"c.section <> '{EXCHANGE}'", f"c.section = '{EXCHANGE}'"
+
+        def by_vector(layer: str) -> str:
+            return f"""
+                SELECT c.id, c.session_id, ROW_NUMBER() OVER (ORDER BY {distance}, c.id) AS rank
+                {candidates} AND c.embedding_dim = {dim} AND {layer}
+                ORDER BY {distance} LIMIT {_SEARCH_POOL}"""
+
+        def by_text(exchange: bool) -> str:
+            return f"""
+                SELECT id, session_id, ROW_NUMBER() OVER (ORDER BY score DESC, id) AS rank
+                FROM bm25 WHERE is_exchange = {exchange} ORDER BY score DESC, id
+                LIMIT {_SEARCH_POOL}"""
+
         query = f"""
-            WITH by_vector AS (
-                SELECT c.id, ROW_NUMBER() OVER (
-                    ORDER BY c.embedding::vector({dim}) <=> %(vector)s::vector({dim})) AS rank
+            WITH query_lexemes AS (
+                SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', %(text)s)) u
+            ),
+            corpus AS (
+                SELECT GREATEST(chunks, 1)::float8 AS n,
+                       GREATEST(total_length::float8 / GREATEST(chunks, 1), 1) AS avgdl
+                FROM chunk_stats
+            ),
+            idf AS (
+                SELECT q.lexeme, ln(1 + (corpus.n - COALESCE(d.df, 0) + 0.5)
+                                       / (COALESCE(d.df, 0) + 0.5)) AS idf
+                FROM query_lexemes q CROSS JOIN corpus LEFT JOIN lexeme_df d USING (lexeme)
+            ),
+            any_lexeme AS (
+                -- The query's lexemes OR-ed: a chunk needs one of them to get a BM25 score.
+                SELECT replace(plainto_tsquery('english', %(text)s)::text, '&', '|')::tsquery
+                       AS q
+            ),
+            bm25 AS (
+                SELECT c.id, c.session_id, c.section = '{EXCHANGE}' AS is_exchange,
+                       SUM(i.idf * GREATEST(cardinality(u.positions), 1) * {_BM25_K1 + 1}
+                           / (GREATEST(cardinality(u.positions), 1) + {_BM25_K1}
+                              * (1 - {_BM25_B} + {_BM25_B} * length(c.text_search)
+                                 / corpus.avgdl))) AS score,
+                       SUM(i.idf) AS covered
                 FROM indexed_chunks c JOIN memories m USING (session_id)
-                WHERE c.embedding_dim = {dim} AND c.embedding_model = %(model)s {where}
-                ORDER BY c.embedding::vector({dim}) <=> %(vector)s::vector({dim})
-                LIMIT {_SEARCH_POOL}
+                     CROSS JOIN any_lexeme CROSS JOIN corpus
+                     CROSS JOIN LATERAL unnest(c.text_search) u
+                     JOIN idf i ON i.lexeme = u.lexeme
+                WHERE c.text_search @@ any_lexeme.q AND c.embedding_model = %(model)s {where}
+                GROUP BY c.id, c.session_id, c.section
             ),
-            by_text AS (
-                SELECT c.id, ROW_NUMBER() OVER (
-                    ORDER BY ts_rank_cd(c.text_search, q) DESC) AS rank
-                FROM indexed_chunks c JOIN memories m USING (session_id),
-                     websearch_to_tsquery('english', %(text)s) q
-                WHERE c.text_search @@ q AND c.embedding_model = %(model)s {where}
-                ORDER BY ts_rank_cd(c.text_search, q) DESC
-                LIMIT {_SEARCH_POOL}
+            lists AS (
+                SELECT 'bullets/vector' AS list, * FROM ({by_vector(bullets)}) v
+                WHERE %(mode)s <> 'text'
+                UNION ALL
+                SELECT 'exchanges/vector', * FROM ({by_vector(exchanges)}) v
+                WHERE %(mode)s <> 'text'
+                UNION ALL
+                SELECT 'bullets/text', * FROM ({by_text(False)}) t WHERE %(mode)s <> 'vector'
+                UNION ALL
+                SELECT 'exchanges/text', * FROM ({by_text(True)}) t WHERE %(mode)s <> 'vector'
             ),
-            fused AS (
-                SELECT id, SUM(1.0 / ({_RRF_K} + rank))::float8 AS score FROM (
-                    SELECT id, rank FROM by_vector WHERE %(mode)s <> 'text'
-                    UNION ALL
-                    SELECT id, rank FROM by_text WHERE %(mode)s <> 'vector') r
-                GROUP BY id
+            session_votes AS (
+                -- A session's place in a list is the rank of its best chunk among sessions.
+                SELECT list, session_id,
+                       ROW_NUMBER() OVER (PARTITION BY list ORDER BY MIN(rank)) AS place
+                FROM lists GROUP BY list, session_id
             ),
-            ranked AS (
-                SELECT c.session_id, c.section, c.position, c.text, f.score,
-                       ROW_NUMBER() OVER (PARTITION BY c.session_id ORDER BY f.score DESC) AS nth
-                FROM fused f JOIN indexed_chunks c ON c.id = f.id
+            top_sessions AS (
+                SELECT session_id, SUM(1.0 / ({_RRF_K} + place))::float8 AS fused
+                FROM session_votes GROUP BY session_id
+                ORDER BY fused DESC, session_id LIMIT %(limit)s
+            ),
+            chunk_votes AS (
+                SELECT id, SUM(1.0 / ({_RRF_K} + rank)) AS vote FROM lists GROUP BY id
+            ),
+            shown AS (
+                SELECT c.id, c.session_id, c.section, c.position, c.text,
+                       ROW_NUMBER() OVER (PARTITION BY c.session_id
+                                          ORDER BY v.vote DESC, c.id) AS nth
+                FROM chunk_votes v JOIN indexed_chunks c USING (id)
+                WHERE c.session_id IN (SELECT session_id FROM top_sessions)
             )
-            SELECT r.session_id, r.section, r.position, r.text, r.score, m.project,
-                   COALESCE(m.ended_at, m.started_at) AS date, m.summary, m.domain, m.tags
-            FROM ranked r JOIN memories m USING (session_id)
-            WHERE r.nth <= %(per_session)s
-            ORDER BY r.score DESC, r.session_id, r.position
-            LIMIT %(limit)s
+            SELECT t.session_id, t.fused, s.section, s.position, s.text, m.project,
+                   COALESCE(m.ended_at, m.started_at) AS date, m.summary, m.domain, m.tags,
+                   (SELECT MAX(1 - (c.embedding::vector({dim}) <=> {vector}))
+                    FROM indexed_chunks c
+                    WHERE c.session_id = t.session_id AND c.section = '{EXCHANGE}'
+                      AND c.embedding_dim = {dim}) AS exchange_cosine,
+                   (SELECT b.covered FROM bm25 b WHERE b.session_id = t.session_id
+                      AND b.is_exchange ORDER BY b.score DESC LIMIT 1)
+                   / NULLIF((SELECT SUM(idf) FROM idf), 0) AS exchange_coverage,
+                   (SELECT MAX(1 - (c.embedding::vector({dim}) <=> {vector}))
+                    FROM indexed_chunks c
+                    WHERE c.session_id = t.session_id AND c.embedding_dim = {dim}) AS any_cosine,
+                   (SELECT b.covered FROM bm25 b WHERE b.session_id = t.session_id
+                    ORDER BY b.score DESC LIMIT 1)
+                   / NULLIF((SELECT SUM(idf) FROM idf), 0) AS any_coverage
+            FROM top_sessions t JOIN shown s USING (session_id) JOIN memories m USING (session_id)
+            WHERE s.nth <= %(per_session)s
+            ORDER BY t.fused DESC, t.session_id, s.nth
         """
         params |= {
             "model": embedding_model,
-            "vector": vector,
+            "vector": _vector_literal(query_embedding),
             "text": query_text,
             "per_session": max_per_session,
             "limit": limit,
             "mode": mode,
         }
-        with self.connect() as conn, conn.cursor(row_factory=class_row(ChunkResult)) as cur:
+        with self.connect() as conn:
             # Filters prune what the HNSW scan yields; an iterative scan keeps fetching until the
-            # LIMIT is met (pgvector 0.8), and a wider candidate list than the default 40 helps.
-            cur.execute("SET hnsw.ef_search = 100")
-            cur.execute("SET hnsw.iterative_scan = strict_order")
-            return cur.execute(query, params).fetchall()  # type: ignore[arg-type]
+            # LIMIT is met (pgvector 0.8), and a candidate list as wide as the pool helps.
+            conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(_SEARCH_POOL)))
+            conn.execute("SET hnsw.iterative_scan = strict_order")
+            rows = conn.execute(query, params).fetchall()  # type: ignore[arg-type]
+        return [
+            ChunkResult.model_validate({**row, "score": _session_relevance(row)})
+            for row in rows[:limit]
+        ]
 
     def get_memory(self, session_id: str) -> SessionDigest | None:
         query = sql.SQL("SELECT {fields} FROM memories m WHERE m.session_id = %s").format(
@@ -434,6 +539,41 @@ class Store:
             ).fetchone()
         assert row is not None  # an aggregate over no rows is still one row
         return row
+
+
+def _session_relevance(row: dict[str, Any]) -> float:
+    """The session's relevance from its exchange chunks; from all its chunks if it has none
+    (a memory written before the exchange layer existed, until it is ingested again)."""
+    if row["exchange_cosine"] is not None:
+        return relevance(row["exchange_cosine"], row["exchange_coverage"] or 0.0)
+    return relevance(row["any_cosine"] or 0.0, row["any_coverage"] or 0.0)
+
+
+def _count_chunks(conn: psycopg.Connection[Any], session_id: str, sign: int) -> None:
+    """Add (+1) or take away (-1) a session's chunks in the BM25 statistics.
+
+    The one-row `chunk_stats` is updated first: it serialises writers, so two sessions written at
+    once never take `lexeme_df` rows in opposite orders (no deadlock).
+    """
+    params = {"session": session_id, "sign": sign}
+    conn.execute(
+        """
+        UPDATE chunk_stats SET chunks = chunks + %(sign)s * x.n,
+                               total_length = total_length + %(sign)s * x.length
+        FROM (SELECT COUNT(*) AS n, COALESCE(SUM(length(text_search)), 0) AS length
+              FROM indexed_chunks WHERE session_id = %(session)s) x
+        """,
+        params,
+    )
+    conn.execute(
+        """
+        INSERT INTO lexeme_df (lexeme, df)
+        SELECT u.lexeme, %(sign)s * COUNT(*) FROM indexed_chunks c, unnest(c.text_search) u
+        WHERE c.session_id = %(session)s GROUP BY u.lexeme ORDER BY u.lexeme
+        ON CONFLICT (lexeme) DO UPDATE SET df = lexeme_df.df + EXCLUDED.df
+        """,
+        params,
+    )
 
 
 def open_store(settings: Settings) -> Store:

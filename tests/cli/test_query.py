@@ -7,6 +7,7 @@ import pytest
 from mcp import Client
 
 from librarian_dagster.cli.main import main
+from librarian_dagster.core.chunking import EXCHANGE
 from librarian_dagster.core.embeddings import local_embedder
 from librarian_dagster.core.models import SearchResult
 from librarian_dagster.core.store import ChunkRecord
@@ -21,13 +22,16 @@ BULLETS = {
 
 @pytest.fixture
 def remembered(store, tmp_path, monkeypatch):
-    """Two sessions embedded with the real model, and the CLI pointed at their database."""
+    """Two sessions embedded with the real model, and the CLI pointed at their database.
+
+    Each holds its text as a digest bullet and as an exchange, as an ingested session would.
+    """
     embedder = local_embedder()
     for session_id, bullet in BULLETS.items():
         [vector] = embedder.embed_documents([bullet])
         store.replace_memory(
             memory_record(session_id, embedding_model=embedder.model_name),
-            [ChunkRecord("solution", 0, bullet, vector)],
+            [ChunkRecord("solution", 0, bullet, vector), ChunkRecord(EXCHANGE, 0, bullet, vector)],
         )
     monkeypatch.setenv("LIBRARIAN_DATABASE_URL", store.url)
     monkeypatch.setenv("LIBRARIAN_HOME", str(tmp_path / "home"))
@@ -49,7 +53,7 @@ def test_search_json_prints_the_recall_result(remembered, capsys):
 
 
 def test_search_json_equals_what_the_mcp_tool_returns(remembered, capsys):
-    query = "styling of collapsed details"
+    query = "margin below closed details elements"
     from_cli = _search_json(capsys, query, "--limit", "2")
 
     async def go():
@@ -66,7 +70,7 @@ def test_search_filters_and_text_output(remembered, capsys):
     assert _search_json(capsys, "stylesheet", "--project", "nowhere")["results"] == []
     assert main(["search", "stylesheet margin", "--domain", "technical"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("1. [alpha 2026-11-01 solution] Added margin-bottom")
+    assert out.startswith("1. [alpha 2026-11-01 solution relevance 0.99] Added margin-bottom")
     assert "session css: summary of css" in out
 
 
@@ -75,3 +79,20 @@ def test_search_refuses_bad_options_before_touching_the_store(capsys):
     assert "--domain must be one of technical, business" in capsys.readouterr().err
     assert main(["search", "x", "--limit", "51"]) == 2
     assert "between 1 and 50" in capsys.readouterr().err
+
+
+def test_a_question_nothing_answers_gets_an_empty_answer_that_says_so(remembered, capsys):
+    doc = _search_json(capsys, "How do we rotate the Kubernetes TLS certificates?")
+    assert doc["results"] == []
+    assert "nothing relevant" in doc["note"]
+    assert main(["search", "How do we rotate the Kubernetes TLS certificates?"]) == 0
+    assert "nothing relevant" in capsys.readouterr().out
+
+
+def test_the_threshold_is_a_setting(remembered, capsys, monkeypatch):
+    question = "database is locked when two processes write"
+    assert _search_json(capsys, question)["results"]
+    monkeypatch.setenv("LIBRARIAN_RECALL_THRESHOLD", "0.9999")
+    assert _search_json(capsys, question)["results"] == []
+    monkeypatch.setenv("LIBRARIAN_RECALL_THRESHOLD", "0")
+    assert len(_search_json(capsys, question)["results"]) == 4  # both sessions, two chunks each

@@ -20,6 +20,7 @@ STAGES = (
     "redacted_session",
     "session_digest",
     "digest_chunks",
+    "exchange_chunks",
     "chunk_embeddings",
     "memory",
 )
@@ -29,8 +30,15 @@ UPSTREAM = {
     "redacted_session": {"transcript"},
     "session_digest": {"redacted_session"},
     "digest_chunks": {"session_digest"},
-    "chunk_embeddings": {"digest_chunks"},
-    "memory": {"redacted_session", "session_digest", "digest_chunks", "chunk_embeddings"},
+    "exchange_chunks": {"redacted_session"},
+    "chunk_embeddings": {"digest_chunks", "exchange_chunks"},
+    "memory": {
+        "redacted_session",
+        "session_digest",
+        "digest_chunks",
+        "exchange_chunks",
+        "chunk_embeddings",
+    },
 }
 
 

@@ -15,15 +15,16 @@ def memory(
     redacted_session: Session,
     session_digest: DigestRecord,
     digest_chunks: list[Chunk],
+    exchange_chunks: list[Chunk],
     chunk_embeddings: ChunkVectors,
     store: StoreResource,
 ) -> dg.MaterializeResult:
     """The session's row in `memories` and its chunks in `indexed_chunks`, in one transaction."""
     session, digest = redacted_session, session_digest.digest
-    vectors = chunk_embeddings.vectors
-    if len(vectors) != len(digest_chunks):
+    chunks, vectors = [*digest_chunks, *exchange_chunks], chunk_embeddings.vectors
+    if len(vectors) != len(chunks):
         raise dg.Failure(
-            f"{len(digest_chunks)} chunks but {len(vectors)} vectors for session "
+            f"{len(chunks)} chunks but {len(vectors)} vectors for session "
             f"{context.partition_key}: re-materialize chunk_embeddings"
         )
     record = MemoryRecord(
@@ -54,14 +55,16 @@ def memory(
         record,
         [
             ChunkRecord(c.section, c.position, c.text, vector)
-            for c, vector in zip(digest_chunks, vectors, strict=True)
+            for c, vector in zip(chunks, vectors, strict=True)
         ],
     )
     return dg.MaterializeResult(
         metadata={
             "session_id": context.partition_key,
             "project": session.project,
-            "chunks": len(digest_chunks),
+            "chunks": len(chunks),
+            "digest_chunks": len(digest_chunks),
+            "exchange_chunks": len(exchange_chunks),
             "summary": digest.summary,
             "embedding_model": chunk_embeddings.model,
             "digest_model": session_digest.model,

@@ -1,0 +1,31 @@
+"""How sure recall is that a remembered session answers a question: a probability, 0 to 1.
+
+Ranks say which session is best for a question, not whether any is good: the fused rank scores of
+a question nothing answers look like those of one that is answered. So each ranked session also
+gets a relevance from two features of its exchange chunks (the session's own words):
+
+- `cosine`: the best cosine similarity between the question and one of its chunks;
+- `coverage`: the share of the question's IDF mass (BM25's idf, over PostgreSQL's English
+  lexemes) present in its best-BM25 chunk. A question about a thing the store never saw
+  ("Ollama", "protobuf") has lexemes no chunk holds; they carry the largest idf and are never
+  covered, so coverage falls exactly where a near miss would fool the vectors.
+
+A logistic model turns them into a probability. Its weights were fitted on the top result of
+each dev question (86 golden + 16 negatives), checked on held-out halves and leave-one-out
+(docs/decisions/0010). Being a probability, the threshold means the same from question to
+question: the default keeps sessions at least as likely relevant as not.
+"""
+
+import math
+
+WEIGHT_COSINE = 9.82
+WEIGHT_COVERAGE = 5.33
+BIAS = -6.97
+
+DEFAULT_THRESHOLD = 0.5
+"""Results below this relevance are left out (LIBRARIAN_RECALL_THRESHOLD)."""
+
+
+def relevance(cosine: float, coverage: float) -> float:
+    z = WEIGHT_COSINE * cosine + WEIGHT_COVERAGE * coverage + BIAS
+    return 1.0 / (1.0 + math.exp(-z))
