@@ -12,6 +12,7 @@ from pathlib import Path
 DEFAULT_SETTLE_SECONDS = 120.0
 DEFAULT_MCP_HOST = "127.0.0.1"
 DEFAULT_MCP_PORT = 3201
+DEFAULT_RECALL_FLOOR = 0.8
 
 
 class SettingsError(ValueError):
@@ -32,6 +33,8 @@ class Settings:
     """Whether thinking blocks are part of the digest input."""
     mcp_host: str = DEFAULT_MCP_HOST
     mcp_port: int = DEFAULT_MCP_PORT
+    recall_floor: float = DEFAULT_RECALL_FLOOR
+    """The recall@5 on the golden questions below which the quality check warns."""
 
     @property
     def pgdata(self) -> Path:
@@ -44,6 +47,11 @@ class Settings:
     @property
     def log_dir(self) -> Path:
         return self.home / "logs"
+
+    @property
+    def eval_dir(self) -> Path:
+        """Golden question files (`*.jsonl`) the recall quality asset measures."""
+        return self.home / "eval"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -58,6 +66,7 @@ class Settings:
             include_thinking=_flag(env, "LIBRARIAN_INCLUDE_THINKING"),
             mcp_host=env.get("LIBRARIAN_MCP_HOST") or DEFAULT_MCP_HOST,
             mcp_port=int(_number(env, "LIBRARIAN_MCP_PORT", DEFAULT_MCP_PORT)),
+            recall_floor=_share(env, "LIBRARIAN_RECALL_FLOOR", DEFAULT_RECALL_FLOOR),
         )
 
 
@@ -71,6 +80,13 @@ def _number(env: Mapping[str, str], name: str, default: float) -> float:
         raise SettingsError(f"{name} must be a number, got {raw!r}") from None
     if value < 0:
         raise SettingsError(f"{name} must not be negative, got {raw!r}")
+    return value
+
+
+def _share(env: Mapping[str, str], name: str, default: float) -> float:
+    value = _number(env, name, default)
+    if value > 1:
+        raise SettingsError(f"{name} must be between 0 and 1, got {env[name]!r}")
     return value
 
 
