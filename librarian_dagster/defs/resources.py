@@ -6,6 +6,7 @@ import dagster as dg
 
 from librarian_dagster.core.digest import Digester, OfflineDigester
 from librarian_dagster.core.embeddings import Embedder, local_embedder
+from librarian_dagster.core.evaluation import configured_min_relevance
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store import Store, open_store
 from librarian_dagster.defs.staging import StagingIOManager
@@ -59,6 +60,14 @@ class EmbedderResource(dg.ConfigurableResource):
         raise dg.Failure(f"unknown embedder provider {self.provider!r} (known: local)")
 
 
+class QualityResource(dg.ConfigurableResource):
+    """How recall quality is measured: the golden files' folder, the floor, the threshold."""
+
+    eval_dir: str
+    recall_floor: float = 0.8
+    min_relevance: float = 0.0
+
+
 def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | dg.IOManager]:
     """Every resource of the code location, bound to these settings."""
     return {
@@ -72,4 +81,9 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | d
         ),
         "digester": DigesterResource(),
         "embedder": EmbedderResource(),
+        "quality": QualityResource(
+            eval_dir=str(settings.eval_dir),
+            recall_floor=settings.recall_floor,
+            min_relevance=configured_min_relevance(settings),
+        ),
     }
