@@ -7,14 +7,10 @@ import pytest
 
 from librarian_dagster.cli.evaluate import progress_bar
 from librarian_dagster.cli.main import main
-from librarian_dagster.core.embeddings import local_embedder
-from librarian_dagster.core.store import ChunkRecord
-from tests.core.test_store import memory_record
 
-BULLETS = {
-    "sqlite": "Raised SQLite busy_timeout so concurrent writers stop failing with database locked",
-    "css": "Added margin-bottom to closed details elements in the stylesheet",
-}
+# `remembered`: the sessions "sqlite" and "css", one bullet each, embedded with the real model.
+from tests.cli.test_query import remembered  # noqa: F401
+
 GOLDEN = [
     {"id": "g1", "query": "SQLite database locked by concurrent writers", "relevant": ["sqlite"],
      "kind": "solved", "style": "keyword"},
@@ -28,17 +24,8 @@ RATES = ("abstain_rate", "false_abstain_rate")
 
 
 @pytest.fixture
-def golden(store, tmp_path, monkeypatch):
-    """Two remembered sessions, the CLI pointed at their database, and a 3-line golden file."""
-    embedder = local_embedder()
-    for session_id, bullet in BULLETS.items():
-        [vector] = embedder.embed_documents([bullet])
-        store.replace_memory(
-            memory_record(session_id, embedding_model=embedder.model_name),
-            [ChunkRecord("solution", 0, bullet, vector)],
-        )
-    monkeypatch.setenv("LIBRARIAN_DATABASE_URL", store.url)
-    monkeypatch.setenv("LIBRARIAN_HOME", str(tmp_path / "home"))
+def golden(remembered, tmp_path):  # noqa: F811 (the imported fixture)
+    """Two remembered sessions (`remembered` points the CLI at them) and a 3-line golden file."""
     path = tmp_path / "golden.jsonl"
     path.write_text("".join(json.dumps(g) + "\n" for g in GOLDEN), encoding="utf-8")
     return path

@@ -5,17 +5,13 @@ import json
 import dagster as dg
 import pytest
 
-from librarian_dagster.core.embeddings import local_embedder
 from librarian_dagster.core.settings import Settings, SettingsError
-from librarian_dagster.core.store import ChunkRecord, Store
 from librarian_dagster.defs.quality import RECALL_FLOOR_CHECK, recall_quality
 from librarian_dagster.defs.resources import QualityResource, build_resources
-from tests.core.test_store import memory_record
 
-BULLETS = {
-    "sqlite": "Raised SQLite busy_timeout so concurrent writers stop failing with database locked",
-    "css": "Added margin-bottom to closed details elements in the stylesheet",
-}
+# `remembered`: the sessions "sqlite" and "css", one bullet each, embedded with the real model.
+from tests.cli.test_query import remembered  # noqa: F401
+
 FOUND = {"query": "SQLite database locked by concurrent writers", "relevant": ["sqlite"],
          "kind": "solved", "style": "keyword"}  # fmt: skip
 # Asks about the stylesheet but names the SQLite session as the answer: ranked second at best.
@@ -25,15 +21,10 @@ NOTHING = {"query": "which Kubernetes ingress controller did we pick", "relevant
            "kind": "none", "style": "off-topic"}  # fmt: skip
 
 
-def _remember(database_url: str) -> None:
-    store, embedder = Store(database_url), local_embedder()
-    store.migrate()
-    for session_id, bullet in BULLETS.items():
-        [vector] = embedder.embed_documents([bullet])
-        store.replace_memory(
-            memory_record(session_id, embedding_model=embedder.model_name),
-            [ChunkRecord("solution", 0, bullet, vector)],
-        )
+@pytest.fixture
+def memory_url(remembered) -> str:  # noqa: F811 (the imported fixture)
+    """The database holding the two remembered sessions."""
+    return remembered.url
 
 
 def _settings(tmp_path, database_url, floor="0.8") -> Settings:
@@ -73,9 +64,8 @@ def _metadata(result: dg.ExecuteInProcessResult) -> dict:
     return {k: v.value for k, v in materialization.metadata.items()}
 
 
-def test_recall_quality_records_the_figures_and_passes_above_the_floor(tmp_path, database_url):
-    _remember(database_url)
-    settings = _settings(tmp_path, database_url)
+def test_recall_quality_records_the_figures_and_passes_above_the_floor(tmp_path, memory_url):
+    settings = _settings(tmp_path, memory_url)
     _golden(settings, FOUND, NOTHING)
     result = _measure(settings)
     assert result.success
@@ -93,9 +83,8 @@ def test_recall_quality_records_the_figures_and_passes_above_the_floor(tmp_path,
     assert check.severity == dg.AssetCheckSeverity.WARN
 
 
-def test_the_floor_check_warns_below_the_floor_without_failing_the_run(tmp_path, database_url):
-    _remember(database_url)
-    settings = _settings(tmp_path, database_url, floor="0.75")
+def test_the_floor_check_warns_below_the_floor_without_failing_the_run(tmp_path, memory_url):
+    settings = _settings(tmp_path, memory_url, floor="0.75")
     _golden(settings, FOUND, MISSED)
     result = _measure(settings)
     assert result.success
@@ -107,7 +96,7 @@ def test_the_floor_check_warns_below_the_floor_without_failing_the_run(tmp_path,
     assert check.passed  # recall@5 1.0 >= 0.75
 
     # A question whose answer is in no session: recall@5 drops to 2/3, below a floor of 0.9.
-    settings = _settings(tmp_path, database_url, floor="0.9")
+    settings = _settings(tmp_path, memory_url, floor="0.9")
     _golden(settings, FOUND, MISSED, {**MISSED, "relevant": ["nowhere"]})
     result = _measure(settings)
     assert result.success  # a warning, not a failure
@@ -117,9 +106,8 @@ def test_the_floor_check_warns_below_the_floor_without_failing_the_run(tmp_path,
     assert check.description == "recall@5 0.667 is below the floor 0.9"
 
 
-def test_without_golden_files_it_materializes_with_a_note(tmp_path, database_url):
-    _remember(database_url)
-    settings = _settings(tmp_path, database_url)
+def test_without_golden_files_it_materializes_with_a_note(tmp_path, memory_url):
+    settings = _settings(tmp_path, memory_url)
     result = _measure(settings)
     assert result.success
     meta = _metadata(result)
