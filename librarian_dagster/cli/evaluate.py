@@ -26,12 +26,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "and report how well each ranks the sessions that answer it, and whether it answers "
         "nothing when nothing is relevant.",
     )
-    ev.add_argument("golden", nargs="+", type=Path, metavar="GOLDEN.jsonl")
+    ev.add_argument(
+        "golden",
+        nargs="+",
+        type=Path,
+        metavar="GOLDEN.jsonl",
+        help='e.g. {"query": "...", "relevant": ["<session id>"], "kind": "solved", '
+        '"style": "keyword"}; "relevant": [] for a question nothing should answer',
+    )
     ev.add_argument("--k", type=int, default=DEFAULT_K, help="the headline recall@k (default 5)")
     ev.add_argument(
         "--min-relevance",
         type=float,
         default=None,
+        metavar="X",
         help="leave out chunks scoring below this (default: the configured recall threshold)",
     )
     ev.add_argument("--json", action="store_true", help="one JSON object with every figure")
