@@ -14,6 +14,7 @@ from librarian_dagster.core.relevance import DEFAULT_THRESHOLD
 DEFAULT_SETTLE_SECONDS = 120.0
 DEFAULT_MCP_HOST = "127.0.0.1"
 DEFAULT_MCP_PORT = 3201
+DEFAULT_RECALL_FLOOR = 0.8
 
 
 class SettingsError(ValueError):
@@ -36,6 +37,8 @@ class Settings:
     mcp_port: int = DEFAULT_MCP_PORT
     recall_threshold: float = DEFAULT_THRESHOLD
     """Recall leaves out results less likely relevant than this (0 to 1; core/relevance.py)."""
+    recall_floor: float = DEFAULT_RECALL_FLOOR
+    """The recall@5 on the golden questions below which the quality check warns."""
 
     @property
     def pgdata(self) -> Path:
@@ -48,6 +51,11 @@ class Settings:
     @property
     def log_dir(self) -> Path:
         return self.home / "logs"
+
+    @property
+    def eval_dir(self) -> Path:
+        """Golden question files (`*.jsonl`) the recall quality asset measures."""
+        return self.home / "eval"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -62,7 +70,8 @@ class Settings:
             include_thinking=_flag(env, "LIBRARIAN_INCLUDE_THINKING"),
             mcp_host=env.get("LIBRARIAN_MCP_HOST") or DEFAULT_MCP_HOST,
             mcp_port=int(_number(env, "LIBRARIAN_MCP_PORT", DEFAULT_MCP_PORT)),
-            recall_threshold=_fraction(env, "LIBRARIAN_RECALL_THRESHOLD", DEFAULT_THRESHOLD),
+            recall_threshold=_share(env, "LIBRARIAN_RECALL_THRESHOLD", DEFAULT_THRESHOLD),
+            recall_floor=_share(env, "LIBRARIAN_RECALL_FLOOR", DEFAULT_RECALL_FLOOR),
         )
 
 
@@ -79,10 +88,10 @@ def _number(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
-def _fraction(env: Mapping[str, str], name: str, default: float) -> float:
+def _share(env: Mapping[str, str], name: str, default: float) -> float:
     value = _number(env, name, default)
     if value > 1:
-        raise SettingsError(f"{name} must be between 0 and 1, got {env.get(name)!r}")
+        raise SettingsError(f"{name} must be between 0 and 1, got {env[name]!r}")
     return value
 
 

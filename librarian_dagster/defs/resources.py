@@ -59,6 +59,14 @@ class EmbedderResource(dg.ConfigurableResource):
         raise dg.Failure(f"unknown embedder provider {self.provider!r} (known: local)")
 
 
+class QualityResource(dg.ConfigurableResource):
+    """How recall quality is measured: the golden files' folder, the floor, the threshold."""
+
+    eval_dir: str
+    recall_floor: float = 0.8
+    min_relevance: float = 0.0
+
+
 def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | dg.IOManager]:
     """Every resource of the code location, bound to these settings."""
     return {
@@ -72,4 +80,9 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | d
         ),
         "digester": DigesterResource(),
         "embedder": EmbedderResource(),
+        "quality": QualityResource(
+            eval_dir=str(settings.eval_dir),
+            recall_floor=settings.recall_floor,
+            min_relevance=settings.recall_threshold,
+        ),
     }

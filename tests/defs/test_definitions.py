@@ -8,11 +8,13 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from librarian_dagster.core.relevance import DEFAULT_THRESHOLD
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.definitions import build_definitions
 from librarian_dagster.defs.jobs import INGEST_SESSION, ingest_session_job
 from librarian_dagster.defs.partitions import SESSIONS
-from librarian_dagster.defs.resources import StoreResource
+from librarian_dagster.defs.quality import MEASURE_RECALL, RECALL_FLOOR_CHECK, measure_recall_job
+from librarian_dagster.defs.resources import QualityResource, StoreResource
 from librarian_dagster.defs.staging import StagingIOManager
 
 STAGES = (
@@ -24,6 +26,7 @@ STAGES = (
     "chunk_embeddings",
     "memory",
 )
+QUALITY_ASSET = "recall_quality"
 # Each stage and the stages it reads (as inputs, or as `deps` for the transcript).
 UPSTREAM = {
     "transcript": set(),
@@ -51,6 +54,7 @@ def defs(tmp_path_factory) -> dg.Definitions:
             "LIBRARIAN_HOME": str(home),
             "LIBRARIAN_MIRROR": str(home / "mirror"),
             "LIBRARIAN_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
+            "LIBRARIAN_RECALL_FLOOR": "0.7",
         }
     )
     return build_definitions(settings)
@@ -62,8 +66,9 @@ def test_the_code_location_loads(defs):
 
 def test_the_stages_form_one_chain_on_the_sessions_partitions(defs):
     specs = {spec.key.to_user_string(): spec for spec in defs.resolve_all_asset_specs()}
-    assert set(specs) == set(STAGES)
-    for name, spec in specs.items():
+    assert set(specs) == {*STAGES, QUALITY_ASSET}
+    for name in STAGES:
+        spec = specs[name]
         assert {dep.asset_key.to_user_string() for dep in spec.deps} == UPSTREAM[name], name
         assert isinstance(spec.partitions_def, dg.DynamicPartitionsDefinition)
         assert spec.partitions_def.name == SESSIONS
@@ -100,3 +105,29 @@ def test_resources_are_bound_to_the_settings(defs):
     assert isinstance(store, StoreResource)
     assert store.database_url == "postgresql://nobody@127.0.0.1:1/none"
     assert Path(io_manager.home).name.startswith("home")
+
+
+def test_recall_quality_is_measured_daily_and_on_demand_with_a_warning_check(defs):
+    [spec] = [s for s in defs.resolve_all_asset_specs() if s.key.to_user_string() == QUALITY_ASSET]
+    assert spec.partitions_def is None and spec.group_name == "quality" and spec.description
+    key = dg.AssetCheckKey(spec.key, RECALL_FLOOR_CHECK)
+    [check] = [s for s in defs.resolve_assets_def(spec.key).check_specs if s.key == key]
+    assert not check.blocking
+    graph = defs.resolve_asset_graph()
+    assert {k.to_user_string() for k in measure_recall_job.selection.resolve(graph)} == {
+        QUALITY_ASSET
+    }
+    assert key in measure_recall_job.selection.resolve_checks(graph)
+    assert defs.resolve_job_def(MEASURE_RECALL).executor_def is dg.in_process_executor
+    schedule = defs.resolve_schedule_def("recall_quality_daily")
+    assert schedule.job_name == MEASURE_RECALL
+    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+    # The ingest job stays the session stages alone: measuring never runs with an ingest.
+    assert dg.AssetKey(QUALITY_ASSET) not in ingest_session_job.selection.resolve(graph)
+
+
+def test_the_quality_resource_is_bound_to_the_settings(defs):
+    quality = (defs.resources or {})["quality"]
+    assert isinstance(quality, QualityResource)
+    assert quality.recall_floor == 0.7
+    assert Path(quality.eval_dir).name == "eval" and quality.min_relevance == DEFAULT_THRESHOLD
