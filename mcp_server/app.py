@@ -18,10 +18,17 @@ from starlette.applications import Starlette
 from librarian_dagster.core.digest import Domain
 from librarian_dagster.core.embeddings import Embedder, local_embedder
 from librarian_dagster.core.models import SearchResult, SessionDigest, SessionList
-from librarian_dagster.core.recall import MAX_RESULTS, recall
+from librarian_dagster.core.recall import MAX_RESULTS, boosts_for, recall
 from librarian_dagster.core.relevance import DEFAULT_THRESHOLD
 from librarian_dagster.core.settings import Settings
-from librarian_dagster.core.store import InvalidCursor, SearchFilters, Store, open_store
+from librarian_dagster.core.store import (
+    DEFAULT_BOOSTS,
+    Boosts,
+    InvalidCursor,
+    SearchFilters,
+    Store,
+    open_store,
+)
 
 INSTRUCTIONS = """\
 Librarian remembers past Claude Code sessions. Before solving a problem, ask search_chunks
@@ -40,7 +47,10 @@ ProjectFilter = Annotated[
 
 
 def build_server(
-    store: Store, embedder: Embedder, min_relevance: float = DEFAULT_THRESHOLD
+    store: Store,
+    embedder: Embedder,
+    min_relevance: float = DEFAULT_THRESHOLD,
+    boosts: Boosts = DEFAULT_BOOSTS,
 ) -> MCPServer:
     server = MCPServer("librarian", instructions=INSTRUCTIONS)
 
@@ -52,12 +62,33 @@ def build_server(
         tags: Annotated[
             list[str] | None, Field(description="Only sessions carrying all of these tags.")
         ] = None,
+        any_tags: Annotated[
+            list[str] | None, Field(description="Only sessions carrying one of these tags.")
+        ] = None,
+        git_branch: Annotated[str | None, Field(description="Only this git branch.")] = None,
         since: SinceFilter = None,
+        until: Annotated[
+            datetime | None, Field(description="Only sessions that began at or before this.")
+        ] = None,
         limit: Annotated[int, Field(ge=1, le=MAX_RESULTS, description="How many chunks.")] = 5,
     ) -> SearchResult:
-        """Find remembered facts from past sessions that answer a question, best first."""
-        filters = SearchFilters(project=project, domain=domain, tags=tuple(tags or ()), since=since)
-        return recall(store, embedder, query, filters, limit, min_relevance=min_relevance)
+        """Find remembered facts from past sessions that answer a question, best first.
+
+        Each result's score is its session's relevance (0 to 1); when no session is relevant
+        enough the results are empty and `note` says so: then nothing was remembered about it.
+        """
+        filters = SearchFilters(
+            project=project,
+            domain=domain,
+            tags=tuple(tags or ()),
+            any_tags=tuple(any_tags or ()),
+            git_branch=git_branch,
+            since=since,
+            until=until,
+        )
+        return recall(
+            store, embedder, query, filters, limit, min_relevance=min_relevance, boosts=boosts
+        )
 
     @server.tool()
     def get_digest(
@@ -105,7 +136,9 @@ def serve(
     port: int | None = None,
 ) -> None:
     """Serve the memory the settings point at until stopped; host/port default to the settings."""
-    server = build_server(open_store(settings), local_embedder(), settings.recall_threshold)
+    server = build_server(
+        open_store(settings), local_embedder(), settings.recall_threshold, boosts_for(settings)
+    )
     if transport == "stdio":
         server.run("stdio")
         return

@@ -2,6 +2,7 @@
 
 import argparse
 import sys
+from datetime import UTC, datetime
 
 from librarian_dagster.core.settings import Settings
 
@@ -12,6 +13,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     search.add_argument("--project")
     search.add_argument("--domain", help="only sessions of this domain, e.g. technical")
     search.add_argument("--tag", action="append", default=[], help="repeatable: all must match")
+    search.add_argument(
+        "--any-tag", action="append", default=[], help="repeatable: at least one must match"
+    )
+    search.add_argument("--branch", help="only sessions on this git branch")
+    search.add_argument("--since", type=_when, help="only sessions that ended at or after (ISO)")
+    search.add_argument("--until", type=_when, help="only sessions that began at or before (ISO)")
     search.add_argument("--limit", type=int, default=5)
     search.add_argument(
         "--json", action="store_true", help="the MCP tool search_chunks' result, as JSON"
@@ -19,11 +26,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     search.set_defaults(handler=cmd_search)
 
 
+def _when(text: str) -> datetime:
+    """An ISO date or time; a date without a zone is taken as UTC."""
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO date or time: {text!r}") from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
 def cmd_search(args: argparse.Namespace) -> int:
     # Imported here, not at parser build: pydantic and the digest cost every command ~0.4 s.
     from librarian_dagster.core.digest import DOMAINS
     from librarian_dagster.core.embeddings import local_embedder
-    from librarian_dagster.core.recall import MAX_RESULTS, recall
+    from librarian_dagster.core.recall import MAX_RESULTS, boosts_for, recall
     from librarian_dagster.core.store import SearchFilters, open_store
 
     if not 1 <= args.limit <= MAX_RESULTS:
@@ -32,7 +48,15 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.domain is not None and args.domain not in DOMAINS:
         print(f"librarian search: --domain must be one of {', '.join(DOMAINS)}", file=sys.stderr)
         return 2
-    filters = SearchFilters(project=args.project, domain=args.domain, tags=tuple(args.tag))
+    filters = SearchFilters(
+        project=args.project,
+        domain=args.domain,
+        tags=tuple(args.tag),
+        any_tags=tuple(args.any_tag),
+        git_branch=args.branch,
+        since=args.since,
+        until=args.until,
+    )
     settings = Settings.from_env()
     result = recall(
         open_store(settings),
@@ -41,6 +65,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         filters,
         args.limit,
         min_relevance=settings.recall_threshold,
+        boosts=boosts_for(settings),
     )
     if args.json:
         print(result.model_dump_json(indent=2))

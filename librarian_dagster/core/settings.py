@@ -39,6 +39,10 @@ class Settings:
     """Recall leaves out results less likely relevant than this (0 to 1; core/relevance.py)."""
     recall_floor: float = DEFAULT_RECALL_FLOOR
     """The recall@5 on the golden questions below which the quality check warns."""
+    recency_boost: float = 0.05
+    """How much more a session from today weighs in ranking than an old one (store.Boosts)."""
+    importance_boost: float = 0.02
+    """How much more each point of importance above 3 weighs in ranking (store.Boosts)."""
 
     @property
     def pgdata(self) -> Path:
@@ -72,6 +76,8 @@ class Settings:
             mcp_port=int(_number(env, "LIBRARIAN_MCP_PORT", DEFAULT_MCP_PORT)),
             recall_threshold=_share(env, "LIBRARIAN_RECALL_THRESHOLD", DEFAULT_THRESHOLD),
             recall_floor=_share(env, "LIBRARIAN_RECALL_FLOOR", DEFAULT_RECALL_FLOOR),
+            recency_boost=_share(env, "LIBRARIAN_RECENCY_BOOST", 0.05),
+            importance_boost=_share(env, "LIBRARIAN_IMPORTANCE_BOOST", 0.02),
         )
 
 

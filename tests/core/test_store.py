@@ -6,9 +6,11 @@ import psycopg
 import pydantic
 import pytest
 
+from librarian_dagster.core.chunking import EXCHANGE
 from librarian_dagster.core.models import MemoryRecord
 from librarian_dagster.core.store import (
     MIGRATIONS,
+    Boosts,
     ChunkRecord,
     InvalidCursor,
     SearchFilters,
@@ -233,3 +235,79 @@ def test_a_database_without_pgvector_fails_with_a_clear_error(monkeypatch, datab
     monkeypatch.setattr("librarian_dagster.core.store.register_vector", refuse)
     with pytest.raises(Exception, match="no `vector` extension"):
         store.connect()
+
+
+def test_filters_on_any_tag_branch_and_time(store):
+    store.replace_memory(
+        memory_record("s1", tags=("go", "git")).model_copy(update={"git_branch": "feature"}),
+        [ChunkRecord("solution", 0, "fixed the lock", _unit(1, 0, 0))],
+    )
+    store.replace_memory(
+        memory_record("s2", tags=("python",), days_ago=10),
+        [ChunkRecord("solution", 0, "fixed the lock", _unit(1, 0, 0))],
+    )
+
+    def found(**filters) -> set[str]:
+        hits = store.search("lock", _unit(1, 0, 0), MODEL, SearchFilters(**filters), limit=10)
+        return {h.session_id for h in hits}
+
+    assert found(any_tags=["rust", "python"]) == {"s2"}
+    assert found(any_tags=["git", "python"]) == {"s1", "s2"}
+    assert found(tags=["go", "python"]) == set()
+    assert found(git_branch="feature") == {"s1"}
+    assert found(until=datetime(2026, 10, 25, tzinfo=UTC)) == {"s2"}
+
+
+def test_boosts_order_near_ties_by_recency_and_importance(store):
+    chunk = [ChunkRecord("solution", 0, "fixed the lock", _unit(1, 0, 0))]
+    store.replace_memory(memory_record("a-old", days_ago=400), chunk)
+    store.replace_memory(
+        memory_record("b-important", days_ago=400).model_copy(update={"importance": 5}), chunk
+    )
+    store.replace_memory(memory_record("c-recent", days_ago=0), chunk)
+
+    def order(boosts: Boosts) -> list[str]:
+        hits = store.search("lock", _unit(1, 0, 0), MODEL, limit=3, boosts=boosts)
+        return [h.session_id for h in hits]
+
+    # Identical matches: without boosts the tie falls to the session id.
+    assert order(Boosts(recency=0, importance=0)) == ["a-old", "b-important", "c-recent"]
+    assert order(Boosts(recency=0, importance=0.02))[0] == "b-important"
+    assert order(Boosts(recency=0.05, importance=0))[0] == "c-recent"
+
+
+def test_bm25_statistics_follow_every_write_and_delete(store):
+    store.replace_memory(
+        memory_record("s1"),
+        [ChunkRecord("a", i, f"sqlite lock number {i}", _unit(1, 0)) for i in range(3)],
+    )
+    store.replace_memory(memory_record("s2"), [ChunkRecord("a", 0, "sqlite rename", _unit(1, 0))])
+    store.replace_memory(memory_record("s1"), [ChunkRecord("a", 0, "lock again", _unit(1, 0))])
+    store.delete_memory("s2")
+    with psycopg.connect(store.url) as conn:
+        kept = dict(conn.execute("SELECT lexeme, df FROM lexeme_df WHERE df <> 0").fetchall())
+        recount = dict(
+            conn.execute(
+                "SELECT u.lexeme, COUNT(*) FROM indexed_chunks c, unnest(c.text_search) u"
+                " GROUP BY u.lexeme"
+            ).fetchall()
+        )
+        stats = conn.execute("SELECT chunks, total_length FROM chunk_stats").fetchone()
+        actual = conn.execute(
+            "SELECT COUNT(*), SUM(length(text_search)) FROM indexed_chunks"
+        ).fetchone()
+    assert kept == recount == {"lock": 1}  # "again" is an English stop word
+    assert stats == actual == (1, 1)
+
+
+def test_relevance_comes_from_the_exchange_layer_when_there_is_one(store):
+    store.replace_memory(
+        memory_record("s1"),
+        [
+            ChunkRecord("solution", 0, "unrelated bullet", _unit(0, 1, 0)),
+            ChunkRecord(EXCHANGE, 0, "why does the sqlite lock time out", _unit(1, 0, 0)),
+        ],
+    )
+    [near, *_] = store.search("sqlite lock time out", _unit(1, 0, 0), MODEL)
+    [far, *_] = store.search("kubernetes ingress", _unit(0, 0, 1), MODEL)
+    assert near.score > 0.9 > 0.1 > far.score
