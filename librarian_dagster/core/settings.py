@@ -6,7 +6,7 @@ reads `os.environ` for its own configuration.
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_SETTLE_SECONDS = 120.0
@@ -32,6 +32,8 @@ class Settings:
     """Whether thinking blocks are part of the digest input."""
     mcp_host: str = DEFAULT_MCP_HOST
     mcp_port: int = DEFAULT_MCP_PORT
+    mcp_token: str | None = field(default=None, repr=False)
+    """A bearer token the recall server's HTTP endpoints demand; kept out of repr (and logs)."""
 
     @property
     def pgdata(self) -> Path:
@@ -58,6 +60,7 @@ class Settings:
             include_thinking=_flag(env, "LIBRARIAN_INCLUDE_THINKING"),
             mcp_host=env.get("LIBRARIAN_MCP_HOST") or DEFAULT_MCP_HOST,
             mcp_port=int(_number(env, "LIBRARIAN_MCP_PORT", DEFAULT_MCP_PORT)),
+            mcp_token=env.get("LIBRARIAN_MCP_TOKEN") or None,
         )
 
 
