@@ -145,8 +145,10 @@ def ask(url: str, query: str, token: str, timeout_s: float) -> dict:
 
 def _clean(value, limit: int = 2000) -> str:
     """One line, no control characters: a memory must not reshape the context around it."""
-    text = " ".join(str(value).split()) if isinstance(value, str) else ""
-    return text[:limit]
+    if not isinstance(value, str):
+        return ""
+    text = " ".join(value.split())  # newlines and tabs (all whitespace) become single spaces
+    return "".join(c for c in text[:limit] if c.isprintable())
 
 
 def sessions_of(answer: dict) -> list[dict]:
