@@ -234,6 +234,15 @@ def stats(name: str, ms: list[float]) -> tuple[float, float]:
     return p50, p95
 
 
+def hook_outcome(log_line: str) -> str:
+    """What the hook's log line says it did: added, nothing relevant, skipped, failed (why)."""
+    said = log_line.split("; ", 1)[-1]
+    for kind in ("recall added", "recall nothing relevant", "recall skipped", "recall off"):
+        if said.startswith(kind):
+            return kind
+    return said.split(" in ")[0]  # recall failed (timeout), recall error: ...
+
+
 async def measure(args, store, embedder, queries, url: str, hook_env: dict) -> dict:
     times: dict[str, list[float]] = {
         "bare": [],
@@ -242,7 +251,8 @@ async def measure(args, store, embedder, queries, url: str, hook_env: dict) -> d
         "search_chunks": [],
         "hook": [],
     }
-    outcomes = {"added": 0, "silent": 0}
+    outcomes: dict[str, int] = {}
+    log = Path(hook_env["LIBRARIAN_LOG"])
     bare_sql = (
         f"SELECT id FROM indexed_chunks WHERE embedding_dim = {DIM} "
         f"ORDER BY embedding::vector({DIM}) <=> %s::vector({DIM}) LIMIT 5"
@@ -282,8 +292,12 @@ async def measure(args, store, embedder, queries, url: str, hook_env: dict) -> d
                 times["embed"].append((embedded - bare) * 1000)
                 times["hybrid"].append((direct - embedded) * 1000)
                 times["search_chunks"].append((tool - direct) * 1000)
-                times["hook"].append((hook - tool) * 1000)
-                outcomes["added" if proc.stdout else "silent"] += 1
+                outcome = hook_outcome(log.read_text(encoding="utf-8").splitlines()[-1])
+                outcomes[outcome] = outcomes.get(outcome, 0) + 1
+                if outcome == "recall added" and not proc.stdout:
+                    raise RuntimeError("the hook logged an addition but printed nothing")
+                if outcome != "recall skipped":  # under four words, the hook asks nothing
+                    times["hook"].append((hook - tool) * 1000)
     return {"times": times, "outcomes": outcomes}
 
 
@@ -346,11 +360,10 @@ def main() -> int:
         stats("hybrid SQL (Store.search)", times["hybrid"])
         _, tool95 = stats("search_chunks (MCP, HTTP)", times["search_chunks"])
         _, hook95 = stats("prompt hook (process)", times["hook"])
-        log = (tmp / "hook.log").read_text(encoding="utf-8")
-        timeouts = log.count("recall failed (timeout)")
         print(
-            f"\nhook: context added for {found['outcomes']['added']}, silent for "
-            f"{found['outcomes']['silent']} (deadline missed {timeouts} times, warm-up included)"
+            "\nhook outcomes: "
+            + ", ".join(f"{n} {kind}" for kind, n in sorted(found["outcomes"].items()))
+            + " (the hook row times the prompts it asked about)"
         )
         print(f"load average at the end {os.getloadavg()[0]:.1f}; {TARGETS}")
         print(
