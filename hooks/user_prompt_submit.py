@@ -1,13 +1,20 @@
-"""UserPromptSubmit hook: remind the agent, once per session, how to tag learnings.
+"""UserPromptSubmit hook: the tagging reminder, and past sessions that bear on the prompt.
 
-Only where a library exists (walking up from the session's cwd, or `LIBRARIAN_PATH`): a project
-without `_memory_library/` sees nothing from Librarian.
+Two contributions, one process and one `additionalContext` (reminder first):
+- the reminder, once per session, of how to tag learnings; only where a library exists (walking
+  up from the session's cwd, or `LIBRARIAN_PATH`): a project without `_memory_library/` never
+  sees it;
+- recall (`librarian_recall.py`): what the recall server remembers about the prompt, only when
+  it answers with something relevant, within a deadline; independent of any library.
+One hook rather than two entries in hooks.json: Python starts once per prompt, not twice, and a
+failure of recall cannot lose the reminder (its once-per-session mark is already taken).
 """
 
 import os
 import sys
 
-import librarian_hooklib as lib  # sibling module, found through sys.path[0] (the script's folder)
+import librarian_hooklib as lib  # sibling modules, found through sys.path[0] (the script's folder)
+import librarian_recall as recall
 
 HOOK = "user_prompt_submit"
 
@@ -27,8 +34,7 @@ def reminder(library: str, root: str) -> str:
     )
 
 
-def handle(event: dict, env=None):
-    env = os.environ if env is None else env
+def remind(event: dict, env) -> tuple[str | None, str]:
     found = lib.find_library(lib.event_cwd(event, env), env)
     if found is None:
         return None, "no library"
@@ -39,11 +45,23 @@ def handle(event: dict, env=None):
             os.close(os.open(state_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
         except FileExistsError:
             return None, "already reminded"
-    text = reminder(*found)
+    return reminder(*found), "reminded"
+
+
+def handle(event: dict, env=None):
+    env = os.environ if env is None else env
+    reminded, outcome = remind(event, env)
+    recalled, recall_outcome = recall.context(event, env)  # never raises
+    texts = [t for t in (reminded, recalled) if t]
+    outcome = f"{outcome}; {recall_outcome}"
+    if not texts:
+        return None, outcome
+    # Claude Code delivers each hook's additionalContext; one hook joins its own two parts.
+    text = "\n\n".join(texts)
     output = {
         "hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": text}
     }
-    return output, "reminded"
+    return output, outcome
 
 
 def main() -> int:

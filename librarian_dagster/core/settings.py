@@ -6,7 +6,7 @@ reads `os.environ` for its own configuration.
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from librarian_dagster.core.relevance import DEFAULT_THRESHOLD
@@ -43,6 +43,8 @@ class Settings:
     """How much more a session from today weighs in ranking than an old one (store.Boosts)."""
     importance_boost: float = 0.02
     """How much more each point of importance above 3 weighs in ranking (store.Boosts)."""
+    mcp_token: str | None = field(default=None, repr=False)
+    """A bearer token the recall server's HTTP endpoints demand; kept out of repr (and logs)."""
 
     @property
     def pgdata(self) -> Path:
@@ -78,6 +80,7 @@ class Settings:
             recall_floor=_share(env, "LIBRARIAN_RECALL_FLOOR", DEFAULT_RECALL_FLOOR),
             recency_boost=_share(env, "LIBRARIAN_RECENCY_BOOST", 0.05),
             importance_boost=_share(env, "LIBRARIAN_IMPORTANCE_BOOST", 0.02),
+            mcp_token=env.get("LIBRARIAN_MCP_TOKEN") or None,
         )
 
 

@@ -3,13 +3,17 @@ with the event JSON on stdin.
 
 Every test gets its own HOME, log file and state folder, so nothing touches the real ~/.claude.
 The interpreter runs with `-E -S`, as hooks.json does: no site-packages, so a hook that imported
-anything outside the standard library would fail here.
+anything outside the standard library would fail here. Prompt recall is off unless a test turns
+it on: a recall server someone runs on the default port must not leak into other tests.
 """
 
+import contextlib
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,6 +33,7 @@ class HookRunner:
         }
         self.env.update({"HOME": str(self.home), "USERPROFILE": str(self.home)})
         self.env["LIBRARIAN_LOG"] = str(self.log)
+        self.env["LIBRARIAN_RECALL"] = "off"
 
     def run(self, name: str, event, extra_env=None, cwd=None) -> subprocess.CompletedProcess:
         env = dict(self.env, **(extra_env or {}))
@@ -87,14 +92,18 @@ def pre_tool_use_event(file_path: str, cwd: str, tool: str = "Edit", session="ab
     }
 
 
-def user_prompt_event(cwd: str, session="abc123") -> dict:
+def user_prompt_event(
+    cwd: str,
+    session="abc123",
+    prompt="Write a function to calculate the factorial of a number",
+) -> dict:
     return {
         "session_id": session,
         "transcript_path": TRANSCRIPT,
         "cwd": cwd,
         "permission_mode": "default",
         "hook_event_name": "UserPromptSubmit",
-        "prompt": "Write a function to calculate the factorial of a number",
+        "prompt": prompt,
     }
 
 
@@ -146,3 +155,55 @@ def make_library(root: Path, notes: dict[str, str]) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     return lib
+
+
+class FakeServer:
+    """A small HTTP server on 127.0.0.1 for the ways a recall server can fail.
+
+    `respond(handler)` writes the whole answer; every request is recorded as (method, path,
+    headers, body) first, so a test can check what the hook sent, or that it sent nothing.
+    """
+
+    def __init__(self, respond):
+        self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                fake.requests.append((self.command, self.path, dict(self.headers), body))
+                # The hook may give up and hang up first: expected in the deadline tests.
+                with contextlib.suppress(OSError):
+                    respond(self)
+
+            def log_message(self, format, *args):  # keep pytest's output clean
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self) -> "FakeServer":
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def send(handler, status: int, body: bytes, content_type="application/json") -> None:
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+@contextlib.contextmanager
+def answering(status: int, payload):
+    """A fake server that gives every request the same answer (bytes as they are, else JSON)."""
+    body = payload if isinstance(payload, bytes) else json.dumps(payload).encode("utf-8")
+    with FakeServer(lambda h: send(h, status, body)) as server:
+        yield server

@@ -6,16 +6,21 @@ import sys
 
 from hookutil import HOOKS, make_library
 
+from tests.helpers import free_port
+
 # Imports all hook modules and runs every handle() on a real library inside a venv python that has
 # dagster, psycopg, mcp and google-genai installed: any import of them would show in sys.modules.
+# The prompt is long enough for recall to really ask (a closed port), so its imports count too.
 PROBE = r"""
-import json, sys
+import json, os, sys
 sys.path.insert(0, sys.argv[1])
 import librarian_hooklib, librarian_routing, pre_tool_use, stop, user_prompt_submit
 repo = sys.argv[2]
 base = {"session_id": "probe", "cwd": repo}
 pre_tool_use.handle(dict(base, tool_name="Edit", tool_input={"file_path": repo + "/a/f.py"}))
-user_prompt_submit.handle(dict(base, prompt="hi"))
+env = dict(os.environ, LIBRARIAN_RECALL="on", LIBRARIAN_RECALL_URL=sys.argv[3])
+_, outcome = user_prompt_submit.handle(dict(base, prompt="how did we fix the lock"), env)
+assert "recall failed (ConnectionRefusedError)" in outcome, outcome
 stop.handle(dict(base, stop_hook_active=False))
 top = sorted({m.split(".")[0] for m in sys.modules})
 package = sorted(m for m in sys.modules if m.split(".")[0] == "librarian_dagster")
@@ -27,7 +32,7 @@ def test_hooks_import_only_the_standard_library(hooks, tmp_path):
     repo = tmp_path / "repo"
     make_library(repo, {"a/tech.md": "- t", ".scratch.md": "## [TAG: a, type: patterns]\n- p\n"})
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE, str(HOOKS), str(repo)],
+        [sys.executable, "-c", PROBE, str(HOOKS), str(repo), f"http://127.0.0.1:{free_port()}/r"],
         capture_output=True,
         env=hooks.env,
         timeout=60,
@@ -41,6 +46,7 @@ def test_hooks_import_only_the_standard_library(hooks, tmp_path):
         "librarian_hooklib",
         "librarian_routing",
         "librarian_inject",
+        "librarian_recall",
         "pre_tool_use",
         "stop",
         "user_prompt_submit",
@@ -57,6 +63,24 @@ def test_hooks_import_only_the_standard_library(hooks, tmp_path):
     assert not {m for m in outside if not m.startswith("_")} - {"certifi"}, outside
     # The probe really ran the Stop logic, not just the imports.
     assert (repo / "_memory_library" / "a" / "patterns.md").exists()
+
+
+def test_a_short_prompt_does_not_load_the_http_client(hooks, tmp_path):
+    """Speed: http.client costs ~20 ms; only a prompt that is really asked about pays for it."""
+    probe = (
+        "import os, sys; sys.path.insert(0, sys.argv[1]); import user_prompt_submit; "
+        "env = dict(os.environ, LIBRARIAN_RECALL='on'); "
+        "user_prompt_submit.handle({'session_id': 's', 'prompt': 'fix it'}, env); "
+        "print(*[m in sys.modules for m in ('http.client', 'threading')])"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-E", "-S", "-c", probe, str(HOOKS)],
+        capture_output=True,
+        env=hooks.env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert proc.stdout.split() == [b"False"] * 2, proc.stderr
 
 
 def test_pre_tool_use_stays_light(hooks, tmp_path):
