@@ -1,7 +1,8 @@
 """Recall latency at 100,000 chunks: search_chunks over MCP, the prompt hook, bare pgvector.
 
-The data: real digest bullets, made the way the product makes them (the 199 dev-corpus sessions
-parsed, redacted and digested by the offline digester: ~3,000 chunks) and embedded with the real
+The data: real chunks of both layers, made the way the product makes them (the 199 dev-corpus
+sessions parsed, redacted and digested by the offline digester: ~3,000 digest bullets and the
+exchange windows beside them) and embedded with the real
 local model. They are then copied into new sessions until there are 100,000 chunks: each copy
 gets its own session id, project (one of 20) and date, its texts a `(variant N)` suffix, and its
 vectors the original plus Gaussian noise (sigma 0.01 per dimension, renormalised: cosine ~0.98 to
@@ -52,7 +53,7 @@ from mcp import Client
 from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
 
-from librarian_dagster.core.chunking import chunk_digest
+from librarian_dagster.core.chunking import chunk_digest, chunk_exchanges
 from librarian_dagster.core.digest import (
     DIGEST_VERSION,
     OfflineDigester,
@@ -86,7 +87,8 @@ def base_memories(embedder) -> list[tuple[MemoryRecord, list[tuple[str, int, str
         session, _counts = redact_session(session)
         result = digester.digest(session)
         digest = result.digest
-        chunks = [(c.section, c.position, c.text) for c in chunk_digest(digest)]
+        both_layers = [*chunk_digest(digest), *chunk_exchanges(session)]
+        chunks = [(c.section, c.position, c.text) for c in both_layers]
         if not chunks:
             continue
         memory = MemoryRecord(
@@ -113,7 +115,7 @@ def base_memories(embedder) -> list[tuple[MemoryRecord, list[tuple[str, int, str
     texts = [text for _, chunks, _ in out for _, _, text in chunks]
     start = time.perf_counter()
     vectors = embedder.embed_array(texts)
-    print(f"embedded {len(texts)} real bullets in {time.perf_counter() - start:.1f} s")
+    print(f"embedded {len(texts)} real chunks in {time.perf_counter() - start:.1f} s")
     at = 0
     for i, (memory, chunks, _) in enumerate(out):
         out[i] = (memory, chunks, vectors[at : at + len(chunks)])
@@ -192,6 +194,8 @@ def bulk_load(store, rows) -> None:
         ],
     )
     indexed = time.perf_counter()
+    # COPY went around replace_memory, which keeps the BM25 statistics: count them once here.
+    store.recount_text_statistics()
     with psycopg.connect(store.url, autocommit=True) as conn:
         conn.execute("ANALYZE memories")
         conn.execute("ANALYZE indexed_chunks")

@@ -333,6 +333,26 @@ class Store:
             subagents=tuple(Path(p) for p in row["subagent_paths"]),
         )
 
+    def recount_text_statistics(self) -> None:
+        """Count the BM25 statistics again from every chunk.
+
+        `replace_memory` and `delete_memory` keep them as they write; a bulk load that goes
+        around them (COPY) calls this once afterwards.
+        """
+        with self.connect() as conn, conn.transaction():
+            conn.execute(
+                """
+                UPDATE chunk_stats SET chunks = x.n, total_length = x.length
+                FROM (SELECT COUNT(*) AS n, COALESCE(SUM(length(text_search)), 0) AS length
+                      FROM indexed_chunks) x
+                """
+            )
+            conn.execute("DELETE FROM lexeme_df")
+            conn.execute(
+                "INSERT INTO lexeme_df (lexeme, df) SELECT u.lexeme, COUNT(*)"
+                " FROM indexed_chunks c, unnest(c.text_search) u GROUP BY u.lexeme"
+            )
+
     def delete_memory(self, session_id: str) -> bool:
         with self.connect() as conn, conn.transaction():
             _count_chunks(conn, session_id, -1)

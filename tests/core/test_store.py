@@ -298,6 +298,10 @@ def test_bm25_statistics_follow_every_write_and_delete(store):
         ).fetchone()
     assert kept == recount == {"lock": 1}  # "again" is an English stop word
     assert stats == actual == (1, 1)
+    store.recount_text_statistics()
+    with psycopg.connect(store.url) as conn:
+        assert dict(conn.execute("SELECT lexeme, df FROM lexeme_df").fetchall()) == recount
+        assert conn.execute("SELECT chunks, total_length FROM chunk_stats").fetchone() == stats
 
 
 def test_relevance_comes_from_the_exchange_layer_when_there_is_one(store):
