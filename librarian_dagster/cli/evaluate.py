@@ -61,6 +61,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         compare_modes,
         load_golden,
     )
+    from librarian_dagster.core.recall import boosts_for
     from librarian_dagster.core.store import open_store
 
     if not 1 <= args.k <= MAX_K:
@@ -86,6 +87,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         store,
         embedder,
         min_relevance=min_relevance,
+        boosts=boosts_for(settings),
         ks=(*RECALL_KS, args.k),
         progress=progress_bar(sys.stderr) if sys.stderr.isatty() else None,
     )

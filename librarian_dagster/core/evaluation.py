@@ -26,7 +26,7 @@ from typing import Any
 
 from librarian_dagster.core.embeddings import Embedder
 from librarian_dagster.core.recall import MAX_RESULTS, recall
-from librarian_dagster.core.store import SearchMode, Store
+from librarian_dagster.core.store import DEFAULT_BOOSTS, Boosts, SearchMode, Store
 
 RECALL_KS = (1, 5, 10)
 """The recall@k every report has; a headline k other than these is added to them."""
@@ -258,12 +258,19 @@ def session_asker(
     *,
     min_relevance: float = 0.0,
     mode: SearchMode = "hybrid",
+    boosts: Boosts = DEFAULT_BOOSTS,
 ) -> Ask:
     """`ask` over `recall`: sessions ranked by their best chunk among the top 50 chunks."""
 
     def ask(query: str) -> list[str]:
         result = recall(
-            store, embedder, query, limit=MAX_RESULTS, min_relevance=min_relevance, mode=mode
+            store,
+            embedder,
+            query,
+            limit=MAX_RESULTS,
+            min_relevance=min_relevance,
+            mode=mode,
+            boosts=boosts,
         )
         return list(_distinct(hit.session_id for hit in result.results))
 
@@ -276,6 +283,7 @@ def compare_modes(
     embedder: Embedder,
     *,
     min_relevance: float = 0.0,
+    boosts: Boosts = DEFAULT_BOOSTS,
     modes: Sequence[SearchMode] = MODES,
     ks: Iterable[int] = RECALL_KS,
     progress: Callable[[SearchMode, int, int], None] | None = None,
@@ -287,7 +295,7 @@ def compare_modes(
     reports: dict[SearchMode, Report] = {}
     for mode in modes:
         step = None if progress is None else _progress_for(progress, mode)
-        ask = session_asker(store, cached, min_relevance=min_relevance, mode=mode)
+        ask = session_asker(store, cached, min_relevance=min_relevance, mode=mode, boosts=boosts)
         reports[mode] = evaluate(questions, ask, ks=ks, progress=step)
     return reports
 

@@ -74,10 +74,15 @@ class ChunkResult(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    text: str = Field(description="The remembered fact: one bullet of a session digest.")
-    score: float = Field(description="Relevance, higher is better (reciprocal-rank fusion).")
+    text: str = Field(description="The remembered text: a digest bullet or an exchange window.")
+    score: float = Field(
+        description="Its session's relevance: the probability (0 to 1) that it answers the query."
+    )
     session_id: str
-    section: str = Field(description="summary, worked_on, problem, solution or open_items.")
+    section: str = Field(
+        description="exchange (the session's own words) or a digest section: summary, "
+        "worked_on, problem, solution, open_items."
+    )
     position: int = Field(description="The bullet's place in its section, from 0.")
     project: str
     date: datetime | None = Field(description="When the session ended.")
@@ -88,8 +93,12 @@ class ChunkResult(BaseModel):
 
 class SearchResult(BaseModel):
     query: str
-    results: list[ChunkResult] = Field(description="Best first; only those relevant enough.")
-    min_relevance: float = Field(description="Results scoring below this were left out.")
+    results: list[ChunkResult] = Field(
+        description="Best first; empty when no result reaches `min_relevance`."
+    )
+    min_relevance: float = Field(
+        description="The relevance the best result must reach for the answer not to be empty."
+    )
     note: str | None = Field(
         default=None, description="Why the answer is empty, when it is (nothing relevant)."
     )

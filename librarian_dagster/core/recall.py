@@ -2,8 +2,11 @@
 
 The one way through search for every caller: `librarian search`, the MCP tool `search_chunks`,
 the prompt hook's endpoint and `librarian eval` all call `recall` and hand on its `SearchResult`.
-Results below `min_relevance` are left out, and an empty answer says so: a question nothing
-answers gets "nothing relevant", not five confident-looking guesses.
+Recall knows when it knows: when no result reaches `min_relevance` the answer is empty and says
+so, so a question nothing answers gets "nothing relevant", not five confident-looking guesses.
+When one does, the ranked results come as they are, each with its own relevance: the ranking
+(which also weighs the digest bullets) is better than the relevance at ordering, and a relevant
+session just under the threshold, ranked second, is worth seeing (docs/decisions/0010).
 """
 
 from librarian_dagster.core.embeddings import Embedder
@@ -21,7 +24,7 @@ from librarian_dagster.core.store import (
 MAX_RESULTS = 50
 """The most chunks one question may ask for."""
 
-NOTHING_RELEVANT = "nothing relevant: no remembered session passes the relevance threshold"
+NOTHING_RELEVANT = "nothing relevant: no remembered session reaches the relevance threshold"
 
 
 def boosts_for(settings: Settings) -> Boosts:
@@ -53,10 +56,10 @@ def recall(
         mode=mode,
         boosts=boosts,
     )
-    relevant = [h for h in hits if h.score >= min_relevance]
+    answered = any(h.score >= min_relevance for h in hits)
     return SearchResult(
         query=query,
-        results=relevant,
+        results=hits if answered else [],
         min_relevance=min_relevance,
-        note=None if relevant else NOTHING_RELEVANT,
+        note=None if answered else NOTHING_RELEVANT,
     )

@@ -39,9 +39,9 @@ class Settings:
     """Recall leaves out results less likely relevant than this (0 to 1; core/relevance.py)."""
     recall_floor: float = DEFAULT_RECALL_FLOOR
     """The recall@5 on the golden questions below which the quality check warns."""
-    recency_boost: float = 0.05
+    recency_boost: float = 0.005
     """How much more a session from today weighs in ranking than an old one (store.Boosts)."""
-    importance_boost: float = 0.02
+    importance_boost: float = 0.002
     """How much more each point of importance above 3 weighs in ranking (store.Boosts)."""
     mcp_token: str | None = field(default=None, repr=False)
     """A bearer token the recall server's HTTP endpoints demand; kept out of repr (and logs)."""
@@ -78,8 +78,8 @@ class Settings:
             mcp_port=int(_number(env, "LIBRARIAN_MCP_PORT", DEFAULT_MCP_PORT)),
             recall_threshold=_share(env, "LIBRARIAN_RECALL_THRESHOLD", DEFAULT_THRESHOLD),
             recall_floor=_share(env, "LIBRARIAN_RECALL_FLOOR", DEFAULT_RECALL_FLOOR),
-            recency_boost=_share(env, "LIBRARIAN_RECENCY_BOOST", 0.05),
-            importance_boost=_share(env, "LIBRARIAN_IMPORTANCE_BOOST", 0.02),
+            recency_boost=_share(env, "LIBRARIAN_RECENCY_BOOST", 0.005),
+            importance_boost=_share(env, "LIBRARIAN_IMPORTANCE_BOOST", 0.002),
             mcp_token=env.get("LIBRARIAN_MCP_TOKEN") or None,
         )
 

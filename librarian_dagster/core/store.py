@@ -177,18 +177,18 @@ class SearchFilters:
 
 @dataclass(frozen=True)
 class Boosts:
-    """Small nudges to a session's fused rank score, so near ties go to recent, important work.
+    """Tie-breakers on a session's fused rank score: recent and important work first.
 
     The fused score is multiplied by `1 + recency * 0.5 ** (age_days / half_life_days)` and by
-    `1 + importance * (importance - 3)` (importance 1 to 5). At the defaults a session from today
-    gains at most 5% over an old one and an importance-5 session 4% over an importance-3 one:
-    enough to order sessions that the lists rank alike, never enough to lift a poor match over
-    a good one (one place in the fused lists is worth about 3% near the top).
+    `1 + importance * (importance - 3)` (importance 1 to 5). They are kept below the gap between
+    two neighbouring places in the fused lists (about 1.4% at place 10, more above), so they order
+    sessions the lists rank (nearly) alike and never lift a worse match over a better one: at 4%
+    the importance boost alone cost MRR 0.934 -> 0.906 on the dev questions.
     """
 
-    recency: float = 0.05
+    recency: float = 0.005
     half_life_days: float = 90.0
-    importance: float = 0.02
+    importance: float = 0.002
 
 
 DEFAULT_BOOSTS = Boosts()
