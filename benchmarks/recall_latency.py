@@ -55,13 +55,12 @@ from psycopg.types.json import Jsonb
 
 from librarian_dagster.core.chunking import chunk_digest, chunk_exchanges
 from librarian_dagster.core.digest import (
-    DIGEST_VERSION,
+    DigestRecord,
     OfflineDigester,
     content_hash,
-    render_digest,
 )
 from librarian_dagster.core.embeddings import local_embedder
-from librarian_dagster.core.models import MemoryRecord
+from librarian_dagster.core.models import MemoryRecord, memory_of
 from librarian_dagster.core.redaction import redact_session
 from librarian_dagster.core.store import ChunkRecord, Store
 from librarian_dagster.core.transcripts import parse_session, session_files_for
@@ -91,26 +90,10 @@ def base_memories(embedder) -> list[tuple[MemoryRecord, list[tuple[str, int, str
         chunks = [(c.section, c.position, c.text) for c in both_layers]
         if not chunks:
             continue
-        memory = MemoryRecord(
-            session_id=files.session_id,
-            project=session.project,
-            cwd=session.cwd,
-            git_branch=session.git_branch,
-            started_at=session.started_at,
-            ended_at=session.ended_at,
-            title=session.title,
-            digest=digest,
-            digest_text=render_digest(digest, session.title),
-            summary=digest.summary,
-            domain=digest.domain,
-            tags=digest.tags,
-            importance=digest.importance,
-            content_hash=content_hash(session),
-            digest_version=DIGEST_VERSION,
-            digest_model=result.model,
-            embedding_model=embedder.model_name,
-            turns=len(session.turns),
+        digested = DigestRecord(
+            digest=digest, model=result.model, content_hash=content_hash(session)
         )
+        memory = memory_of(session, digested, embedder.model_name)
         out.append((memory, chunks, np.empty((0, DIM), dtype=np.float32)))
     texts = [text for _, chunks, _ in out for _, _, text in chunks]
     start = time.perf_counter()

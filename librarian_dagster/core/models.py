@@ -10,7 +10,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from librarian_dagster.core.digest import Digest, Domain
+from librarian_dagster.core.digest import Digest, DigestRecord, Domain, render_digest
+from librarian_dagster.core.transcripts import Session
 
 
 class SessionFacts(BaseModel):
@@ -45,6 +46,35 @@ class MemoryRecord(SessionFacts):
     session_output_tokens: int = 0
     digest_input_tokens: int = 0
     digest_output_tokens: int = 0
+
+
+def memory_of(session: Session, digested: DigestRecord, embedding_model: str) -> MemoryRecord:
+    """The `memories` row of a redacted session, its digest and the model of its vectors."""
+    digest = digested.digest
+    return MemoryRecord(
+        session_id=session.session_id,
+        project=session.project,
+        cwd=session.cwd,
+        git_branch=session.git_branch,
+        started_at=session.started_at,
+        ended_at=session.ended_at,
+        title=session.title,
+        digest=digest,
+        digest_text=render_digest(digest, session.title),
+        summary=digest.summary,
+        domain=digest.domain,
+        tags=digest.tags,
+        importance=digest.importance,
+        content_hash=digested.content_hash,
+        digest_version=digested.digest_version,
+        digest_model=digested.model,
+        embedding_model=embedding_model,
+        session_input_tokens=session.input_tokens,
+        session_output_tokens=session.output_tokens,
+        digest_input_tokens=digested.input_tokens,
+        digest_output_tokens=digested.output_tokens,
+        turns=len(session.turns),
+    )
 
 
 class SessionInfo(SessionFacts):

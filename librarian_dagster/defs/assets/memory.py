@@ -1,8 +1,9 @@
 import dagster as dg
 
 from librarian_dagster.core.chunking import Chunk, ChunkVectors
-from librarian_dagster.core.digest import DigestRecord, render_digest
-from librarian_dagster.core.store import ChunkRecord, MemoryRecord
+from librarian_dagster.core.digest import DigestRecord
+from librarian_dagster.core.models import memory_of
+from librarian_dagster.core.store import ChunkRecord
 from librarian_dagster.core.transcripts import Session
 from librarian_dagster.defs.assets._common import GROUP
 from librarian_dagster.defs.partitions import sessions_partitions
@@ -27,30 +28,7 @@ def memory(
             f"{len(chunks)} chunks but {len(vectors)} vectors for session "
             f"{context.partition_key}: re-materialize chunk_embeddings"
         )
-    record = MemoryRecord(
-        session_id=context.partition_key,
-        project=session.project,
-        cwd=session.cwd,
-        git_branch=session.git_branch,
-        started_at=session.started_at,
-        ended_at=session.ended_at,
-        title=session.title,
-        digest=digest,
-        digest_text=render_digest(digest, session.title),
-        summary=digest.summary,
-        domain=digest.domain,
-        tags=digest.tags,
-        importance=digest.importance,
-        content_hash=session_digest.content_hash,
-        digest_version=session_digest.digest_version,
-        digest_model=session_digest.model,
-        embedding_model=chunk_embeddings.model,
-        session_input_tokens=session.input_tokens,
-        session_output_tokens=session.output_tokens,
-        digest_input_tokens=session_digest.input_tokens,
-        digest_output_tokens=session_digest.output_tokens,
-        turns=len(session.turns),
-    )
+    record = memory_of(session, session_digest, chunk_embeddings.model)
     store.get().replace_memory(
         record,
         [
