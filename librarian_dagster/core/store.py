@@ -443,7 +443,8 @@ class Store:
             any_lexeme AS (
                 -- The query's lexemes OR-ed: a chunk needs one of them to get a BM25 score.
                 SELECT replace(plainto_tsquery('english', %(text)s)::text, '&', '|')::tsquery
-                       AS q
+                       AS q,
+                       (SELECT array_agg(lexeme) FROM query_lexemes) AS lexemes
             ),
             bm25 AS (
                 SELECT c.id, c.session_id, c.section = '{EXCHANGE}' AS is_exchange,
@@ -454,7 +455,11 @@ class Store:
                        SUM(i.idf) AS covered
                 FROM indexed_chunks c JOIN memories m USING (session_id)
                      CROSS JOIN any_lexeme CROSS JOIN corpus
-                     CROSS JOIN LATERAL unnest(c.text_search) u
+                     -- Only the query's lexemes of each chunk, with their positions (the term
+                     -- frequency): marked with weight A and filtered in C, rather than
+                     -- unnesting every lexeme of every candidate into rows.
+                     CROSS JOIN LATERAL unnest(ts_filter(
+                         setweight(c.text_search, 'A', any_lexeme.lexemes), '{{a}}')) u
                      JOIN idf i ON i.lexeme = u.lexeme
                 WHERE c.text_search @@ any_lexeme.q AND c.embedding_model = %(model)s {where}
                 GROUP BY c.id, c.session_id, c.section
@@ -496,23 +501,40 @@ class Store:
                                           ORDER BY v.vote DESC, c.id) AS nth
                 FROM chunk_votes v JOIN indexed_chunks c USING (id)
                 WHERE c.session_id IN (SELECT session_id FROM top_sessions)
-            )
+            ),
+            evidence AS (
+                -- What the relevance is computed from, once per top session.
+                SELECT t.session_id,
+                       (SELECT MAX(1 - (c.embedding::vector({dim}) <=> {vector}))
+                        FROM indexed_chunks c
+                        WHERE c.session_id = t.session_id AND c.section = '{EXCHANGE}'
+                          AND c.embedding_dim = {dim}) AS exchange_cosine,
+                       (SELECT MAX(1 - (c.embedding::vector({dim}) <=> {vector}))
+                        FROM indexed_chunks c
+                        WHERE c.session_id = t.session_id AND c.embedding_dim = {dim})
+                       AS any_cosine
+                FROM top_sessions t
+            ),
+            best_exchange_text AS (
+                SELECT DISTINCT ON (session_id) session_id, covered FROM bm25
+                WHERE is_exchange AND session_id IN (SELECT session_id FROM top_sessions)
+                ORDER BY session_id, score DESC
+            ),
+            best_any_text AS (
+                SELECT DISTINCT ON (session_id) session_id, covered FROM bm25
+                WHERE session_id IN (SELECT session_id FROM top_sessions)
+                ORDER BY session_id, score DESC
+            ),
+            query_idf AS (SELECT NULLIF(SUM(idf), 0) AS total FROM idf)
             SELECT t.session_id, t.fused, s.section, s.position, s.text, m.project,
                    COALESCE(m.ended_at, m.started_at) AS date, m.summary, m.domain, m.tags,
-                   (SELECT MAX(1 - (c.embedding::vector({dim}) <=> {vector}))
-                    FROM indexed_chunks c
-                    WHERE c.session_id = t.session_id AND c.section = '{EXCHANGE}'
-                      AND c.embedding_dim = {dim}) AS exchange_cosine,
-                   (SELECT b.covered FROM bm25 b WHERE b.session_id = t.session_id
-                      AND b.is_exchange ORDER BY b.score DESC LIMIT 1)
-                   / NULLIF((SELECT SUM(idf) FROM idf), 0) AS exchange_coverage,
-                   (SELECT MAX(1 - (c.embedding::vector({dim}) <=> {vector}))
-                    FROM indexed_chunks c
-                    WHERE c.session_id = t.session_id AND c.embedding_dim = {dim}) AS any_cosine,
-                   (SELECT b.covered FROM bm25 b WHERE b.session_id = t.session_id
-                    ORDER BY b.score DESC LIMIT 1)
-                   / NULLIF((SELECT SUM(idf) FROM idf), 0) AS any_coverage
+                   e.exchange_cosine, e.any_cosine,
+                   bx.covered / q.total AS exchange_coverage,
+                   ba.covered / q.total AS any_coverage
             FROM top_sessions t JOIN shown s USING (session_id) JOIN memories m USING (session_id)
+                 JOIN evidence e USING (session_id) CROSS JOIN query_idf q
+                 LEFT JOIN best_exchange_text bx USING (session_id)
+                 LEFT JOIN best_any_text ba USING (session_id)
             WHERE s.nth <= %(per_session)s
             ORDER BY t.fused DESC, t.session_id, s.nth
         """
