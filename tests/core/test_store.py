@@ -315,3 +315,12 @@ def test_relevance_comes_from_the_exchange_layer_when_there_is_one(store):
     [near, *_] = store.search("sqlite lock time out", _unit(1, 0, 0), MODEL)
     [far, *_] = store.search("kubernetes ingress", _unit(0, 0, 1), MODEL)
     assert near.score > 0.9 > 0.1 > far.score
+
+
+@pytest.mark.parametrize("query", ["how did we", "what's O'Reilly & co | !x (y) <-> z:*", ""])
+def test_queries_of_stop_words_or_tsquery_syntax_still_search(store, query):
+    store.replace_memory(
+        memory_record("s1"), [ChunkRecord(EXCHANGE, 0, "fixed the lock", _unit(1, 0, 0))]
+    )
+    hits = store.search(query, _unit(1, 0, 0), MODEL)
+    assert [h.session_id for h in hits] == ["s1"]  # found by its vector alone
