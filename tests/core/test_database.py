@@ -137,6 +137,29 @@ def test_a_process_may_hold_the_server_again_after_it_stopped(home):
     assert not _running(home)
 
 
+RELEASE_THEN_REMOVE = """
+import shutil, sys
+from librarian_dagster.core.database import database_url, release_embedded_server
+from librarian_dagster.core.settings import Settings
+settings = Settings.from_env()
+database_url(settings)
+release_embedded_server(settings)
+shutil.rmtree(settings.home)
+"""
+
+
+def test_a_process_that_releases_the_server_may_remove_its_home(home):
+    # As the benchmarks do with their temporary homes: the server stops, the exit is clean.
+    env = {**os.environ, "LIBRARIAN_HOME": str(home)}
+    env.pop("LIBRARIAN_DATABASE_URL", None)
+    done = subprocess.run(
+        [sys.executable, "-c", RELEASE_THEN_REMOVE], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert not _running(home)
+
+
 def test_database_url_names_the_external_server_without_starting_one(tmp_path):
     home = tmp_path / "home"
     url = "postgresql://someone:secret@db.example:5432/memories"
