@@ -47,6 +47,17 @@ class MemoryRecord(SessionFacts):
     digest_input_tokens: int = 0
     digest_output_tokens: int = 0
 
+    def digest_record(self) -> DigestRecord:
+        """The digest as the digest stage handed it on: `memory_of` read backwards."""
+        return DigestRecord(
+            digest=self.digest,
+            model=self.digest_model,
+            input_tokens=self.digest_input_tokens,
+            output_tokens=self.digest_output_tokens,
+            content_hash=self.content_hash,
+            digest_version=self.digest_version,
+        )
+
 
 def memory_of(session: Session, digested: DigestRecord, embedding_model: str) -> MemoryRecord:
     """The `memories` row of a redacted session, its digest and the model of its vectors."""

@@ -503,17 +503,16 @@ class Store:
                 WHERE c.session_id IN (SELECT session_id FROM top_sessions)
             ),
             evidence AS (
-                -- What the relevance is computed from, once per top session.
-                SELECT t.session_id,
-                       (SELECT MAX(1 - (c.embedding::vector({dim}) <=> {vector}))
-                        FROM indexed_chunks c
-                        WHERE c.session_id = t.session_id AND c.section = '{EXCHANGE}'
-                          AND c.embedding_dim = {dim}) AS exchange_cosine,
-                       (SELECT MAX(1 - (c.embedding::vector({dim}) <=> {vector}))
-                        FROM indexed_chunks c
-                        WHERE c.session_id = t.session_id AND c.embedding_dim = {dim})
-                       AS any_cosine
-                FROM top_sessions t
+                -- What the relevance is computed from, once per top session, in one pass
+                -- over its chunks.
+                SELECT c.session_id,
+                       MAX(1 - (c.embedding::vector({dim}) <=> {vector}))
+                           FILTER (WHERE c.section = '{EXCHANGE}') AS exchange_cosine,
+                       MAX(1 - (c.embedding::vector({dim}) <=> {vector})) AS any_cosine
+                FROM indexed_chunks c
+                WHERE c.session_id IN (SELECT session_id FROM top_sessions)
+                  AND c.embedding_dim = {dim}
+                GROUP BY c.session_id
             ),
             best_exchange_text AS (
                 SELECT DISTINCT ON (session_id) session_id, covered FROM bm25

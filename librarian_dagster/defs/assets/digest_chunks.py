@@ -4,7 +4,7 @@ import dagster as dg
 
 from librarian_dagster.core.chunking import Chunk, chunk_digest
 from librarian_dagster.core.digest import DigestRecord
-from librarian_dagster.defs.assets._common import GROUP
+from librarian_dagster.defs.assets._common import GROUP, chunk_counts
 from librarian_dagster.defs.partitions import sessions_partitions
 
 
@@ -15,8 +15,7 @@ def digest_chunks(session_digest: DigestRecord) -> dg.Output[list[Chunk]]:
     return dg.Output(
         chunks,
         metadata={
-            "chunks": len(chunks),
+            **chunk_counts(chunks),
             "chunks_by_section": dict(Counter(c.section for c in chunks)),
-            "mean_chars": round(sum(len(c.text) for c in chunks) / max(1, len(chunks)), 1),
         },
     )

@@ -2,7 +2,7 @@ import dagster as dg
 
 from librarian_dagster.core.chunking import Chunk, chunk_exchanges
 from librarian_dagster.core.transcripts import Session
-from librarian_dagster.defs.assets._common import GROUP
+from librarian_dagster.defs.assets._common import GROUP, chunk_counts
 from librarian_dagster.defs.partitions import sessions_partitions
 
 
@@ -12,8 +12,5 @@ def exchange_chunks(redacted_session: Session) -> dg.Output[list[Chunk]]:
     chunks = chunk_exchanges(redacted_session)
     return dg.Output(
         chunks,
-        metadata={
-            "chunks": len(chunks),
-            "mean_chars": round(sum(len(c.text) for c in chunks) / max(1, len(chunks)), 1),
-        },
+        metadata=chunk_counts(chunks),
     )

@@ -24,14 +24,7 @@ def session_digest(
         and stored.digest_model == writer.model_name
     ):
         # Same input, same writer: the remembered digest stands, no second LLM call to pay for.
-        record = DigestRecord(
-            digest=stored.digest,
-            model=stored.digest_model,
-            input_tokens=stored.digest_input_tokens,
-            output_tokens=stored.digest_output_tokens,
-            content_hash=fingerprint,
-            digest_version=stored.digest_version,
-        )
+        record = stored.digest_record()
         reused = True
     else:
         result = writer.digest(redacted_session)
