@@ -16,15 +16,19 @@ here are built from their fields, and rows come back as those models.
 
 import base64
 import binascii
-from collections.abc import Sequence
+import math
+import weakref
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, LiteralString, TypeVar, cast
 
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, class_row, dict_row
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel
@@ -32,6 +36,7 @@ from pydantic import BaseModel
 from librarian_dagster.core.chunking import EXCHANGE
 from librarian_dagster.core.database import database_url
 from librarian_dagster.core.digest import Domain
+from librarian_dagster.core.lexical import LexicalIndex
 from librarian_dagster.core.models import (
     ChunkResult,
     MemoryRecord,
@@ -125,6 +130,14 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         CREATE INDEX indexed_chunks_session_section ON indexed_chunks (session_id, section);
         """,
     ),
+    (
+        3,
+        """
+        -- Bumped by every write of chunks, so a reader that keeps the BM25 postings in memory
+        -- (core/lexical.py) knows, from one small row, when to catch up.
+        ALTER TABLE chunk_stats ADD COLUMN generation bigint NOT NULL DEFAULT 0;
+        """,
+    ),
 )
 
 # Serialises migrations between processes that start together (webserver, daemon, MCP server).
@@ -134,9 +147,26 @@ _MIGRATION_LOCK_KEY = 0x4C49425241  # "LIBRA"
 # search engines keep; it damps the difference between the first few ranks of either list.
 _RRF_K = 60
 _SEARCH_POOL = 100  # chunks taken from each of the four ranked lists
-# BM25 as Lucene sets it; a chunk's length is its number of distinct lexemes (length(tsvector)).
-_BM25_K1 = 1.2
-_BM25_B = 0.75
+_KEPT_READERS = 4  # idle read connections a store keeps (one per concurrent reader, about)
+
+# A question's distinct lexemes with their BM25 idf, the collection's mean chunk length and the
+# generation the postings must be at: one row, from the statistics kept at write time.
+_QUERY_TERMS = """
+    WITH query_lexemes AS (
+        SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', %(text)s)) u
+    ),
+    corpus AS (
+        SELECT generation, GREATEST(chunks, 1)::float8 AS n,
+               GREATEST(total_length::float8 / GREATEST(chunks, 1), 1) AS avgdl
+        FROM chunk_stats
+    )
+    SELECT corpus.generation, corpus.avgdl,
+           array_agg(q.lexeme ORDER BY q.lexeme) FILTER (WHERE q.lexeme IS NOT NULL) AS lexemes,
+           array_agg(ln(1 + (corpus.n - COALESCE(d.df, 0) + 0.5) / (COALESCE(d.df, 0) + 0.5))
+                     ORDER BY q.lexeme) FILTER (WHERE q.lexeme IS NOT NULL) AS idfs
+    FROM corpus LEFT JOIN query_lexemes q ON true LEFT JOIN lexeme_df d ON d.lexeme = q.lexeme
+    GROUP BY corpus.generation, corpus.avgdl
+"""
 
 
 @dataclass(frozen=True)
@@ -194,6 +224,9 @@ class Boosts:
 DEFAULT_BOOSTS = Boosts()
 
 
+_T = TypeVar("_T")
+
+
 class StoreError(RuntimeError):
     """The database cannot be used as Librarian's store; the message says why."""
 
@@ -212,12 +245,20 @@ class Store:
 
     def __init__(self, url: str) -> None:
         self.url = url
+        self._lexical = LexicalIndex()
+        # Reads reuse idle connections: a search must not pay a connect (~3 ms) each time.
+        self._idle: deque[psycopg.Connection[DictRow]] = deque()
+        weakref.finalize(self, _close_all, self._idle)
 
-    def connect(self) -> psycopg.Connection[DictRow]:
+    def close(self) -> None:
+        """Close the idle read connections (a store left to the garbage collector does too)."""
+        _close_all(self._idle)
+
+    def connect(self, autocommit: bool = False) -> psycopg.Connection[DictRow]:
         # psycopg's overloads do not carry the row type through for pyright; dict_row gives dicts.
         conn = cast(
             "psycopg.Connection[DictRow]",
-            psycopg.connect(self.url, row_factory=dict_row),  # pyright: ignore[reportArgumentType]
+            psycopg.connect(self.url, row_factory=dict_row, autocommit=autocommit),  # pyright: ignore[reportArgumentType]
         )
         try:
             register_vector(conn)
@@ -227,6 +268,44 @@ class Store:
                 "the database has no `vector` extension: install pgvector on that server "
                 "(or unset LIBRARIAN_DATABASE_URL to use the embedded one)"
             ) from None
+        return conn
+
+    def _read(self, read: Callable[[psycopg.Connection[DictRow]], _T]) -> _T:
+        """`read(conn)` on a kept connection (autocommit), kept again afterwards if it is clean.
+
+        A kept connection the server has dropped since (a restart) fails with OperationalError:
+        it is thrown away and the read runs again on the next, or on a new one, whose own
+        failure is the caller's.
+        """
+        while True:
+            try:
+                conn, kept = self._idle.pop(), True
+            except IndexError:
+                conn, kept = self._new_reader(), False
+            try:
+                result = read(conn)
+            except psycopg.OperationalError:
+                conn.close()
+                if kept:
+                    continue
+                raise
+            except BaseException:
+                conn.close()
+                raise
+            if conn.info.transaction_status == TransactionStatus.IDLE and (
+                len(self._idle) < _KEPT_READERS
+            ):
+                self._idle.append(conn)
+            else:
+                conn.close()
+            return result
+
+    def _new_reader(self) -> psycopg.Connection[DictRow]:
+        conn = self.connect(autocommit=True)
+        # Filters prune what the HNSW scan yields; an iterative scan keeps fetching until the
+        # LIMIT is met (pgvector 0.8), and a candidate list as wide as the pool helps.
+        conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(_SEARCH_POOL)))
+        conn.execute("SET hnsw.iterative_scan = strict_order")
         return conn
 
     # -- schema ---------------------------------------------------------------------------------
@@ -342,7 +421,8 @@ class Store:
         with self.connect() as conn, conn.transaction():
             conn.execute(
                 """
-                UPDATE chunk_stats SET chunks = x.n, total_length = x.length
+                UPDATE chunk_stats SET chunks = x.n, total_length = x.length,
+                                       generation = generation + 1
                 FROM (SELECT COUNT(*) AS n, COALESCE(SUM(length(text_search)), 0) AS length
                       FROM indexed_chunks) x
                 """
@@ -402,162 +482,140 @@ class Store:
         measure what each brings. Each session's chunks carry its relevance (core/relevance.py)
         as their score; at most `max_per_session` chunks of one session are returned, the ones
         ranked best across the lists, so one long session cannot fill the answer.
+
+        The vectors are searched in PostgreSQL, BM25 in the store's in-memory postings
+        (core/lexical.py), which a long-lived store (the recall server) keeps between queries.
         """
+        return self._read(
+            lambda conn: self._search(
+                conn, query_text, query_embedding, embedding_model, filters, limit,
+                max_per_session, mode, boosts,
+            )
+        )  # fmt: skip
+
+    def _search(
+        self,
+        conn: psycopg.Connection[DictRow],
+        query_text: str,
+        query_embedding: Sequence[float],
+        embedding_model: str,
+        filters: SearchFilters,
+        limit: int,
+        max_per_session: int,
+        mode: SearchMode,
+        boosts: Boosts,
+    ) -> list[ChunkResult]:
         dim = len(query_embedding)
         where, params = _filter_sql(filters)
-        vector = f"%(vector)s::vector({dim})"
-        distance = f"c.embedding::vector({dim}) <=> {vector}"
-        candidates = (
-            "FROM indexed_chunks c JOIN memories m USING (session_id) "
-            f"WHERE c.embedding_model = %(model)s {where}"
-        )
+        params |= {"model": embedding_model, "vector": _vector_literal(query_embedding)}
+        terms = conn.execute(_QUERY_TERMS, {"text": query_text}).fetchone()
+        assert terms is not None  # chunk_stats always holds its one row
+        self._lexical.refresh(conn, terms["generation"])
+        allowed = None
+        if where:  # `where` is our own text (fixed clauses, values as named parameters)
+            chosen = _ours(f"SELECT m.session_id FROM memories m WHERE TRUE {where}")
+            allowed = {r["session_id"] for r in conn.execute(chosen, params)}
+        idf = list(zip(terms["lexemes"] or (), terms["idfs"] or (), strict=True))
+        scored = self._lexical.score(idf, terms["avgdl"], embedding_model, allowed)
 
-        bullets, exchanges = f"c.section <> '{EXCHANGE}'", f"c.section = '{EXCHANGE}'"
+        lists: list[list[tuple[int, str]]] = []
+        if mode != "text":
+            lists += self._vector_lists(conn, dim, where, params)
+        if mode != "vector":
+            lists += [scored.top(False, _SEARCH_POOL), scored.top(True, _SEARCH_POOL)]
+        fused = _fuse_sessions(lists)
+        if not fused:
+            return []
+        dated = conn.execute(
+            """
+            SELECT session_id, importance, GREATEST(EXTRACT(EPOCH FROM now()
+                       - COALESCE(ended_at, started_at, ingested_at)), 0)::float8 / 86400 AS age
+            FROM memories WHERE session_id = ANY(%s)
+            """,
+            (list(fused),),
+        ).fetchall()
+        half_life = max(boosts.half_life_days, 1e-6)
+        for row in dated:
+            recency = 1 + boosts.recency * 0.5 ** (row["age"] / half_life)
+            fused[row["session_id"]] *= recency * (1 + boosts.importance * (row["importance"] - 3))
+        top = sorted(fused, key=lambda s: (-fused[s], s))[:limit]
+        shown = _shown_chunks(lists, top, max_per_session)
 
-        def by_vector(layer: str) -> str:
-            return f"""
-                SELECT c.id, c.session_id, ROW_NUMBER() OVER (ORDER BY {distance}, c.id) AS rank
-                {candidates} AND c.embedding_dim = {dim} AND {layer}
-                ORDER BY {distance} LIMIT {_SEARCH_POOL}"""
-
-        def by_text(exchange: bool) -> str:
-            return f"""
-                SELECT id, session_id, ROW_NUMBER() OVER (ORDER BY score DESC, id) AS rank
-                FROM bm25 WHERE is_exchange = {exchange} ORDER BY score DESC, id
-                LIMIT {_SEARCH_POOL}"""
-
-        query = f"""
-            WITH query_lexemes AS (
-                SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', %(text)s)) u
-            ),
-            corpus AS (
-                SELECT GREATEST(chunks, 1)::float8 AS n,
-                       GREATEST(total_length::float8 / GREATEST(chunks, 1), 1) AS avgdl
-                FROM chunk_stats
-            ),
-            idf AS (
-                SELECT q.lexeme, ln(1 + (corpus.n - COALESCE(d.df, 0) + 0.5)
-                                       / (COALESCE(d.df, 0) + 0.5)) AS idf
-                FROM query_lexemes q CROSS JOIN corpus LEFT JOIN lexeme_df d USING (lexeme)
-            ),
-            any_lexeme AS (
-                -- The query's lexemes OR-ed: a chunk needs one of them to get a BM25 score.
-                SELECT replace(plainto_tsquery('english', %(text)s)::text, '&', '|')::tsquery
-                       AS q,
-                       (SELECT array_agg(lexeme) FROM query_lexemes) AS lexemes
-            ),
-            bm25 AS (
-                SELECT c.id, c.session_id, c.section = '{EXCHANGE}' AS is_exchange,
-                       SUM(i.idf * GREATEST(cardinality(u.positions), 1) * {_BM25_K1 + 1}
-                           / (GREATEST(cardinality(u.positions), 1) + {_BM25_K1}
-                              * (1 - {_BM25_B} + {_BM25_B} * length(c.text_search)
-                                 / corpus.avgdl))) AS score,
-                       SUM(i.idf) AS covered
-                FROM indexed_chunks c JOIN memories m USING (session_id)
-                     CROSS JOIN any_lexeme CROSS JOIN corpus
-                     -- Only the query's lexemes of each chunk, with their positions (the term
-                     -- frequency): marked with weight A and filtered in C, rather than
-                     -- unnesting every lexeme of every candidate into rows.
-                     CROSS JOIN LATERAL unnest(ts_filter(
-                         setweight(c.text_search, 'A', any_lexeme.lexemes), '{{a}}')) u
-                     JOIN idf i ON i.lexeme = u.lexeme
-                WHERE c.text_search @@ any_lexeme.q AND c.embedding_model = %(model)s {where}
-                GROUP BY c.id, c.session_id, c.section
-            ),
-            lists AS (
-                SELECT 'bullets/vector' AS list, * FROM ({by_vector(bullets)}) v
-                WHERE %(mode)s <> 'text'
-                UNION ALL
-                SELECT 'exchanges/vector', * FROM ({by_vector(exchanges)}) v
-                WHERE %(mode)s <> 'text'
-                UNION ALL
-                SELECT 'bullets/text', * FROM ({by_text(False)}) t WHERE %(mode)s <> 'vector'
-                UNION ALL
-                SELECT 'exchanges/text', * FROM ({by_text(True)}) t WHERE %(mode)s <> 'vector'
-            ),
-            session_votes AS (
-                -- A session's place in a list is the rank of its best chunk among sessions.
-                SELECT list, session_id,
-                       ROW_NUMBER() OVER (PARTITION BY list ORDER BY MIN(rank)) AS place
-                FROM lists GROUP BY list, session_id
-            ),
-            top_sessions AS (
-                SELECT v.session_id,
-                       SUM(1.0 / ({_RRF_K} + v.place))::float8
-                       * (1 + %(recency)s * power(0.5, GREATEST(EXTRACT(EPOCH FROM now()
-                              - COALESCE(m.ended_at, m.started_at, m.ingested_at)), 0)
-                              / 86400.0 / %(half_life)s))
-                       * (1 + %(importance)s * (m.importance - 3)) AS fused
-                FROM session_votes v JOIN memories m USING (session_id)
-                GROUP BY v.session_id, m.ended_at, m.started_at, m.ingested_at, m.importance
-                ORDER BY fused DESC, v.session_id LIMIT %(limit)s
-            ),
-            chunk_votes AS (
-                SELECT id, SUM(1.0 / ({_RRF_K} + rank)) AS vote FROM lists GROUP BY id
-            ),
-            shown AS (
-                SELECT c.id, c.session_id, c.section, c.position, c.text,
-                       ROW_NUMBER() OVER (PARTITION BY c.session_id
-                                          ORDER BY v.vote DESC, c.id) AS nth
-                FROM chunk_votes v JOIN indexed_chunks c USING (id)
-                WHERE c.session_id IN (SELECT session_id FROM top_sessions)
-            ),
-            evidence AS (
-                -- What the relevance is computed from, once per top session, in one pass
-                -- over its chunks.
-                SELECT c.session_id,
-                       MAX(1 - (c.embedding::vector({dim}) <=> {vector}))
-                           FILTER (WHERE c.section = '{EXCHANGE}') AS exchange_cosine,
-                       MAX(1 - (c.embedding::vector({dim}) <=> {vector})) AS any_cosine
-                FROM indexed_chunks c
-                WHERE c.session_id IN (SELECT session_id FROM top_sessions)
-                  AND c.embedding_dim = {dim}
-                GROUP BY c.session_id
-            ),
-            best_exchange_text AS (
-                SELECT DISTINCT ON (session_id) session_id, covered FROM bm25
-                WHERE is_exchange AND session_id IN (SELECT session_id FROM top_sessions)
-                ORDER BY session_id, score DESC
-            ),
-            best_any_text AS (
-                SELECT DISTINCT ON (session_id) session_id, covered FROM bm25
-                WHERE session_id IN (SELECT session_id FROM top_sessions)
-                ORDER BY session_id, score DESC
-            ),
-            query_idf AS (SELECT NULLIF(SUM(idf), 0) AS total FROM idf)
-            SELECT t.session_id, t.fused, s.section, s.position, s.text, m.project,
-                   COALESCE(m.ended_at, m.started_at) AS date, m.summary, m.domain, m.tags,
-                   e.exchange_cosine, e.any_cosine,
-                   bx.covered / q.total AS exchange_coverage,
-                   ba.covered / q.total AS any_coverage
-            FROM top_sessions t JOIN shown s USING (session_id) JOIN memories m USING (session_id)
-                 JOIN evidence e USING (session_id) CROSS JOIN query_idf q
-                 LEFT JOIN best_exchange_text bx USING (session_id)
-                 LEFT JOIN best_any_text ba USING (session_id)
-            WHERE s.nth <= %(per_session)s
-            ORDER BY t.fused DESC, t.session_id, s.nth
-        """
-        params |= {
-            "model": embedding_model,
-            "vector": _vector_literal(query_embedding),
-            "text": query_text,
-            "per_session": max_per_session,
-            "limit": limit,
-            "mode": mode,
-            "recency": boosts.recency,
-            "half_life": max(boosts.half_life_days, 1e-6),
-            "importance": boosts.importance,
+        sessions = {
+            r["session_id"]: r
+            for r in conn.execute(
+                _ours(f"""
+                SELECT m.session_id, m.project, COALESCE(m.ended_at, m.started_at) AS date,
+                       m.summary, m.domain, m.tags, e.exchange_cosine, e.any_cosine
+                FROM memories m JOIN (
+                    SELECT c.session_id,
+                           MAX(1 - (c.embedding::vector({dim}) <=> %(vector)s::vector({dim})))
+                               FILTER (WHERE c.section = '{EXCHANGE}') AS exchange_cosine,
+                           MAX(1 - (c.embedding::vector({dim}) <=> %(vector)s::vector({dim})))
+                               AS any_cosine
+                    FROM indexed_chunks c
+                    WHERE c.session_id = ANY(%(top)s) AND c.embedding_dim = {dim}
+                    GROUP BY c.session_id
+                ) e USING (session_id)
+                """),
+                {"vector": params["vector"], "top": top},
+            )
         }
-        with self.connect() as conn:
-            # Filters prune what the HNSW scan yields; an iterative scan keeps fetching until the
-            # LIMIT is met (pgvector 0.8), and a candidate list as wide as the pool helps.
-            conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(_SEARCH_POOL)))
-            conn.execute("SET hnsw.iterative_scan = strict_order")
-            rows = conn.execute(query, params).fetchall()  # type: ignore[arg-type]
-        return [
-            ChunkResult.model_validate({**row, "score": _session_relevance(row)})
-            for row in rows[:limit]
-        ]
+        texts = {
+            r["id"]: r
+            for r in conn.execute(
+                "SELECT id, section, position, text FROM indexed_chunks WHERE id = ANY(%s)",
+                ([i for ids in shown.values() for i in ids],),
+            )
+        }
+        total_idf = sum(w for _, w in idf) or None
+        exchange_covered = scored.best_covered(top, exchange_only=True)
+        any_covered = scored.best_covered(top, exchange_only=False)
+        results = []
+        for session_id in top:
+            facts = sessions.get(session_id)
+            if facts is None:  # no chunk of this dimension: nothing to judge it by
+                continue
+            score = _session_relevance({
+                "exchange_cosine": facts["exchange_cosine"],
+                "any_cosine": facts["any_cosine"],
+                "exchange_coverage": _share(exchange_covered.get(session_id), total_idf),
+                "any_coverage": _share(any_covered.get(session_id), total_idf),
+            })  # fmt: skip
+            for chunk_id in shown[session_id]:
+                chunk = texts[chunk_id]
+                results.append(ChunkResult(
+                    text=chunk["text"], score=score, session_id=session_id,
+                    section=chunk["section"], position=chunk["position"],
+                    project=facts["project"], date=facts["date"], summary=facts["summary"],
+                    domain=facts["domain"], tags=facts["tags"],
+                ))  # fmt: skip
+        return results[:limit]
+
+    @staticmethod
+    def _vector_lists(
+        conn: psycopg.Connection[DictRow], dim: int, where: str, params: dict[str, Any]
+    ) -> list[list[tuple[int, str]]]:
+        """The `_SEARCH_POOL` nearest chunks of each layer, by cosine over the HNSW index."""
+        # Only a filter needs the memories row: without one the plan is the index scan alone.
+        source = (
+            "indexed_chunks c JOIN memories m USING (session_id)" if where else "indexed_chunks c"
+        )
+        distance = f"c.embedding::vector({dim}) <=> %(vector)s::vector({dim})"
+        lists = []
+        for layer in (f"c.section <> '{EXCHANGE}'", f"c.section = '{EXCHANGE}'"):
+            rows = conn.execute(
+                _ours(f"""
+                SELECT c.id, c.session_id, {distance} AS distance FROM {source}
+                WHERE c.embedding_model = %(model)s AND c.embedding_dim = {dim} AND {layer}
+                      {where}
+                ORDER BY {distance} LIMIT {_SEARCH_POOL}
+                """),
+                params,
+            ).fetchall()
+            rows.sort(key=lambda r: (r["distance"], r["id"]))
+            lists.append([(r["id"], r["session_id"]) for r in rows])
+        return lists
 
     def get_memory(self, session_id: str) -> SessionDigest | None:
         query = sql.SQL("SELECT {fields} FROM memories m WHERE m.session_id = %s").format(
@@ -624,6 +682,55 @@ def _session_relevance(row: dict[str, Any]) -> float:
     return relevance(row["any_cosine"] or 0.0, row["any_coverage"] or 0.0)
 
 
+def _fuse_sessions(lists: Sequence[Sequence[tuple[int, str]]]) -> dict[str, float]:
+    """Reciprocal-rank fusion: each list gives a session 1 / (k + its place among sessions),
+    its place being that of its best chunk there. Summed exactly (fsum), so equal votes tie."""
+    votes: dict[str, list[float]] = {}
+    for ranked in lists:
+        place = 0
+        seen: set[str] = set()
+        for _, session_id in ranked:
+            if session_id not in seen:
+                seen.add(session_id)
+                place += 1
+                votes.setdefault(session_id, []).append(1.0 / (_RRF_K + place))
+    return {session: math.fsum(v) for session, v in votes.items()}
+
+
+def _shown_chunks(
+    lists: Sequence[Sequence[tuple[int, str]]], sessions: Sequence[str], per_session: int
+) -> dict[str, list[int]]:
+    """Per session, its `per_session` chunks voted best across the lists (then by id)."""
+    votes: dict[int, list[float]] = {}
+    owner: dict[int, str] = {}
+    for ranked in lists:
+        for rank, (chunk_id, session_id) in enumerate(ranked, start=1):
+            votes.setdefault(chunk_id, []).append(1.0 / (_RRF_K + rank))
+            owner[chunk_id] = session_id
+    vote = {chunk_id: math.fsum(v) for chunk_id, v in votes.items()}
+    shown: dict[str, list[int]] = {s: [] for s in sessions}
+    for chunk_id in sorted(vote, key=lambda c: (-vote[c], c)):
+        picked = shown.get(owner[chunk_id])
+        if picked is not None and len(picked) < per_session:
+            picked.append(chunk_id)
+    return shown
+
+
+def _ours(text: str) -> LiteralString:
+    """SQL text built here from fixed clauses and numbers, never from input (values always go
+    as parameters): what psycopg's LiteralString typing asks for, said once."""
+    return cast(LiteralString, text)
+
+
+def _share(part: float | None, whole: float | None) -> float | None:
+    return part / whole if part is not None and whole else None
+
+
+def _close_all(connections: deque[psycopg.Connection[DictRow]]) -> None:
+    while connections:
+        connections.pop().close()
+
+
 def _count_chunks(conn: psycopg.Connection[Any], session_id: str, sign: int) -> None:
     """Add (+1) or take away (-1) a session's chunks in the BM25 statistics.
 
@@ -634,7 +741,8 @@ def _count_chunks(conn: psycopg.Connection[Any], session_id: str, sign: int) -> 
     conn.execute(
         """
         UPDATE chunk_stats SET chunks = chunks + %(sign)s * x.n,
-                               total_length = total_length + %(sign)s * x.length
+                               total_length = total_length + %(sign)s * x.length,
+                               generation = generation + 1
         FROM (SELECT COUNT(*) AS n, COALESCE(SUM(length(text_search)), 0) AS length
               FROM indexed_chunks WHERE session_id = %(session)s) x
         """,
