@@ -11,6 +11,7 @@ trip, for the prompt hook, which has under a second and no MCP client (docs/deci
 import hmac
 import logging
 import sys
+import threading
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -230,6 +231,14 @@ def http_app(server: MCPServer, host: str, *, token: str | None = None) -> Starl
     return app
 
 
+def _warm_up(store: Store, embedder: Embedder) -> None:
+    try:
+        embedder.embed_query("warm up")
+        store.warm_up()
+    except Exception:  # the first real question will meet the same error, and report it
+        logger.warning("could not warm up the recall server", exc_info=True)
+
+
 def serve(
     settings: Settings,
     transport: Transport = "http",
@@ -237,9 +246,10 @@ def serve(
     port: int | None = None,
 ) -> None:
     """Serve the memory the settings point at until stopped; host/port default to the settings."""
-    server = build_server(
-        open_store(settings), local_embedder(), settings.recall_threshold, boosts_for(settings)
-    )
+    store, embedder = open_store(settings), local_embedder()
+    # Both load in the background while the server starts: the first question need not wait.
+    threading.Thread(target=_warm_up, args=(store, embedder), daemon=True).start()
+    server = build_server(store, embedder, settings.recall_threshold, boosts_for(settings))
     if transport == "stdio":
         server.run("stdio")
         return

@@ -18,7 +18,7 @@ when to look. Segments are merged once they pile up, from memory, without the da
 import threading
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, LiteralString
 
 import numpy as np
 import psycopg
@@ -32,6 +32,26 @@ BM25_B = 0.75
 _MAX_SEGMENTS = 8
 
 _Rows = np.ndarray[Any, np.dtype[np.int64]]
+_POSTING = np.dtype([("id", ">i8"), ("tf", ">i2")])  # as int8send || int2send write them
+
+
+class Names:
+    """Strings numbered in the order first seen; append-only, so a number never changes."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._codes: dict[str, int] = {}
+
+    def code(self, name: str) -> int:
+        found = self._codes.get(name)
+        if found is None:
+            found = self._codes[name] = len(self.names)
+            self.names.append(name)
+        return found
+
+    def codes(self, names: Collection[str]) -> np.ndarray:
+        """The numbers of those of `names` seen so far."""
+        return np.array([self._codes[n] for n in names if n in self._codes], dtype=np.int32)
 
 
 @dataclass(frozen=True)
@@ -40,22 +60,17 @@ class Segment:
 
     ids: np.ndarray
     """Chunk id per row, ascending."""
-    session_codes: np.ndarray
-    sessions: tuple[str, ...]
-    """Session id per code."""
+    sessions: np.ndarray
+    """Session per row, numbered by the index's `Names`."""
     exchange: np.ndarray
     """Whether the row is an exchange window (else a digest bullet)."""
-    model_codes: np.ndarray
-    models: tuple[str, ...]
-    """Embedding model per code: a chunk is searched only in its own model's space."""
+    models: np.ndarray
+    """Embedding model per row (numbered): a chunk is searched only in its own model's space."""
     length: np.ndarray
     live: np.ndarray
     """False for rows whose chunk the store has deleted since."""
     postings: dict[str, tuple[np.ndarray, np.ndarray]]
     """lexeme -> (rows holding it, ascending; its term frequency in each)."""
-
-    def code_of(self, names: tuple[str, ...], wanted: Collection[str]) -> np.ndarray:
-        return np.array([i for i, name in enumerate(names) if name in wanted], dtype=np.int32)
 
 
 @dataclass(frozen=True)
@@ -68,6 +83,7 @@ class Scored:
     score: np.ndarray
     covered: np.ndarray
     """The question's idf mass the chunk holds (relevance's coverage, before dividing)."""
+    names: Names
 
     def top(self, exchange: bool, pool: int) -> list[tuple[int, str]]:
         """The `pool` best (chunk id, session id) of one layer: score descending, then id."""
@@ -77,16 +93,17 @@ class Scored:
             cut = np.partition(self.score[rows], len(rows) - pool)[len(rows) - pool]
             rows = rows[self.score[rows] >= cut]
         rows = rows[np.lexsort((self.ids[rows], -self.score[rows]))][:pool]
-        return [(int(i), str(s)) for i, s in zip(self.ids[rows], self.sessions[rows], strict=True)]
+        names = self.names.names
+        return [(int(self.ids[r]), names[self.sessions[r]]) for r in rows]
 
     def best_covered(self, sessions: Collection[str], exchange_only: bool) -> dict[str, float]:
         """Per session, the idf mass held by its best-scoring chunk (of the exchange layer)."""
-        rows = np.flatnonzero(np.isin(self.sessions, list(sessions)))
+        rows = np.flatnonzero(np.isin(self.sessions, self.names.codes(sessions)))
         if exchange_only:
             rows = rows[self.exchange[rows]]
         best: dict[str, float] = {}
         for row in rows[np.lexsort((self.ids[rows], -self.score[rows]))]:
-            best.setdefault(str(self.sessions[row]), float(self.covered[row]))
+            best.setdefault(self.names.names[self.sessions[row]], float(self.covered[row]))
         return best
 
 
@@ -97,13 +114,22 @@ class LexicalIndex:
         self._segments: tuple[Segment, ...] = ()
         self._generation: int | None = None
         self._lock = threading.Lock()
+        self._sessions = Names()
+        self._models = Names()
 
     @property
     def generation(self) -> int | None:
         return self._generation
 
+    @property
+    def segments(self) -> int:
+        return len(self._segments)
+
     def refresh(self, conn: psycopg.Connection[Any], generation: int) -> None:
-        """Catch up with the store when `generation` (chunk_stats') differs from ours."""
+        """Catch up with the store when `generation` (chunk_stats') differs from ours.
+
+        `conn` must be in autocommit mode: the refresh reads in a transaction of its own.
+        """
         if generation == self._generation:
             return
         with self._lock:
@@ -121,7 +147,9 @@ class LexicalIndex:
                 known = np.concatenate([s.ids for s in segments]) if segments else live[:0]
                 new = np.setdiff1d(live, known, assume_unique=True)
                 if len(new):
-                    segments.append(_load_segment(cur, new))
+                    # Nothing known yet: all there is, without naming 100,000 ids.
+                    only = new if segments else None
+                    segments.append(_load_segment(cur, only, self._sessions, self._models))
             segments = [s for s in segments if s.live.any()]
             if len(segments) > _MAX_SEGMENTS:
                 segments = [_merge(segments)]
@@ -139,6 +167,8 @@ class LexicalIndex:
 
         `terms` are the question's distinct lexemes with their idf, as the store counts them.
         """
+        models = self._models.codes({model})
+        allowed = self._sessions.codes(sessions) if sessions is not None else None
         parts: list[tuple[np.ndarray, ...]] = []
         for segment in self._segments:
             scores = np.zeros(len(segment.ids))
@@ -152,23 +182,21 @@ class LexicalIndex:
                 # Rows are unique within one posting list, so fancy-index += adds each once.
                 scores[rows] += idf * tf * (BM25_K1 + 1) / (tf + length_norm[rows])
                 covered[rows] += idf
-            keep = segment.live & (covered > 0)
-            keep &= np.isin(segment.model_codes, segment.code_of(segment.models, {model}))
-            if sessions is not None:
-                keep &= np.isin(segment.session_codes, segment.code_of(segment.sessions, sessions))
+            keep = segment.live & (covered > 0) & np.isin(segment.models, models)
+            if allowed is not None:
+                keep &= np.isin(segment.sessions, allowed)
             rows = np.flatnonzero(keep)
-            names = np.asarray(segment.sessions, dtype=object)
             parts.append((
-                segment.ids[rows], names[segment.session_codes[rows]], segment.exchange[rows],
+                segment.ids[rows], segment.sessions[rows], segment.exchange[rows],
                 scores[rows], covered[rows],
             ))  # fmt: skip
         if not parts:
-            empty = np.zeros(0)
-            return Scored(empty.astype(np.int64), empty.astype(object), empty.astype(bool),
-                          empty, empty)  # fmt: skip
+            none = np.zeros(0)
+            return Scored(none.astype(np.int64), none.astype(np.int32), none.astype(bool),
+                          none, none, self._sessions)  # fmt: skip
         columns = zip(*parts, strict=True)
-        ids, names, exchange, scores, covered = (np.concatenate(c) for c in columns)
-        return Scored(ids, names, exchange, scores, covered)
+        ids, sessions_, exchange, scores, covered = (np.concatenate(c) for c in columns)
+        return Scored(ids, sessions_, exchange, scores, covered, self._sessions)
 
 
 def _value(row: Any, default: Any) -> Any:
@@ -185,43 +213,47 @@ def _without_deleted(segment: Segment, live: _Rows) -> Segment:
     return segment if np.array_equal(still, segment.live) else replace(segment, live=still)
 
 
-def _load_segment(cur: psycopg.Cursor[tuple[Any, ...]], ids: _Rows) -> Segment:
-    """The postings of these chunks, read from their stored tsvectors.
+# The chunks asked for, as a join (hashed) rather than `id = ANY(array)`, which PostgreSQL checks
+# by walking the array for each row: quadratic, a minute at 100,000 chunks.
+_ONLY_IDS: LiteralString = "JOIN unnest(%(ids)s::bigint[]) AS wanted (id) USING (id)"
+
+
+def _load_segment(
+    cur: psycopg.Cursor[tuple[Any, ...]], ids: _Rows | None, sessions: Names, models: Names
+) -> Segment:
+    """The postings of these chunks (`ids` None: of all), read from their stored tsvectors.
 
     PostgreSQL groups the postings by lexeme and packs each list as bytes, which numpy reads as
-    they are: tens of thousands of rows, not millions of Python objects.
+    they are: thousands of rows, not millions of Python objects.
     """
-    id_list = ids.tolist()
+    only = _ONLY_IDS if ids is not None else ""
+    params = {"exchange": EXCHANGE, "ids": ids.tolist() if ids is not None else None}
     rows = cur.execute(
-        "SELECT c.id, c.session_id, c.section = %s, c.embedding_model, length(c.text_search)"
-        " FROM indexed_chunks c WHERE c.id = ANY(%s) ORDER BY c.id",
-        (EXCHANGE, id_list),
+        "SELECT c.id, c.session_id, c.section = %(exchange)s, c.embedding_model,"
+        f" length(c.text_search) FROM indexed_chunks c {only} ORDER BY c.id",
+        params,
     ).fetchall()
     chunk_ids = np.array([r[0] for r in rows], dtype=np.int64)
-    session_names = tuple(dict.fromkeys(r[1] for r in rows))
-    session_code = {name: i for i, name in enumerate(session_names)}
-    model_names = tuple(dict.fromkeys(r[3] for r in rows))
-    model_code = {name: i for i, name in enumerate(model_names)}
     postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for lexeme, packed_ids, packed_tf in cur.execute(
-        """
-        SELECT u.lexeme, string_agg(int8send(c.id), ''::bytea ORDER BY c.id),
-               string_agg(int2send(LEAST(GREATEST(cardinality(u.positions), 1), 32767)::int2),
-                          ''::bytea ORDER BY c.id)
-        FROM indexed_chunks c, unnest(c.text_search) u WHERE c.id = ANY(%s) GROUP BY u.lexeme
+    # Each posting packed as (chunk id, term frequency) in one aggregate, so the two can never
+    # part; unordered, since ordering each list costs PostgreSQL a sort per lexeme (4x slower).
+    for lexeme, packed in cur.execute(
+        f"""
+        SELECT u.lexeme, string_agg(int8send(c.id) || int2send(
+                   LEAST(GREATEST(cardinality(u.positions), 1), 32767)::int2), ''::bytea)
+        FROM indexed_chunks c {only}, unnest(c.text_search) u GROUP BY u.lexeme
         """,
-        (id_list,),
+        params,
     ):
-        holders = np.frombuffer(packed_ids, dtype=">i8")
-        tf = np.frombuffer(packed_tf, dtype=">i2").astype(np.float64)
-        postings[lexeme] = (np.searchsorted(chunk_ids, holders), tf)
+        posting = np.frombuffer(packed, dtype=_POSTING)
+        at = np.searchsorted(chunk_ids, posting["id"])
+        order = np.argsort(at)
+        postings[lexeme] = (at[order], posting["tf"][order].astype(np.float64))
     return Segment(
         ids=chunk_ids,
-        session_codes=np.array([session_code[r[1]] for r in rows], dtype=np.int32),
-        sessions=session_names,
+        sessions=np.array([sessions.code(r[1]) for r in rows], dtype=np.int32),
         exchange=np.array([r[2] for r in rows], dtype=bool),
-        model_codes=np.array([model_code[r[3]] for r in rows], dtype=np.int32),
-        models=model_names,
+        models=np.array([models.code(r[3]) for r in rows], dtype=np.int32),
         length=np.array([r[4] for r in rows], dtype=np.float64),
         live=np.ones(len(rows), dtype=bool),
         postings=postings,
@@ -229,58 +261,42 @@ def _load_segment(cur: psycopg.Cursor[tuple[Any, ...]], ids: _Rows) -> Segment:
 
 
 def _merge(segments: Sequence[Segment]) -> Segment:
-    """One segment of the live rows of many, built in memory."""
-    sessions = tuple(dict.fromkeys(name for s in segments for name in s.sessions))
-    models = tuple(dict.fromkeys(name for s in segments for name in s.models))
-    session_code = {name: i for i, name in enumerate(sessions)}
-    model_code = {name: i for i, name in enumerate(models)}
+    """One segment of the live rows of many, built in memory (rows in chunk id order)."""
     kept = [np.flatnonzero(s.live) for s in segments]
-    # Each segment's live rows, renumbered in the merged order (segments' ids interleave).
     ids = np.concatenate([s.ids[k] for s, k in zip(segments, kept, strict=True)])
     order = np.argsort(ids, kind="stable")
+    # Where each old row lands: -1 if it was deleted.
     place = np.empty(len(ids), dtype=np.int64)
     place[order] = np.arange(len(ids))
-    new_row: list[np.ndarray] = []
-    offset = 0
+    moves, offset = [], 0
     for s, k in zip(segments, kept, strict=True):
-        mapping = np.full(len(s.ids), -1, dtype=np.int64)
-        mapping[k] = place[offset : offset + len(k)]
-        new_row.append(mapping)
+        move = np.full(len(s.ids), -1, dtype=np.int64)
+        move[k] = place[offset : offset + len(k)]
+        moves.append(move)
         offset += len(k)
 
-    def gather(field: str, recode: dict[str, int] | None = None, names: str = "") -> np.ndarray:
-        pieces = []
-        for s, k in zip(segments, kept, strict=True):
-            values = getattr(s, field)[k]
-            if recode is not None:
-                table = np.array([recode[n] for n in getattr(s, names)], dtype=np.int32)
-                values = table[values] if len(table) else values
-            pieces.append(values)
+    def gather(field: str) -> np.ndarray:
+        pieces = [getattr(s, field)[k] for s, k in zip(segments, kept, strict=True)]
         return np.concatenate(pieces)[order]
 
-    postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for s, mapping in zip(segments, new_row, strict=True):
+    pieces: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+    for s, move in zip(segments, moves, strict=True):
         for lexeme, (rows, tf) in s.postings.items():
-            moved = mapping[rows]
+            moved = move[rows]
             alive = moved >= 0
-            if not alive.any():
-                continue
-            have = postings.get(lexeme)
-            pair = (moved[alive], tf[alive])
-            postings[lexeme] = (
-                pair if have is None else
-                (np.concatenate([have[0], pair[0]]), np.concatenate([have[1], pair[1]]))
-            )  # fmt: skip
-    for lexeme, (rows, tf) in postings.items():
-        by_row = np.argsort(rows, kind="stable")
+            if alive.any():
+                pieces.setdefault(lexeme, []).append((moved[alive], tf[alive]))
+    postings = {}
+    for lexeme, parts in pieces.items():
+        rows = np.concatenate([r for r, _ in parts])
+        tf = np.concatenate([t for _, t in parts])
+        by_row = np.argsort(rows)
         postings[lexeme] = (rows[by_row], tf[by_row])
     return Segment(
         ids=ids[order],
-        session_codes=gather("session_codes", session_code, "sessions"),
-        sessions=sessions,
+        sessions=gather("sessions"),
         exchange=gather("exchange"),
-        model_codes=gather("model_codes", model_code, "models"),
-        models=models,
+        models=gather("models"),
         length=gather("length"),
         live=np.ones(len(ids), dtype=bool),
         postings=postings,

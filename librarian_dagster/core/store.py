@@ -1,14 +1,16 @@
 """PostgreSQL + pgvector storage: schema migrations, one-transaction writes, search and listings.
 
 Two tables: `memories` (one row per session: the digest and the facts about the session) and
-`indexed_chunks` (one row per digest bullet, with its embedding). Embeddings are stored in an
-untyped `vector` column with the model and dimension beside them, so a switch of embedding model
-(384-d local, 768-d Gemini) needs no schema change; each dimension gets its own partial HNSW index
-on `embedding::vector(N)`, which is how pgvector indexes mixed dimensions.
+`indexed_chunks` (one row per digest bullet or exchange window, with its embedding). Embeddings
+are stored in an untyped `vector` column with the model and dimension beside them, so a switch of
+embedding model (384-d local, 768-d Gemini) needs no schema change; each dimension and layer gets
+its own partial HNSW index on `embedding::vector(N)`, which is how pgvector indexes mixed
+dimensions.
 
-Search is hybrid: cosine distance over the HNSW index and PostgreSQL full-text rank, fused by
-reciprocal rank. Vectors find paraphrases; full text finds the exact identifiers (function names,
-error strings) that developers type and that a small embedding model blurs.
+Search is hybrid: cosine distance over the HNSW indexes and BM25 over PostgreSQL's lexemes, fused
+by reciprocal rank. Vectors find paraphrases; BM25 finds the exact identifiers (function names,
+error strings) that developers type and that a small embedding model blurs. BM25 is scored from
+postings held in memory (core/lexical.py), from statistics this module keeps as it writes.
 
 What a row holds is defined once, by the models in `core/models.py`: the INSERT and SELECT lists
 here are built from their fields, and rows come back as those models.
@@ -136,6 +138,39 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         -- Bumped by every write of chunks, so a reader that keeps the BM25 postings in memory
         -- (core/lexical.py) knows, from one small row, when to catch up.
         ALTER TABLE chunk_stats ADD COLUMN generation bigint NOT NULL DEFAULT 0;
+        """,
+    ),
+    (
+        4,
+        """
+        -- One HNSW index per dimension and layer, not per dimension: search asks each layer for
+        -- its nearest chunks, and over a two-layer index the scan must step over the other
+        -- layer's chunks (2 to 5x slower at 100,000 chunks, docs/decisions/0017). The
+        -- predicates must stay those of `Store._vector_lists`.
+        CREATE FUNCTION librarian_ensure_vector_indexes(dim integer) RETURNS void
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON indexed_chunks USING hnsw '
+                           '((embedding::vector(%s)) vector_cosine_ops) '
+                           'WHERE embedding_dim = %s AND section = %L',
+                           'indexed_chunks_' || dim || '_exchange_hnsw', dim, dim, 'exchange');
+            EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON indexed_chunks USING hnsw '
+                           '((embedding::vector(%s)) vector_cosine_ops) '
+                           'WHERE embedding_dim = %s AND section <> %L',
+                           'indexed_chunks_' || dim || '_bullets_hnsw', dim, dim, 'exchange');
+        END $$;
+        DO $$
+        DECLARE
+            -- Read before the loop: no index can be made while a scan of the table is open.
+            dims integer[] := ARRAY(SELECT DISTINCT embedding_dim FROM indexed_chunks);
+            d integer;
+        BEGIN
+            FOREACH d IN ARRAY dims LOOP
+                PERFORM librarian_ensure_vector_indexes(d);
+                EXECUTE format('DROP INDEX IF EXISTS %I',
+                               'indexed_chunks_embedding_' || d || '_hnsw');
+            END LOOP;
+        END $$;
         """,
     ),
 )
@@ -441,16 +476,8 @@ class Store:
 
     @staticmethod
     def _ensure_vector_index(conn: psycopg.Connection[Any], dim: int) -> None:
-        # One partial HNSW index per dimension: the expression must match the one in `search`.
-        conn.execute(
-            sql.SQL(
-                "CREATE INDEX IF NOT EXISTS {name} ON indexed_chunks USING hnsw "
-                "((embedding::vector({dim})) vector_cosine_ops) WHERE embedding_dim = {dim}"
-            ).format(
-                name=sql.Identifier(f"indexed_chunks_embedding_{int(dim)}_hnsw"),
-                dim=sql.Literal(int(dim)),
-            )
-        )
+        # Partial HNSW indexes per dimension and layer (migration 4 defines them, in one place).
+        conn.execute("SELECT librarian_ensure_vector_indexes(%s)", (int(dim),))
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -493,6 +520,19 @@ class Store:
             )
         )  # fmt: skip
 
+    def warm_up(self) -> None:
+        """Load what search keeps in memory (the BM25 postings) now, not at the first question.
+
+        A long-lived reader (the recall server) calls it at start; at 100,000 chunks it takes
+        a few seconds, which the first question would otherwise wait for.
+        """
+
+        def refresh(conn: psycopg.Connection[DictRow]) -> None:
+            row = conn.execute("SELECT generation FROM chunk_stats").fetchone()
+            self._lexical.refresh(conn, row["generation"] if row else 0)
+
+        self._read(refresh)
+
     def _search(
         self,
         conn: psycopg.Connection[DictRow],
@@ -530,7 +570,7 @@ class Store:
             """
             SELECT session_id, importance, GREATEST(EXTRACT(EPOCH FROM now()
                        - COALESCE(ended_at, started_at, ingested_at)), 0)::float8 / 86400 AS age
-            FROM memories WHERE session_id = ANY(%s)
+            FROM memories JOIN unnest(%s::text[]) AS fused (session_id) USING (session_id)
             """,
             (list(fused),),
         ).fetchall()
@@ -557,6 +597,7 @@ class Store:
                     WHERE c.session_id = ANY(%(top)s) AND c.embedding_dim = {dim}
                     GROUP BY c.session_id
                 ) e USING (session_id)
+                WHERE m.session_id = ANY(%(top)s)
                 """),
                 {"vector": params["vector"], "top": top},
             )

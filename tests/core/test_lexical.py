@@ -101,6 +101,7 @@ def test_index_follows_replacements_deletions_and_merges_its_segments(store):
         _write(store, f"new-{n}", [f"another lock story number {n}"])
         for question in QUESTIONS:
             _assert_same(_index_scores(store, index, question), _sql_scores(store, question))
+        assert index.segments <= _MAX_SEGMENTS
     store.delete_memory("ingress")
     assert _index_scores(store, index, "ingress 502") == {}
     _assert_same(_index_scores(store, index, "lock"), _sql_scores(store, "lock"))
@@ -127,5 +128,6 @@ def test_search_survives_its_kept_connection_being_dropped(store):
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
             " WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
-    assert [h.session_id for h in store.search("sqlite lock", _unit(1, 1), MODEL)][0] == "lock"
+    hits = store.search("sqlite lock", _unit(1, 1), MODEL)
+    assert hits[0].session_id == "lock"
     store.close()
