@@ -70,7 +70,8 @@ class Segment:
     live: np.ndarray
     """False for rows whose chunk the store has deleted since."""
     postings: dict[str, tuple[np.ndarray, np.ndarray]]
-    """lexeme -> (rows holding it, ascending; its term frequency in each)."""
+    """lexeme -> (rows holding it, ascending, int32; its term frequency in each, float32):
+    8 bytes a posting."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +180,7 @@ class LexicalIndex:
                 if posting is None:
                     continue
                 rows, tf = posting
+                tf = tf.astype(np.float64)  # stored as float32; scored in float64, as SQL does
                 # Rows are unique within one posting list, so fancy-index += adds each once.
                 scores[rows] += idf * tf * (BM25_K1 + 1) / (tf + length_norm[rows])
                 covered[rows] += idf
@@ -248,7 +250,7 @@ def _load_segment(
         posting = np.frombuffer(packed, dtype=_POSTING)
         at = np.searchsorted(chunk_ids, posting["id"])
         order = np.argsort(at)
-        postings[lexeme] = (at[order], posting["tf"][order].astype(np.float64))
+        postings[lexeme] = (at[order].astype(np.int32), posting["tf"][order].astype(np.float32))
     return Segment(
         ids=chunk_ids,
         sessions=np.array([sessions.code(r[1]) for r in rows], dtype=np.int32),
@@ -291,7 +293,7 @@ def _merge(segments: Sequence[Segment]) -> Segment:
         rows = np.concatenate([r for r, _ in parts])
         tf = np.concatenate([t for _, t in parts])
         by_row = np.argsort(rows)
-        postings[lexeme] = (rows[by_row], tf[by_row])
+        postings[lexeme] = (rows[by_row].astype(np.int32), tf[by_row])
     return Segment(
         ids=ids[order],
         sessions=gather("sessions"),

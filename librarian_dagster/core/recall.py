@@ -9,6 +9,8 @@ When one does, the ranked results come as they are, each with its own relevance:
 session just under the threshold, ranked second, is worth seeing (docs/decisions/0010).
 """
 
+from concurrent.futures import ThreadPoolExecutor
+
 from librarian_dagster.core.embeddings import Embedder
 from librarian_dagster.core.models import SearchResult
 from librarian_dagster.core.relevance import DEFAULT_THRESHOLD
@@ -23,6 +25,10 @@ from librarian_dagster.core.store import (
 
 MAX_RESULTS = 50
 """The most chunks one question may ask for."""
+
+# Threads that embed questions for `recall`: as many as can usefully run on a small machine;
+# more questions at once wait their turn here rather than share the cores.
+_EMBEDDING = ThreadPoolExecutor(max_workers=4, thread_name_prefix="librarian-embed")
 
 NOTHING_RELEVANT = "nothing relevant: no remembered session reaches the relevance threshold"
 
@@ -46,10 +52,12 @@ def recall(
     """Embed the query with `embedder` and search the memories made with the same model."""
     if not 1 <= limit <= MAX_RESULTS:
         raise ValueError(f"limit must be between 1 and {MAX_RESULTS}, got {limit}")
-    vector = embedder.embed_query(query)
+    # The question is embedded in another thread while the store scores its words (BM25 needs
+    # no vector): the two overlap, numpy and psycopg release the interpreter as they work.
+    vector = _EMBEDDING.submit(embedder.embed_query, query)
     hits = store.search(
         query,
-        vector,
+        vector.result,
         embedder.model_name,
         filters or SearchFilters(),
         limit,

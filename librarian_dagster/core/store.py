@@ -492,7 +492,7 @@ class Store:
     def search(
         self,
         query_text: str,
-        query_embedding: Sequence[float],
+        query_embedding: Sequence[float] | Callable[[], Sequence[float]],
         embedding_model: str,
         filters: SearchFilters = SearchFilters(),
         limit: int = 5,
@@ -512,6 +512,8 @@ class Store:
 
         The vectors are searched in PostgreSQL, BM25 in the store's in-memory postings
         (core/lexical.py), which a long-lived store (the recall server) keeps between queries.
+        `query_embedding` may be a callable that waits for the vector (core/recall.py embeds
+        while BM25 is scored): it is called only once the vector is needed.
         """
         return self._read(
             lambda conn: self._search(
@@ -537,7 +539,7 @@ class Store:
         self,
         conn: psycopg.Connection[DictRow],
         query_text: str,
-        query_embedding: Sequence[float],
+        query_embedding: Sequence[float] | Callable[[], Sequence[float]],
         embedding_model: str,
         filters: SearchFilters,
         limit: int,
@@ -545,9 +547,7 @@ class Store:
         mode: SearchMode,
         boosts: Boosts,
     ) -> list[ChunkResult]:
-        dim = len(query_embedding)
         where, params = _filter_sql(filters)
-        params |= {"model": embedding_model, "vector": _vector_literal(query_embedding)}
         terms = conn.execute(_QUERY_TERMS, {"text": query_text}).fetchone()
         assert terms is not None  # chunk_stats always holds its one row
         self._lexical.refresh(conn, terms["generation"])
@@ -557,6 +557,9 @@ class Store:
             allowed = {r["session_id"] for r in conn.execute(chosen, params)}
         idf = list(zip(terms["lexemes"] or (), terms["idfs"] or (), strict=True))
         scored = self._lexical.score(idf, terms["avgdl"], embedding_model, allowed)
+        vector = query_embedding() if callable(query_embedding) else query_embedding
+        dim = len(vector)
+        params |= {"model": embedding_model, "vector": _vector_literal(vector)}
 
         lists: list[list[tuple[int, str]]] = []
         if mode != "text":
