@@ -511,10 +511,12 @@ _CMD_MAX = 2_000  # bytes of one command read at most
 _CMD_BREAKS = (b"\n", b"\r", b"\x00", b"|", b";", b"&", b"`", b"<", b">", b"\\n", b"\\r")
 _QUOTES = frozenset(b"'\"")
 _BLANKS_RE = re.compile(rb"[ \t]*")
-# A shell word: plain characters, "..." (with \" inside), '...', or \x; an unclosed quote runs
-# to the end of what is read. It stops at blanks and at `|;&<>` and backticks.
+# A shell word: plain characters, "..." (with \" inside), '...', or \x. It stops at blanks,
+# `|;&<>` and backticks. A quote never runs past the end of its line: an unclosed one (prose,
+# a cut-off log) must not swallow the commands on the lines after it.
 _WORD_RE = re.compile(
-    rb"""(?:[^\s"'\\|;&`<>\x00]+|"(?:[^"\\\x00]|\\[^\x00])*"?|'[^'\x00]*'?|\\[^nr\x00])+"""
+    rb"""(?:[^\s"'\\|;&`<>\x00]+|"(?:[^"\\\x00\n\r]|\\[^\x00\n\r])*"?|'[^'\x00\n\r]*'?"""
+    rb"""|\\[^nr\x00\n\r])+"""
 )
 # The flags worth a look: password flags of any command, and the short flags some commands
 # read a password from. Lower-cased text; `-P` / `-U` are told apart in the original.
@@ -877,7 +879,8 @@ def _cli_findings(data: bytes, low: bytes) -> _Raw:
                 and we - ws > 4
                 and (b" " in data[ws:we] or b"\t" in data[ws:we])
             ):
-                out.extend(_commands(data, _words(data, ws + 1, we - 1)))
+                inner_end = we - 1 if data[we - 1] == data[ws] else we  # unclosed: to its end
+                out.extend(_commands(data, _words(data, ws + 1, inner_end)))
     for needle, pattern in _CMD_BY_NEEDLE:
         if needle in low:
             for m in pattern.finditer(low):
