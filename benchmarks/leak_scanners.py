@@ -17,6 +17,8 @@ Prints, never a secret's value:
   how many look-alikes it flags; the same for the command-line cases of
   tests/core/test_redaction.py. A secret counts as caught by the scanner only when a finding's
   span covers it (a redactor must know what to replace), by ours when it is gone from the output.
+- probe: fakes of ~50 token families in their published formats, alone in prose: which the
+  scanner flags (the format is right) and which of those ours misses (a family to add).
 - corpus: findings over the texts `parse_session` makes of the dev corpus (what
   `redact_session` scans): found by both, only by the scanner (per rule id: the token families
   our rules may not know yet), only by ours (per family). `--show` prints each finding of one
@@ -27,6 +29,8 @@ Prints, never a secret's value:
 import argparse
 import importlib
 import json
+import random
+import string
 import sys
 import tempfile
 import time
@@ -253,6 +257,95 @@ def corpus(scanner, root: Path, limit: int | None, show: bool) -> None:
         print("\n".join(review))
 
 
+def _probes(rng: random.Random) -> dict[str, str]:
+    """Fakes of token families that come up in coding sessions, in their published formats.
+
+    Which of them the scanner flags checks the format (only those are evidence); which of them
+    ours misses, on its own in prose, names the families our rules did not know.
+    """
+    alnum = string.ascii_letters + string.digits
+    urlsafe, hexa, upper = alnum + "_-", "0123456789abcdef", string.ascii_uppercase + string.digits
+
+    def g(alphabet: str, n: int) -> str:
+        return "".join(rng.choices(alphabet, k=n))
+
+    return {
+        "dockerhub_pat": "dckr_pat_" + g(urlsafe, 27),
+        "vault_service_token": "hvs." + g(urlsafe, 91),
+        "vault_batch_token": "hvb." + g(urlsafe, 138),
+        "grafana_service_account": "glsa_" + g(alnum, 32) + "_" + g(hexa, 8),
+        "grafana_cloud": "glc_" + g(alnum + "+/", 60) + "==",
+        "sentry_user": "sntryu_" + g(hexa, 64),
+        "supabase": "sbp_" + g(hexa, 40),
+        "digitalocean": "dop_v1_" + g(hexa, 64),
+        "shopify_access": "shpat_" + g(hexa, 32),
+        "shopify_shared_secret": "shpss_" + g(hexa, 32),
+        "linear": "lin_api_" + g(alnum, 40),
+        "postman": "PMAK-" + g(hexa, 24) + "-" + g(hexa, 34),
+        "xai": "xai-" + g(alnum, 80),
+        "groq": "gsk_" + g(alnum, 52),
+        "replicate": "r8_" + g(alnum, 37),
+        "perplexity": "pplx-" + g(alnum, 48),
+        "tailscale": "tskey-auth-" + g(alnum, 17) + "-" + g(alnum, 33),
+        "flyio": "fo1_" + g(urlsafe, 43),
+        "newrelic_user": "NRAK-" + g(upper, 27),
+        "figma": "figd_" + g(urlsafe, 40),
+        "age_secret_key": "AGE-SECRET-KEY-1" + g("QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", 58),
+        "planetscale_token": "pscale_tkn_" + g(urlsafe, 43),
+        "planetscale_password": "pscale_pw_" + g(urlsafe, 43),
+        "databricks": "dapi" + g(hexa, 32),
+        "atlassian": "ATATT3" + g(urlsafe, 186),
+        "mailgun": "key-" + g(hexa, 32),
+        "mailchimp": g(hexa, 32) + "-us" + str(rng.randint(1, 20)),
+        "square_access": "sq0atp-" + g(urlsafe, 22),
+        "square_secret": "sq0csp-" + g(urlsafe, 43),
+        "doppler": "dp.pt." + g(alnum, 43),
+        "pulumi": "pul-" + g(hexa, 40),
+        "terraform_cloud": g(hexa, 14) + ".atlasv1." + g(urlsafe, 67),
+        "azure_ad_client_secret": g(alnum, 3) + "8Q~" + g(urlsafe + ".~", 34),
+        "alibaba": "LTAI" + g(alnum, 20),
+        "openrouter": "sk-or-v1-" + g(hexa, 64),
+        "langsmith": "lsv2_pt_" + g(hexa, 32) + "_" + g(hexa, 10),
+        "sourcegraph": "sgp_" + g(hexa, 40),
+        "dynatrace": "dt0c01." + g(upper, 24) + "." + g(upper, 64),
+        "prefect": "pnu_" + g(alnum, 36),
+        "jfrog": "AKCp" + g(alnum, 69),
+        "discord_bot": "M" + g(alnum, 23) + "." + g(urlsafe, 6) + "." + g(urlsafe, 27),
+        "cloudflare_origin_ca": "v1.0-" + g(hexa, 24) + "-" + g(hexa, 146),
+        "twilio_api_key": "SK" + g(hexa, 32),
+        "gcp_refresh_token": "1//0" + g(urlsafe, 99),
+        "heroku": "HRKU-AA" + g(urlsafe, 58),
+        "notion": "ntn_" + g(string.digits, 11) + g(alnum, 35),
+        "brevo": "xkeysib-" + g(hexa, 64) + "-" + g(alnum, 16),
+        "openai_admin": "sk-admin-" + g(urlsafe, 58),
+    }
+
+
+def probe_families(scanner) -> None:
+    """Per probe: flagged by the scanner in prose, by ours in prose, by ours as an assignment."""
+    rows = []
+    for name, token in _probes(random.Random(7)).items():
+        prose = f"here is the new one {token} thanks"
+        data = prose.encode()
+        at = data.find(token.encode())
+        theirs = _covers(scanner.scan(data), at, at + len(token.encode()))
+        ours = token not in redact(prose)[0]
+        assigned = token not in redact(f"export SERVICE_TOKEN={token}")[0]
+        rows.append((name, theirs, ours, assigned))
+    print("\ntoken families probe (fakes in their published formats, alone in prose)")
+    print(f"  {'probe':26} {'scanner':>7} {'ours':>5} {'ours, as X_TOKEN=':>17}")
+    for name, *flags in rows:
+        a, b, c = ("yes" if f else "-" for f in flags)
+        print(f"  {name:26} {a:>7} {b:>5} {c:>17}")
+    confirmed = [r for r in rows if r[1]]
+    print(
+        f"  the scanner flags {len(confirmed)}/{len(rows)}; of those ours catches"
+        f" {sum(r[2] for r in confirmed)} in prose, {sum(r[3] for r in confirmed)} as assignments;"
+        f" families the scanner confirms and ours misses in prose:"
+        f" {', '.join(r[0] for r in confirmed if not r[2]) or 'none'}"
+    )
+
+
 def _cli_cases() -> list[dict]:
     sys.path.insert(0, str(TESTS))
     t = importlib.import_module("test_redaction")  # the command-line cases of its tests
@@ -281,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         cases = [json.loads(line) for line in fh if line.strip()]
     eval_cases(scanner, cases, f"eval: {SECRETS.name}")
     eval_cases(scanner, _cli_cases(), "eval: command-line cases of tests/core/test_redaction.py")
+    probe_families(scanner)
 
     with tempfile.TemporaryDirectory(prefix="librarian-bench-") as tmp:
         root = args.corpus

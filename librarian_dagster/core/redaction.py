@@ -322,6 +322,10 @@ _RULES: tuple[_Rule, ...] = (
         check=lambda v: _looks_secret(v, 20, 3.0),
     ),
     _tok("sendgrid", r"SG\.[A-Za-z0-9_\-]{16,32}\.[A-Za-z0-9_\-]{30,50}" + _E, "SG."),
+    # Token families found by the maintained scanners (benchmarks/leak_scanners.py) whose body
+    # has no separator to find them by (see `_prefixed_findings` for the others).
+    _tok("databricks_token", r"dapi[a-f0-9]{32}(?:-\d)?" + _E, "dapi"),
+    _tok("atlassian_api_token", r"ATATT3[A-Za-z0-9_\-=]{186}", "ATATT3"),
     _ctx(
         "aws_secret_access_key",
         r"secret[_\-]?(?:access[_\-]?)?key[\"']?(?:\s*[=:]\s*|\s+)[\"']?"
@@ -439,9 +443,113 @@ _DB_SCHEMES = (
 # One GitHub rule matches every gh?_ token; the letter names the family.
 _GITHUB_FAMILY = {ord("p"): "github_pat_classic", ord("o"): "github_oauth"}
 
+# Findings before merging: (start, end, family, priority).
+_Raw = list[tuple[int, int, str, int]]
+
+# Prefixed tokens of the families the maintained scanners know (Kingfisher and Betterleaks
+# found them where our rules did not: benchmarks/leak_scanners.py, docs/decisions/0012). Not one
+# rule each: ~30 needles would cost ~30 passes over the text. Every one of these has a `_`, `-`
+# or `.` followed by 16 token characters, so three literal-first passes find the candidates
+# and the letters before that separator (the key) pick the pattern, matched at the token start.
+# (family, key, bytes from the token start to the key, pattern from the token start)
+_PREFIXED_TOKENS: tuple[tuple[str, str, int, str], ...] = (
+    ("dockerhub_pat", "dckr", 0, r"dckr_pat_[A-Za-z0-9_\-]{20,100}"),
+    ("vault_token", "hvs", 0, r"hvs\.[A-Za-z0-9_\-]{90,300}"),
+    ("vault_token", "hvb", 0, r"hvb\.[A-Za-z0-9_\-]{90,400}"),
+    ("grafana_token", "glc", 0, r"glc_[A-Za-z0-9+/]{32,400}={0,2}"),
+    ("terraform_cloud_token", "atlasv1", 15, r"[a-z0-9]{14}\.atlasv1\.[A-Za-z0-9_\-=]{60,70}"),
+    ("grafana_token", "glsa", 0, r"glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}" + _E),
+    ("sentry_token", "sntryu", 0, r"sntryu_[a-f0-9]{64}" + _E),
+    ("sentry_token", "sntrys", 0, r"sntrys_eyJ[A-Za-z0-9+/=_\-]{60,400}"),
+    ("supabase_token", "sbp", 0, r"sbp_[a-f0-9]{40}" + _E),
+    *(("digitalocean_token", k, 0, r"do[opr]_v1_[a-f0-9]{64}" + _E) for k in ("dop", "doo", "dor")),
+    *(
+        ("shopify_token", k, 0, r"shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}" + _E)
+        for k in ("shpat", "shpss", "shpca", "shppa")
+    ),
+    ("linear_api_key", "lin", 0, r"lin_api_[A-Za-z0-9]{40}" + _E),
+    ("postman_api_key", "PMAK", 0, r"PMAK-[a-fA-F0-9]{24}-[a-fA-F0-9]{34}" + _E),
+    ("xai_api_key", "xai", 0, r"xai-[A-Za-z0-9]{80}" + _E),
+    ("groq_api_key", "gsk", 0, r"gsk_[A-Za-z0-9]{52}" + _E),
+    ("replicate_token", "r8", 0, r"r8_[A-Za-z0-9]{37}" + _E),
+    ("perplexity_api_key", "pplx", 0, r"pplx-[A-Za-z0-9]{48}" + _E),
+    ("figma_token", "figd", 0, r"figd_[A-Za-z0-9_\-]{40}" + _E),
+    ("age_secret_key", "AGE", 0, r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
+    ("planetscale_password", "pscale", 0, r"pscale_pw_[A-Za-z0-9_.\-]{32,64}"),
+    ("square_token", "sq0atp", 0, r"sq0atp-[0-9A-Za-z_\-]{22}" + _E),
+    *(
+        ("doppler_token", k, 3, r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}" + _E)
+        for k in ("pt", "st", "sa", "ct", "scim", "audit")
+    ),
+    ("pulumi_token", "pul", 0, r"pul-[a-f0-9]{40}" + _E),
+    ("langsmith_api_key", "lsv2", 0, r"lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}" + _E),
+    ("sourcegraph_token", "sgp", 0, r"sgp_(?:[a-f0-9]{16}_|local_)?[a-f0-9]{40}" + _E),
+    ("dynatrace_token", "dt0c01", 0, r"dt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}" + _E),
+    ("prefect_api_key", "pnu", 0, r"pnu_[A-Za-z0-9]{36}" + _E),
+    ("cloudflare_origin_ca_key", "v1", 0, r"v1\.0-[a-f0-9]{24}-[a-f0-9]{146}" + _E),
+    ("heroku_api_key", "HRKU", 0, r"HRKU-AA[A-Za-z0-9_\-]{58}" + _E),
+    ("notion_token", "ntn", 0, r"ntn_[0-9]{11}[A-Za-z0-9]{35}" + _E),
+    ("brevo_api_key", "xkeysib", 0, r"xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}" + _E),
+)
+_PREFIXED: dict[bytes, tuple[tuple[str, int, re.Pattern[bytes]], ...]] = {}
+for _fam, _key, _back, _pat in _PREFIXED_TOKENS:
+    _PREFIXED[_key.encode()] = (*_PREFIXED.get(_key.encode(), ()), (_fam, _back, _rx(_pat)))
+_KEY_MAX = 8
+
+
+def _prefix_passes() -> tuple[re.Pattern[bytes], ...]:
+    # Per separator: the literal, then 16 token (or base64) characters, then one of the keys
+    # just before it (fixed-width lookbehinds): the literal keeps the pass fast, the lookahead
+    # rejects most separators in C before any lookbehind runs.
+    keys: dict[str, set[str]] = {"_": set(), "-": set(), ".": set()}
+    for _f, key, back, pattern in _PREFIXED_TOKENS:
+        # The first separator of the pattern follows the key (doppler's key follows `dp.`).
+        at = {c: pattern.find(lit) for c, lit in (("_", "_"), ("-", "-"), (".", "\\."))}
+        sep = "." if back else min((i, c) for c, i in at.items() if i > 0)[1]
+        keys[sep].add(key)
+    return tuple(
+        _rx(
+            re.escape(sep)
+            + r"(?=[A-Za-z0-9_\-+/]{16})(?:"
+            + "|".join(f"(?<={re.escape(k + sep)})" for k in sorted(ks))
+            + ")"
+        )
+        for sep, ks in keys.items()
+    )
+
+
+_PREFIX_SEPS = _prefix_passes()
+
+
+def _prefixed_findings(data: bytes) -> _Raw:
+    out: _Raw = []
+    for sep in _PREFIX_SEPS:
+        done = 0
+        for m in sep.finditer(data):
+            p = m.start()
+            if p < done or p == 0 or data[p - 1] not in _TOKEN_CHARS:
+                continue
+            i, lo = p - 1, max(0, p - _KEY_MAX - 1)
+            while i > lo and data[i - 1] in _TOKEN_CHARS:
+                i -= 1
+            rules = _PREFIXED.get(data[i:p])
+            if rules is None or (i > 0 and data[i - 1] in _TOKEN_CHARS):
+                continue  # not a key, or a longer word ending in one (`mysqlpub-`)
+            for family, back, pattern in rules:
+                start = i - back
+                t = pattern.match(data, start) if start >= 0 else None
+                if t is not None and (start == 0 or data[start - 1] not in _TOKEN_CHARS):
+                    out.append((start, t.end(), family, 95))
+                    done = t.end()
+                    break
+    return out
+
+
 FAMILIES: tuple[str, ...] = tuple(
     sorted(
         {r.family for r in _RULES}
+        | {t[0] for t in _PREFIXED_TOKENS}
+        | {"cli_password"}
         | set(_GITHUB_FAMILY.values())
         | set(_PEM_FAMILY.values())
         | {"private_key", "postgres_url_password", "database_url_password", "url_password"}
@@ -449,9 +557,6 @@ FAMILIES: tuple[str, ...] = tuple(
 )
 
 _MARKER_RE = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
-
-
-_Raw = list[tuple[int, int, str, int]]
 
 
 def _value(data: bytes, start: int, end: int) -> str:
@@ -508,6 +613,10 @@ def _url_findings(data: bytes) -> _Raw:
 
 _CLI_FAMILY = "cli_password"
 _CMD_MAX = 2_000  # bytes of one command read at most
+# Around a flag: its command word is looked for this far back, its value this far ahead (a
+# long line of prose or JSON is not tokenized whole for every flag in it).
+_CMD_BACK = 400
+_CMD_AHEAD = 600
 _CMD_BREAKS = (b"\n", b"\r", b"\x00", b"|", b";", b"&", b"`", b"<", b">", b"\\n", b"\\r")
 _QUOTES = frozenset(b"'\"")
 _BLANKS_RE = re.compile(rb"[ \t]*")
@@ -519,9 +628,10 @@ _WORD_RE = re.compile(
     rb"""|\\[^nr\x00\n\r])+"""
 )
 # The flags worth a look: password flags of any command, and the short flags some commands
-# read a password from. Lower-cased text; `-P` / `-U` are told apart in the original.
+# read a password from. Lower-cased text; `-P` / `-U` are told apart in the original. The
+# lookbehind, after the literal, drops `one-pass` and `e-mail` in C.
 _FLAG_MARK = re.compile(
-    rb"-(?:-?(?:[a-z0-9]+-)*(?:pass|pwd|user|auth|pw)|[pauwb]|[a-z]b"
+    rb"-(?<![a-z0-9_]-)(?:-?(?:[a-z0-9]+-)*(?:pass|pwd|user|auth|pw)|[pauwb]|[a-z]b"
     rb"|(?:src|dest|new)?(?:store|key)pass)"
 )
 # `--password X`, `--db-password=X`, `-storepass X` (keytool), `-passin pass:X` (openssl); not
@@ -862,13 +972,13 @@ def _cli_findings(data: bytes, low: bytes) -> _Raw:
             out.extend(_flag_value(data, pw))
         if s < done:
             continue
-        lo = max(0, s - _CMD_MAX)
+        lo = max(0, s - _CMD_BACK)
         start = lo
         for brk in _CMD_BREAKS:
             at = data.rfind(brk, lo, s)
             if at != -1:
                 start = max(start, at + len(brk))
-        words = _words(data, start)
+        words = _words(data, start, s + _CMD_AHEAD)
         if words:
             done = words[-1][1]
         out.extend(_commands(data, words))
@@ -923,6 +1033,7 @@ def _raw_findings(text: str) -> _Raw:
         found.extend(_pem_findings(data))
     if b"://" in data and b"@" in data:
         found.extend(_url_findings(data))
+    found.extend(_prefixed_findings(data))
     low = data.lower()
     found.extend(_cli_findings(data, low))
     # One pass over the distinct needles decides which rules run (most run on no text at all).

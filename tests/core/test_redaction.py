@@ -271,6 +271,30 @@ def test_cli_password_in_batch_and_after_unicode():
     assert [f.family for fs in found for f in fs] == ["cli_password", "cli_password"]
 
 
+# Words that start like the token families found by the cross-check with maintained scanners.
+PREFIXED_LOOKALIKES = [
+    "dckr_pat_ is the prefix of Docker Hub tokens",
+    "vault login hvs.short",
+    "sbp_not_a_token_at_all_here_but_a_name",
+    "sgp_local_config_value_name_here",
+    "git checkout pul-request-template-v2-final-version",
+    "released v1.0-rc1-2024-build-0001 today",
+    "see ntn_reference_in_docs_here_only",
+    "lin_api_version_string_v2_is_the_current",
+    "the_dapi_endpoint_version is dapi1",
+    "xai-sdk-python-client-library-for-grok-models",
+    "AGE-SECRET-KEY-1 starts an age identity",
+    "pscale_pw_ and pscale_tkn_ are PlanetScale prefixes",
+    "mygsk_abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz",
+    "dp.pt.example",
+]
+
+
+def test_prefixed_lookalikes_untouched():
+    changed = [t for t in PREFIXED_LOOKALIKES if redact(t)[0] != t]
+    assert changed == []
+
+
 def test_every_family_detected_and_value_gone():
     for family, text in POSITIVES:
         out, findings = redact(text)

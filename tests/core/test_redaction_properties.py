@@ -22,6 +22,8 @@ ALNUM = string.ascii_letters + string.digits
 UPPER_DIGITS = string.ascii_uppercase + string.digits
 B64 = ALNUM + "+/"
 URLSAFE = ALNUM + "-_"
+HEX = "0123456789abcdef"
+BECH32 = "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L"
 # Passwords: letters, digits and symbols that need no quoting in a shell or a URL.
 PW_CHARS = ALNUM + "#^_+=-"
 
@@ -116,6 +118,49 @@ def _case(family: str, rng: random.Random) -> tuple[str, str]:
             "SG." + _rand(r, URLSAFE, 22) + "." + _rand(r, URLSAFE, 43),
             "SENDGRID_API_KEY='{}'",
         ),
+        # Families added after the cross-check with Kingfisher and Betterleaks (0012), in prose:
+        # their prefix alone must find them.
+        **{
+            family: (token, "the new one is {} and it works")
+            for family, token in (
+                ("dockerhub_pat", "dckr_pat_" + _rand(r, URLSAFE, 27)),
+                ("vault_token", "hvs." + _rand(r, URLSAFE, 91)),
+                ("grafana_token", "glsa_" + _rand(r, ALNUM, 32) + "_" + _rand(r, HEX, 8)),
+                ("sentry_token", "sntryu_" + _rand(r, HEX, 64)),
+                ("supabase_token", "sbp_" + _rand(r, HEX, 40)),
+                ("digitalocean_token", "dop_v1_" + _rand(r, HEX, 64)),
+                ("shopify_token", "shpat_" + _rand(r, HEX, 32)),
+                ("linear_api_key", "lin_api_" + _rand(r, ALNUM, 40)),
+                ("postman_api_key", f"PMAK-{_rand(r, HEX, 24)}-{_rand(r, HEX, 34)}"),
+                ("xai_api_key", "xai-" + _rand(r, ALNUM, 80)),
+                ("groq_api_key", "gsk_" + _rand(r, ALNUM, 52)),
+                ("replicate_token", "r8_" + _rand(r, ALNUM, 37)),
+                ("perplexity_api_key", "pplx-" + _rand(r, ALNUM, 48)),
+                ("figma_token", "figd_" + _rand(r, URLSAFE, 40)),
+                ("age_secret_key", "AGE-SECRET-KEY-1" + _rand(r, BECH32, 58)),
+                ("planetscale_password", "pscale_pw_" + _rand(r, URLSAFE, 43)),
+                ("databricks_token", "dapi" + _rand(r, HEX, 32)),
+                ("atlassian_api_token", "ATATT3" + _rand(r, URLSAFE, 186)),
+                ("square_token", "sq0atp-" + _rand(r, URLSAFE, 22)),
+                ("doppler_token", "dp.pt." + _rand(r, ALNUM, 43)),
+                ("pulumi_token", "pul-" + _rand(r, HEX, 40)),
+                (
+                    "terraform_cloud_token",
+                    _rand(r, HEX, 14) + ".atlasv1." + _rand(r, URLSAFE, 67),
+                ),
+                ("langsmith_api_key", f"lsv2_pt_{_rand(r, HEX, 32)}_{_rand(r, HEX, 10)}"),
+                ("sourcegraph_token", "sgp_" + _rand(r, HEX, 40)),
+                (
+                    "dynatrace_token",
+                    f"dt0c01.{_rand(r, UPPER_DIGITS, 24)}.{_rand(r, UPPER_DIGITS, 64)}",
+                ),
+                ("prefect_api_key", "pnu_" + _rand(r, ALNUM, 36)),
+                ("cloudflare_origin_ca_key", f"v1.0-{_rand(r, HEX, 24)}-{_rand(r, HEX, 146)}"),
+                ("heroku_api_key", "HRKU-AA" + _rand(r, URLSAFE, 58)),
+                ("notion_token", "ntn_" + _rand(r, string.digits, 11) + _rand(r, ALNUM, 35)),
+                ("brevo_api_key", f"xkeysib-{_rand(r, HEX, 64)}-{_rand(r, ALNUM, 16)}"),
+            )
+        },
         "aws_secret_access_key": (_rand(r, B64, 40), "aws_secret_access_key = {}"),
         "azure_storage_key": (
             _rand(r, B64, 86) + "==",
