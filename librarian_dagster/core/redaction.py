@@ -491,10 +491,17 @@ _PREFIXED_TOKENS: tuple[tuple[str, str, int, str], ...] = (
     ("notion_token", "ntn", 0, r"ntn_[0-9]{11}[A-Za-z0-9]{35}" + _E),
     ("brevo_api_key", "xkeysib", 0, r"xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}" + _E),
 )
-_PREFIXED: dict[bytes, tuple[tuple[str, int, re.Pattern[bytes]], ...]] = {}
-for _fam, _key, _back, _pat in _PREFIXED_TOKENS:
-    _PREFIXED[_key.encode()] = (*_PREFIXED.get(_key.encode(), ()), (_fam, _back, _rx(_pat)))
-_KEY_MAX = 8
+_KEY_MAX = 8  # letters of the longest key, and one to spare
+
+
+def _prefixed_index() -> dict[bytes, tuple[tuple[str, int, re.Pattern[bytes]], ...]]:
+    index: dict[bytes, tuple[tuple[str, int, re.Pattern[bytes]], ...]] = {}
+    for family, key, back, pattern in _PREFIXED_TOKENS:
+        index[key.encode()] = (*index.get(key.encode(), ()), (family, back, _rx(pattern)))
+    return index
+
+
+_PREFIXED = _prefixed_index()
 
 
 def _prefix_passes() -> tuple[re.Pattern[bytes], ...]:
