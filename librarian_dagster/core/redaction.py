@@ -13,6 +13,7 @@ Standard library only.
 
 import base64
 import bisect
+import functools
 import math
 import re
 from collections import Counter
@@ -494,11 +495,17 @@ _PREFIXED_TOKENS: tuple[tuple[str, str, int, str], ...] = (
 _KEY_MAX = 8  # letters of the longest key, and one to spare
 
 
-def _prefixed_index() -> dict[bytes, tuple[tuple[str, int, re.Pattern[bytes]], ...]]:
-    index: dict[bytes, tuple[tuple[str, int, re.Pattern[bytes]], ...]] = {}
+def _prefixed_index() -> dict[bytes, tuple[tuple[str, int, str], ...]]:
+    index: dict[bytes, tuple[tuple[str, int, str], ...]] = {}
     for family, key, back, pattern in _PREFIXED_TOKENS:
-        index[key.encode()] = (*index.get(key.encode(), ()), (family, back, _rx(pattern)))
+        index[key.encode()] = (*index.get(key.encode(), ()), (family, back, pattern))
     return index
+
+
+@functools.cache
+def _prefixed_pattern(pattern: str) -> re.Pattern[bytes]:
+    # Compiled on first use: a key is rare, and 35 patterns cost ~50 ms at import.
+    return _rx(pattern)
 
 
 _PREFIXED = _prefixed_index()
@@ -544,7 +551,7 @@ def _prefixed_findings(data: bytes) -> _Raw:
                 continue  # not a key, or a longer word ending in one (`mysqlpub-`)
             for family, back, pattern in rules:
                 start = i - back
-                t = pattern.match(data, start) if start >= 0 else None
+                t = _prefixed_pattern(pattern).match(data, start) if start >= 0 else None
                 if t is not None and (start == 0 or data[start - 1] not in _TOKEN_CHARS):
                     out.append((start, t.end(), family, 95))
                     done = t.end()
