@@ -1,5 +1,7 @@
 """The resources every stage uses, all built from one `Settings` (see `build_resources`)."""
 
+import logging
+import time
 from functools import cache
 
 import dagster as dg
@@ -7,7 +9,13 @@ from pydantic import Field
 
 from librarian_dagster.core.digest import Digester, OfflineDigester
 from librarian_dagster.core.embeddings import Embedder, local_embedder
-from librarian_dagster.core.settings import DEFAULT_TELEGRAM_BASE_URL, DEFAULT_UI_URL, Settings
+from librarian_dagster.core.settings import (
+    DEFAULT_GAP_MINUTES,
+    DEFAULT_QUIET_HOURS,
+    DEFAULT_TELEGRAM_BASE_URL,
+    DEFAULT_UI_URL,
+    Settings,
+)
 from librarian_dagster.core.store import Store, open_store
 from librarian_dagster.core.telegram import Notifier
 from librarian_dagster.defs.staging import StagingIOManager
@@ -78,12 +86,23 @@ class NotifierResource(dg.ConfigurableResource):
     ui_url: str = DEFAULT_UI_URL
     """The Dagster UI's address, for links to runs."""
     notify_digests: bool = True
+    gap_minutes: float = DEFAULT_GAP_MINUTES
+    quiet_hours: float = DEFAULT_QUIET_HOURS
 
-    def notifier(self, log: "dg.DagsterLogManager") -> Notifier:
+    def notifier(self, log: logging.Logger | dg.DagsterLogManager) -> Notifier:
         """A notifier for one tick or run, logging through `log` (the tick's or run's log)."""
         return Notifier(
             self.base_url, self.token, self.chat_id, log_info=log.info, log_warning=log.warning
         )
+
+
+class ClockResource(dg.ConfigurableResource):
+    """What time it is for the alert sensors: the system clock, or a fixed instant in tests."""
+
+    frozen_at: float | None = None
+
+    def now(self) -> float:
+        return time.time() if self.frozen_at is None else self.frozen_at
 
 
 TELEGRAM_TOKEN_VAR = "TELEGRAM_BOT_TOKEN"
@@ -114,5 +133,8 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | d
             chat_id=settings.telegram_chat_id,
             ui_url=settings.ui_url,
             notify_digests=settings.notify_digests,
+            gap_minutes=settings.gap_minutes,
+            quiet_hours=settings.quiet_hours,
         ),
+        "clock": ClockResource(),
     }
