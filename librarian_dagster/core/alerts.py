@@ -81,7 +81,7 @@ class GapState:
                 watching_since=float(value["watching_since"]),
                 open={str(k): OpenIncident(**v) for k, v in value["open"].items()},
             )
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             # First tick, or an unreadable cursor: start watching now (an open incident is
             # found again by its condition, and alerted once more at worst).
             return cls(watching_since=now)

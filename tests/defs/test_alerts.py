@@ -203,3 +203,19 @@ def test_a_telegram_outage_loses_no_run_and_the_gap_alert_comes_later(env, teleg
     [alert] = telegram.texts
     assert other in alert and SESSION not in alert
     assert Store(settings.database_url or "").memory_record(SESSION) is not None
+
+
+def test_the_alert_sensors_are_on_by_default_and_the_token_is_bound_by_name(env):
+    settings, _instance, _folder = env
+    defs = build_definitions(settings)
+    for name in ("digest_alerts", "run_failure_alerts", "capture_gap_alerts"):
+        assert defs.resolve_sensor_def(name).default_status == dg.DefaultSensorStatus.RUNNING
+    notifier = (defs.resources or {})["notifier"]
+    # The resource holds the variable's name, so the UI's resource page never shows the token.
+    assert (
+        isinstance(notifier.token, dg.EnvVar)
+        and notifier.token.env_var_name == "TELEGRAM_BOT_TOKEN"
+    )
+    assert TOKEN not in repr(notifier) and notifier.chat_id == CHAT_ID
+    unset = build_resources(Settings.from_env({"LIBRARIAN_HOME": str(settings.home)}))
+    assert unset["notifier"].token is None  # type: ignore[union-attr]
