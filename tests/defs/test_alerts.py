@@ -4,15 +4,22 @@ A failed run gives exactly one alert with its link; a capture gap one alert and,
 session is ingested, one recovery; a new digest one message; a Telegram outage loses no run.
 """
 
+import os
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import dagster as dg
 import pytest
 
+from librarian_dagster.core.dagster_home import prepare_dagster_home
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store import Store
 from librarian_dagster.core.transcripts import session_files_for
 from librarian_dagster.definitions import build_definitions
+from librarian_dagster.defs.alerts import _last_good_tick, _sensor_known
 from librarian_dagster.defs.jobs import INGEST_SESSION
 from librarian_dagster.defs.partitions import SESSIONS
 from librarian_dagster.defs.resources import ClockResource, build_resources
@@ -219,3 +226,31 @@ def test_the_alert_sensors_are_on_by_default_and_the_token_is_bound_by_name(env)
     assert TOKEN not in repr(notifier) and notifier.chat_id == CHAT_ID
     unset = build_resources(Settings.from_env({"LIBRARIAN_HOME": str(settings.home)}))
     assert unset["notifier"].token is None  # type: ignore[union-attr]
+
+
+def test_a_real_daemon_s_mirror_sensor_ticks_are_seen_and_their_silence_alerted(env, telegram):
+    settings, instance, folder = env
+    folder.mkdir(parents=True)
+    daemon = subprocess.Popen(
+        [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-m",
+         "librarian_dagster.definitions"],
+        env={**os.environ, **prepare_dagster_home(settings)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        while (tick := _last_good_tick(instance, "mirror_sensor")) is None:
+            assert daemon.poll() is None, "dagster-daemon exited"
+            assert time.monotonic() < deadline, "the mirror sensor never ticked"
+            time.sleep(1)
+    finally:
+        os.killpg(daemon.pid, signal.SIGTERM)
+        daemon.wait(timeout=60)
+    assert _sensor_known(instance, "mirror_sensor") and abs(time.time() - tick) < 300
+    first = _tick(settings, instance, "capture_gap_alerts", None, tick + 60)
+    assert not any("mirror sensor" in t for t in telegram.texts)
+    _tick(settings, instance, "capture_gap_alerts", first.cursor, tick + 11 * 60)
+    [silent] = [t for t in telegram.texts if "mirror sensor" in t]
+    assert silent.startswith("Librarian capture gap: the mirror sensor has not ticked for 11 min")
