@@ -72,7 +72,11 @@ class Notifier:
         """POST the message; None when accepted, else what went wrong (without the URL)."""
         assert self.token is not None
         url = f"{self.base_url.rstrip('/')}/bot{self.token}/sendMessage"
-        payload = {"chat_id": self.chat_id, "text": text, "disable_web_page_preview": True}
+        payload = {
+            "chat_id": self.chat_id,
+            "text": text,
+            "link_preview_options": {"is_disabled": True},
+        }
         problem = "not tried"
         for attempt in range(ATTEMPTS):
             wait = BACKOFF_SECONDS[min(attempt, len(BACKOFF_SECONDS) - 1)]

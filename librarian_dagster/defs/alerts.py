@@ -131,9 +131,9 @@ def _error(context: dg.RunFailureSensorContext) -> str:
                 error = error.cause
             text = error.message.strip()
             # "dagster._core.definitions.events.Failure: why" -> "Failure: why"
-            qualified = text.split(": ", 1)[0]
-            if "." in qualified and qualified.endswith(error.cls_name or "\0"):
-                text = f"{error.cls_name}: {text.split(': ', 1)[1]}"
+            qualified, colon, why = text.partition(": ")
+            if colon and "." in qualified and qualified.endswith(f".{error.cls_name}"):
+                text = f"{error.cls_name}: {why}"
             return f"{event.step_key}: {text}"
     return context.failure_event.message or "run failed"
 
