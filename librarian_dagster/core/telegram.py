@@ -51,12 +51,17 @@ class Notifier:
         return bool(self.token and self.chat_id)
 
     def send(self, text: str) -> bool:
-        """Deliver `text` (redacted first); True if Telegram accepted it. Never raises."""
+        """Deliver `text` (redacted first); never raises.
+
+        True when it reached its destination: Telegram's chat, or the log when no bot is
+        configured (then the log is where alerts go, and a gap alert is not repeated every tick).
+        False when Telegram is configured but did not take it: the caller may try again later.
+        """
         clean, _findings = redact(text)
         clean = clean[:MAX_CHARS]
         if not self.configured:
             self.log_warning(f"alert (Telegram not configured, log only): {clean}")
-            return False
+            return True
         if self.failed:
             self.log_warning(f"alert not sent (Telegram failed earlier in this tick): {clean}")
             return False

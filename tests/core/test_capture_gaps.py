@@ -149,3 +149,21 @@ def test_messages():
     )
     old = Snapshot(SessionFiles("s", None, (MIRROR / "-q" / "agent-1.jsonl",)), "f", 0)
     assert (project_of(sub), project_of(old)) == ("-p", "-q")
+
+
+def test_without_telegram_a_gap_is_logged_once_not_every_tick():
+    from librarian_dagster.core.telegram import Notifier
+
+    logged: list[str] = []
+    notifier = Notifier("http://127.0.0.1:9", None, None, log_warning=logged.append)
+    gap = Incident(INGEST_GAP, "gap!", "gap over")
+    state = GapState.from_cursor(None, T0)
+    for minute in range(0, 30, 5):
+        state = advance(
+            GapState.from_cursor(state.to_cursor(), 0), [gap], T0 + minute * 60, notifier.send
+        )
+    state = advance(state, [], T0 + HOUR, notifier.send)
+    assert logged == [
+        "alert (Telegram not configured, log only): gap!",
+        "alert (Telegram not configured, log only): gap over",
+    ]
