@@ -163,11 +163,11 @@ def capture_gap_alerts(
     candidates = due_sessions(snapshots, handled, requested, **settings)
     if candidates:
         # Sessions with nothing to remember (or whose run failed: alerted already) have no
-        # memory, but their `transcript` stage ran: handled too. Asked only for the few late.
-        for late in candidates:
-            ran = _transcript_ran(context.instance, late.session_id)
-            if ran is not None:
-                handled[late.session_id] = ran
+        # memory, but their `transcript` stage ran: handled too. Asked in pages, for the late only.
+        for session_id, ran in _transcripts_ran(
+            context.instance, [c.session_id for c in candidates]
+        ).items():
+            handled[session_id] = max(ran, handled.get(session_id, ran))
         wanted = {c.session_id for c in candidates}
         late_snapshots = [s for s in snapshots if s.files.session_id in wanted]
         candidates = due_sessions(late_snapshots, handled, requested, **settings)
@@ -188,11 +188,25 @@ def capture_gap_alerts(
     return dg.SensorResult(cursor=after.to_cursor(), skip_reason=f"open incidents: {summary}")
 
 
-def _transcript_ran(instance: dg.DagsterInstance, session_id: str) -> float | None:
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=TRANSCRIPT, asset_partitions=[session_id]), limit=1
-    ).records
-    return records[0].timestamp if records else None
+def _transcripts_ran(instance: dg.DagsterInstance, session_ids: list[str]) -> dict[str, float]:
+    """Session id -> when its `transcript` stage last ran, in a few queries for any number."""
+    latest: dict[str, float] = {}
+    for start in range(0, len(session_ids), _PAGE):
+        records_filter = dg.AssetRecordsFilter(
+            asset_key=TRANSCRIPT, asset_partitions=session_ids[start : start + _PAGE]
+        )
+        cursor = None
+        while True:
+            result = instance.fetch_materializations(records_filter, limit=1000, cursor=cursor)
+            for record in result.records:
+                if record.partition_key is not None:
+                    latest[record.partition_key] = max(
+                        record.timestamp, latest.get(record.partition_key, 0.0)
+                    )
+            if not result.has_more:
+                break
+            cursor = result.cursor
+    return latest
 
 
 def _sensor_states(instance: dg.DagsterInstance, name: str):
