@@ -93,6 +93,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     # server outlives every child's own start and stop, and stops when `up` exits.
     open_store(settings)
     env = {**os.environ, **prepare_dagster_home(settings)}
+    # Run links in failure alerts point at the UI this `up` serves, unless told otherwise.
+    env.setdefault("LIBRARIAN_UI_URL", f"http://127.0.0.1:{args.ui_port}")
     settings.log_dir.mkdir(parents=True, exist_ok=True)
 
     children: list[tuple[str, subprocess.Popen]] = []

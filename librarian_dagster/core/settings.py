@@ -15,6 +15,10 @@ DEFAULT_SETTLE_SECONDS = 120.0
 DEFAULT_MCP_HOST = "127.0.0.1"
 DEFAULT_MCP_PORT = 3201
 DEFAULT_RECALL_FLOOR = 0.8
+DEFAULT_TELEGRAM_BASE_URL = "https://api.telegram.org"
+DEFAULT_UI_URL = "http://127.0.0.1:3000"
+DEFAULT_GAP_MINUTES = 60.0
+DEFAULT_QUIET_HOURS = 24.0
 
 
 class SettingsError(ValueError):
@@ -45,6 +49,20 @@ class Settings:
     """How much more each point of importance above 3 weighs in ranking (store.Boosts)."""
     mcp_token: str | None = field(default=None, repr=False)
     """A bearer token the recall server's HTTP endpoints demand; kept out of repr (and logs)."""
+    telegram_bot_token: str | None = field(default=None, repr=False)
+    """The Telegram bot alerts are sent through; kept out of repr (and logs). None: log only."""
+    telegram_chat_id: str | None = None
+    """The chat (user, group or channel id) alerts go to; both it and the token are needed."""
+    telegram_base_url: str = DEFAULT_TELEGRAM_BASE_URL
+    """Where the Bot API answers: only tests point it elsewhere (a fake server on 127.0.0.1)."""
+    notify_digests: bool = True
+    """Whether each new digest is announced (project, summary, importance)."""
+    gap_minutes: float = DEFAULT_GAP_MINUTES
+    """A settled session not ingested this long after it was due is a capture gap."""
+    quiet_hours: float = DEFAULT_QUIET_HOURS
+    """A mirror unchanged this long is a capture gap (0: never), and the memory turns stale."""
+    ui_url: str = DEFAULT_UI_URL
+    """The Dagster UI's address, for links to runs in alerts."""
 
     @property
     def pgdata(self) -> Path:
@@ -81,7 +99,18 @@ class Settings:
             recency_boost=_share(env, "LIBRARIAN_RECENCY_BOOST", 0.005),
             importance_boost=_share(env, "LIBRARIAN_IMPORTANCE_BOOST", 0.002),
             mcp_token=env.get("LIBRARIAN_MCP_TOKEN") or None,
+            telegram_bot_token=env.get("TELEGRAM_BOT_TOKEN") or None,
+            telegram_chat_id=env.get("TELEGRAM_CHAT_ID") or None,
+            telegram_base_url=_url(env, "LIBRARIAN_TELEGRAM_BASE_URL", DEFAULT_TELEGRAM_BASE_URL),
+            notify_digests=_flag(env, "LIBRARIAN_NOTIFY_DIGESTS", default=True),
+            gap_minutes=_number(env, "LIBRARIAN_GAP_MINUTES", DEFAULT_GAP_MINUTES),
+            quiet_hours=_number(env, "LIBRARIAN_QUIET_HOURS", DEFAULT_QUIET_HOURS),
+            ui_url=_url(env, "LIBRARIAN_UI_URL", DEFAULT_UI_URL),
         )
+
+    @property
+    def telegram_configured(self) -> bool:
+        return bool(self.telegram_bot_token and self.telegram_chat_id)
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
@@ -104,10 +133,21 @@ def _share(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
-def _flag(env: Mapping[str, str], name: str) -> bool:
+def _flag(env: Mapping[str, str], name: str, default: bool = False) -> bool:
     raw = (env.get(name) or "").strip().lower()
-    if raw in ("", "0", "false", "no", "off"):
+    if raw == "":
+        return default
+    if raw in ("0", "false", "no", "off"):
         return False
     if raw in ("1", "true", "yes", "on"):
         return True
     raise SettingsError(f"{name} must be true or false, got {raw!r}")
+
+
+def _url(env: Mapping[str, str], name: str, default: str) -> str:
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    if not raw.startswith(("http://", "https://")):
+        raise SettingsError(f"{name} must be an http:// or https:// URL, got {raw!r}")
+    return raw.rstrip("/")

@@ -1,13 +1,23 @@
 """The resources every stage uses, all built from one `Settings` (see `build_resources`)."""
 
+import logging
+import time
 from functools import cache
 
 import dagster as dg
+from pydantic import Field
 
 from librarian_dagster.core.digest import Digester, OfflineDigester
 from librarian_dagster.core.embeddings import Embedder, local_embedder
-from librarian_dagster.core.settings import Settings
+from librarian_dagster.core.settings import (
+    DEFAULT_GAP_MINUTES,
+    DEFAULT_QUIET_HOURS,
+    DEFAULT_TELEGRAM_BASE_URL,
+    DEFAULT_UI_URL,
+    Settings,
+)
 from librarian_dagster.core.store import Store, open_store
+from librarian_dagster.core.telegram import Notifier
 from librarian_dagster.defs.staging import StagingIOManager
 
 
@@ -67,6 +77,37 @@ class QualityResource(dg.ConfigurableResource):
     min_relevance: float = 0.0
 
 
+class NotifierResource(dg.ConfigurableResource):
+    """Where alerts go: a Telegram chat when a bot token and a chat id are set, else the log."""
+
+    base_url: str = DEFAULT_TELEGRAM_BASE_URL
+    token: str | None = Field(default=None, repr=False)
+    chat_id: str | None = None
+    ui_url: str = DEFAULT_UI_URL
+    """The Dagster UI's address, for links to runs."""
+    notify_digests: bool = True
+    gap_minutes: float = DEFAULT_GAP_MINUTES
+    quiet_hours: float = DEFAULT_QUIET_HOURS
+
+    def notifier(self, log: logging.Logger | dg.DagsterLogManager) -> Notifier:
+        """A notifier for one tick or run, logging through `log` (the tick's or run's log)."""
+        return Notifier(
+            self.base_url, self.token, self.chat_id, log_info=log.info, log_warning=log.warning
+        )
+
+
+class ClockResource(dg.ConfigurableResource):
+    """What time it is for the alert sensors: the system clock, or a fixed instant in tests."""
+
+    frozen_at: float | None = None
+
+    def now(self) -> float:
+        return time.time() if self.frozen_at is None else self.frozen_at
+
+
+TELEGRAM_TOKEN_VAR = "TELEGRAM_BOT_TOKEN"
+
+
 def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | dg.IOManager]:
     """Every resource of the code location, bound to these settings."""
     return {
@@ -85,4 +126,15 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | d
             recall_floor=settings.recall_floor,
             min_relevance=settings.recall_threshold,
         ),
+        "notifier": NotifierResource(
+            base_url=settings.telegram_base_url,
+            # By name, not value: the UI's resource page then shows the variable, not the token.
+            token=dg.EnvVar(TELEGRAM_TOKEN_VAR) if settings.telegram_bot_token else None,
+            chat_id=settings.telegram_chat_id,
+            ui_url=settings.ui_url,
+            notify_digests=settings.notify_digests,
+            gap_minutes=settings.gap_minutes,
+            quiet_hours=settings.quiet_hours,
+        ),
+        "clock": ClockResource(),
     }
