@@ -44,7 +44,12 @@ class Settings:
     importance_boost: float = 0.002
     """How much more each point of importance above 3 weighs in ranking (store.Boosts)."""
     mcp_token: str | None = field(default=None, repr=False)
-    """A bearer token the recall server's HTTP endpoints demand; kept out of repr (and logs)."""
+    """A bearer token the recall server's HTTP endpoints accept with the default scope, beside
+    the token file's; kept out of repr (and logs)."""
+    mcp_tokens: Path | None = None
+    """The token file (core/tokens.py); None means `home/tokens.json`."""
+    stdio_private: bool = False
+    """Whether the stdio server (local, started by its user) returns the `private` domain."""
 
     @property
     def pgdata(self) -> Path:
@@ -53,6 +58,11 @@ class Settings:
     @property
     def dagster_home(self) -> Path:
         return self.home / "dagster"
+
+    @property
+    def tokens_file(self) -> Path:
+        """The recall server's bearer tokens (hashed, with their scopes)."""
+        return self.mcp_tokens or self.home / "tokens.json"
 
     @property
     def log_dir(self) -> Path:
@@ -81,7 +91,14 @@ class Settings:
             recency_boost=_share(env, "LIBRARIAN_RECENCY_BOOST", 0.005),
             importance_boost=_share(env, "LIBRARIAN_IMPORTANCE_BOOST", 0.002),
             mcp_token=env.get("LIBRARIAN_MCP_TOKEN") or None,
+            mcp_tokens=_path(env, "LIBRARIAN_MCP_TOKENS"),
+            stdio_private=_flag(env, "LIBRARIAN_STDIO_PRIVATE"),
         )
+
+
+def _path(env: Mapping[str, str], name: str) -> Path | None:
+    raw = env.get(name)
+    return Path(raw).expanduser().absolute() if raw else None
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
