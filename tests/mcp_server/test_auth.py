@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import httpx
 import httpx2
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from librarian_dagster.core import tokens
@@ -254,3 +254,19 @@ def test_on_loopback_without_tokens_it_runs_open_and_says_so(tmp_path, store):
 def test_with_tokens_it_says_they_are_required(tmp_path, store):
     with _started(_env(tmp_path, store, LIBRARIAN_MCP_TOKEN=SHARED), free_port()) as said:
         assert "bearer tokens required" in said
+
+
+@pytest.mark.parametrize(("setting", "seen"), [("", {WORK}), ("true", {WORK, PRIVATE})])
+def test_stdio_serves_private_only_if_LIBRARIAN_STDIO_PRIVATE(tmp_path, store, setting, seen):
+    _remember(store)
+    env = _env(tmp_path, store, LIBRARIAN_STDIO_PRIVATE=setting)
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "mcp_server", "--transport", "stdio"], env=env
+    )
+
+    async def go():
+        async with Client(params) as client:
+            return await client.call_tool("list_sessions", {})
+
+    listed = asyncio.run(go()).structured_content["sessions"]
+    assert {s["session_id"] for s in listed} == seen
