@@ -22,7 +22,7 @@ from mcp.server.auth.provider import TokenVerifier
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
@@ -64,11 +64,23 @@ DomainFilter = Annotated[Domain | None, Field(description="Only sessions of this
 SinceFilter = Annotated[
     datetime | None, Field(description="Only sessions that ended at or after this ISO time.")
 ]
+
+
+def _no_nul(value: str) -> str:
+    # PostgreSQL text cannot hold NUL: said here, rather than as a database error at the end.
+    if "\x00" in value:
+        raise ValueError("must not contain NUL bytes")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_no_nul)]
+"""Every text parameter: a string PostgreSQL can take as it is (always as a bound parameter)."""
+
 ProjectFilter = Annotated[
-    str | None,
+    Text | None,
     Field(max_length=200, description="Only this project (the last folder name of its cwd)."),
 ]
-Tag = Annotated[str, Field(max_length=200)]
+Tag = Annotated[Text, Field(max_length=200)]
 # The longest next_cursor is a timestamp and a session id, base64'd: well under this.
 _MAX_CURSOR = 1000
 _MAX_SESSION_ID = 200
@@ -105,7 +117,7 @@ def build_server(
 
     @server.tool()
     def search_chunks(
-        query: Annotated[str, Field(min_length=1, max_length=2000, description="What to recall.")],
+        query: Annotated[Text, Field(min_length=1, max_length=2000, description="What to recall.")],
         project: ProjectFilter = None,
         domain: DomainFilter = None,
         tags: Annotated[
@@ -117,7 +129,7 @@ def build_server(
             Field(max_length=50, description="Only sessions carrying one of these tags."),
         ] = None,
         git_branch: Annotated[
-            str | None, Field(max_length=200, description="Only this git branch.")
+            Text | None, Field(max_length=200, description="Only this git branch.")
         ] = None,
         since: SinceFilter = None,
         until: Annotated[
@@ -148,7 +160,7 @@ def build_server(
     @server.tool()
     def get_digest(
         session_id: Annotated[
-            str,
+            Text,
             Field(
                 min_length=1, max_length=_MAX_SESSION_ID, description="A session id from a result."
             ),
@@ -168,7 +180,7 @@ def build_server(
         since: SinceFilter = None,
         limit: Annotated[int, Field(ge=1, le=100, description="Sessions per page.")] = 20,
         cursor: Annotated[
-            str | None,
+            Text | None,
             Field(max_length=_MAX_CURSOR, description="`next_cursor` of the previous page."),
         ] = None,
     ) -> SessionList:
@@ -197,7 +209,7 @@ class RecallRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    query: str = Field(min_length=1, max_length=2000, description="What to recall.")
+    query: Text = Field(min_length=1, max_length=2000, description="What to recall.")
     limit: int = Field(default=3, ge=1, le=RECALL_MAX_LIMIT, description="How many chunks.")
 
 

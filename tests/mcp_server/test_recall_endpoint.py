@@ -81,6 +81,7 @@ def test_an_empty_memory_answers_nothing_relevant_with_a_note(store):
         ({"query": "lock", "limit": 11}, "limit"),
         ({"query": "lock", "limit": "3"}, "limit"),
         ({"query": 42}, "query"),
+        ({"query": "lock\x00"}, "NUL"),
         ({"query": "lock", "project": "alpha"}, "project"),
         (["lock"], "body"),
     ],
