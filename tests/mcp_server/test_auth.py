@@ -270,3 +270,46 @@ def test_stdio_serves_private_only_if_LIBRARIAN_STDIO_PRIVATE(tmp_path, store, s
 
     listed = asyncio.run(go()).structured_content["sessions"]
     assert {s["session_id"] for s in listed} == seen
+
+
+# -- the verifier on its own -----------------------------------------------------------------------
+
+
+def _verify(verifier, token: str):
+    return asyncio.run(verifier.verify_token(token))
+
+
+def test_no_token_configured_means_no_verifier(tmp_path):
+    from librarian_dagster.core.settings import Settings
+    from mcp_server.auth import verifier_for
+
+    home = {"LIBRARIAN_HOME": str(tmp_path / "home")}
+    assert verifier_for(Settings.from_env(home)) is None
+    assert verifier_for(Settings.from_env(home | {"LIBRARIAN_MCP_TOKEN": SHARED})) is not None
+    tokens.add(tmp_path / "home" / "tokens.json", "x")
+    assert verifier_for(Settings.from_env(home)) is not None
+
+
+def test_the_shared_token_has_the_default_scope_unless_it_is_a_file_token(tmp_path):
+    path = tmp_path / "tokens.json"
+    owner, _ = tokens.add(path, "owner", tokens.PRIVATE)
+    shared = _verify(TokenFileVerifier(path, shared_token=SHARED), SHARED)
+    assert shared is not None and shared.scopes == [tokens.READ]
+    assert shared.client_id == "LIBRARIAN_MCP_TOKEN" and shared.token != SHARED
+    # LIBRARIAN_MCP_TOKEN set to a token of the file: the file's scopes apply.
+    same = _verify(TokenFileVerifier(path, shared_token=owner), owner)
+    assert same is not None and same.scopes == [tokens.READ, tokens.PRIVATE]
+    assert owner not in same.model_dump_json()
+    assert _verify(TokenFileVerifier(path, shared_token=SHARED), SHARED[:-1]) is None
+    assert _verify(TokenFileVerifier(path, shared_token=SHARED), "") is None
+
+
+def test_a_token_file_broken_while_serving_refuses_its_tokens(tmp_path, caplog):
+    path = tmp_path / "tokens.json"
+    reader, _ = tokens.add(path, "reader")
+    verifier = TokenFileVerifier(path, shared_token=SHARED)
+    assert _verify(verifier, reader) is not None
+    path.write_text("{ half written", encoding="utf-8")
+    assert _verify(verifier, reader) is None
+    assert _verify(verifier, SHARED) is not None
+    assert "refusing the token file's tokens" in caplog.text and reader not in caplog.text
