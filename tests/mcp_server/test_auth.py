@@ -313,3 +313,22 @@ def test_a_token_file_broken_while_serving_refuses_its_tokens(tmp_path, caplog):
     assert _verify(verifier, reader) is None
     assert _verify(verifier, SHARED) is not None
     assert "refusing the token file's tokens" in caplog.text and reader not in caplog.text
+
+
+def test_legacy_sse_applies_the_same_scopes(world):
+    from mcp import ClientSession
+    from mcp.client.sse import sse_client
+
+    def listed(caller: str) -> set[str]:
+        async def go():
+            async with (
+                sse_client(world["url"] + "/sse", headers=_headers(world, caller)) as (r, w),
+                ClientSession(r, w) as session,
+            ):
+                await session.initialize()
+                return await session.call_tool("list_sessions", {})
+
+        return {s["session_id"] for s in asyncio.run(go()).structured_content["sessions"]}
+
+    assert listed("reader") == {WORK}
+    assert listed("owner") == {WORK, PRIVATE}
