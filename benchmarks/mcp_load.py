@@ -1,6 +1,6 @@
 """Load: 50 concurrent MCP clients making 20 queries each over HTTP, with bearer tokens.
 
-The store is small and real: the first `--sessions` dev-corpus sessions parsed, redacted,
+The store is small and real: the `--sessions` smallest dev-corpus sessions parsed, redacted,
 digested by the offline digester, chunked into both layers and embedded with the real local
 model, written through `Store.replace_memory`. The server is the real one
 (`python -m mcp_server`, uvicorn) with a token file, so every request also passes the SDK's
@@ -52,10 +52,16 @@ NEGATIVES = GOLDEN.with_name("negatives-dev.jsonl")
 
 
 def fill(store: Store, sessions: int) -> tuple[int, int]:
-    """The first `sessions` rememberable dev-corpus sessions, ingested as the assets would."""
+    """The `sessions` smallest rememberable dev-corpus sessions, ingested as the assets would."""
     embedder, digester = local_embedder(), OfflineDigester()
     done = chunks = 0
-    for files in sorted(session_files_for([unpack_corpus()]), key=lambda f: f.session_id):
+    # Smallest first: a small store, made in seconds (the largest sessions hold thousands of
+    # exchange windows to embed).
+    by_size = sorted(
+        session_files_for([unpack_corpus()]),
+        key=lambda f: sum(p.stat().st_size for p in f.paths),
+    )
+    for files in by_size:
         if done >= sessions:
             break
         session = parse_session(files)
