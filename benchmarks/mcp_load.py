@@ -17,11 +17,16 @@ call as the client sees it (p50, p95, max) and the throughput.
 Everything is on loopback and in a temporary folder, removed at the end.
 """
 
+import os
+
+# Before numpy: OpenBLAS's threads spin while they wait, which on a busy machine makes embedding
+# one text at a time many times slower (the server sets the same, mcp_server/__init__.py).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import argparse
 import asyncio
 import json
 import math
-import os
 import shutil
 import signal
 import statistics
@@ -94,7 +99,11 @@ async def one_client(url: str, token: str, questions: list[str], start: asyncio.
     await start.wait()
     try:
         async with (
-            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
+            # The SDK's own client timeouts (30 s, and 300 s to read), not httpx2's 5 s default.
+            httpx2.AsyncClient(
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=httpx2.Timeout(30, read=300),
+            ) as http,
             Client(streamable_http_client(url + "/mcp", http_client=http)) as client,
         ):
             for q in questions:
@@ -102,15 +111,22 @@ async def one_client(url: str, token: str, questions: list[str], start: asyncio.
                 try:
                     result = await client.call_tool("search_chunks", {"query": q, "limit": 5})
                 except Exception as exc:  # counted and shown, never hidden
-                    errors.append(type(exc).__name__)
+                    errors.append(_leaf(exc))
                     continue
                 times.append((time.perf_counter() - began) * 1000)
                 if result.is_error:
                     errors.append("tool error: " + str(result.content[0])[:80])
     except BaseException as exc:  # the session itself failed: each question not answered counts
         missing = len(questions) - len(times) - len(errors)
-        errors.extend([f"session: {type(exc).__name__}"] * max(missing, 1))
+        errors.extend([f"session: {_leaf(exc)}"] * max(missing, 1))
     return {"times": times, "errors": errors}
+
+
+def _leaf(exc: BaseException) -> str:
+    """The innermost cause's class and message: what an ExceptionGroup wraps."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {str(exc)[:80]}"
 
 
 async def load(url: str, held: list[str], questions: list[str], clients: int, each: int) -> dict:

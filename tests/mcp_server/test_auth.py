@@ -66,7 +66,8 @@ def _ask_every_tool(url: str, headers: dict[str, str]) -> dict:
 
     async def go():
         async with (
-            httpx2.AsyncClient(headers=headers) as http,
+            # The SDK's own client timeouts, not httpx2's 5 s default: a busy machine is slow.
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
             Client(streamable_http_client(url + "/mcp", http_client=http)) as client,
         ):
             found = await client.call_tool("search_chunks", {"query": "lock", "limit": 10})
