@@ -48,7 +48,12 @@ class Settings:
     importance_boost: float = 0.002
     """How much more each point of importance above 3 weighs in ranking (store.Boosts)."""
     mcp_token: str | None = field(default=None, repr=False)
-    """A bearer token the recall server's HTTP endpoints demand; kept out of repr (and logs)."""
+    """A bearer token the recall server's HTTP endpoints accept with the default scope, beside
+    the token file's; kept out of repr (and logs)."""
+    mcp_tokens: Path | None = None
+    """The token file (core/tokens.py); None means `home/tokens.json`."""
+    stdio_private: bool = False
+    """Whether the stdio server (local, started by its user) returns the `private` domain."""
     telegram_bot_token: str | None = field(default=None, repr=False)
     """The Telegram bot alerts are sent through; kept out of repr (and logs). None: log only."""
     telegram_chat_id: str | None = None
@@ -71,6 +76,11 @@ class Settings:
     @property
     def dagster_home(self) -> Path:
         return self.home / "dagster"
+
+    @property
+    def tokens_file(self) -> Path:
+        """The recall server's bearer tokens (hashed, with their scopes)."""
+        return self.mcp_tokens or self.home / "tokens.json"
 
     @property
     def log_dir(self) -> Path:
@@ -106,11 +116,18 @@ class Settings:
             gap_minutes=_number(env, "LIBRARIAN_GAP_MINUTES", DEFAULT_GAP_MINUTES),
             quiet_hours=_number(env, "LIBRARIAN_QUIET_HOURS", DEFAULT_QUIET_HOURS),
             ui_url=_url(env, "LIBRARIAN_UI_URL", DEFAULT_UI_URL),
+            mcp_tokens=_path(env, "LIBRARIAN_MCP_TOKENS"),
+            stdio_private=_flag(env, "LIBRARIAN_STDIO_PRIVATE"),
         )
 
     @property
     def telegram_configured(self) -> bool:
         return bool(self.telegram_bot_token and self.telegram_chat_id)
+
+
+def _path(env: Mapping[str, str], name: str) -> Path | None:
+    raw = env.get(name)
+    return Path(raw).expanduser().absolute() if raw else None
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:

@@ -238,6 +238,12 @@ class SearchFilters:
     git_branch: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+    include_private: bool = False
+    """Whether sessions of the `private` domain may be returned: only when the caller may read
+    them (a token with the `private` scope, `--include-private`); see SECURITY.md."""
+
+
+PRIVATE_DOMAIN: Domain = "private"
 
 
 @dataclass(frozen=True)
@@ -661,12 +667,13 @@ class Store:
             lists.append([(r["id"], r["session_id"]) for r in rows])
         return lists
 
-    def get_memory(self, session_id: str) -> SessionDigest | None:
-        query = sql.SQL("SELECT {fields} FROM memories m WHERE m.session_id = %s").format(
-            fields=_select_fields(SessionDigest)
-        )
+    def get_memory(self, session_id: str, include_private: bool = False) -> SessionDigest | None:
+        """One session's digest; a private one is None unless `include_private`, as if absent."""
+        query = sql.SQL(
+            "SELECT {fields} FROM memories m WHERE m.session_id = %s AND (%s OR m.domain <> %s)"
+        ).format(fields=_select_fields(SessionDigest))
         with self.connect() as conn, conn.cursor(row_factory=class_row(SessionDigest)) as cur:
-            return cur.execute(query, (session_id,)).fetchone()
+            return cur.execute(query, (session_id, include_private, PRIVATE_DOMAIN)).fetchone()
 
     def list_sessions(
         self,
@@ -857,6 +864,9 @@ def _filter_sql(filters: SearchFilters) -> tuple[str, dict[str, Any]]:
     if filters.until:
         clauses.append("COALESCE(m.started_at, m.ended_at, m.ingested_at) <= %(until)s")
         params["until"] = filters.until
+    if not filters.include_private:
+        clauses.append("m.domain <> %(private_domain)s")
+        params["private_domain"] = PRIVATE_DOMAIN
     return "".join(" AND " + c for c in clauses), params
 
 
