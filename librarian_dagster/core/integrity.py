@@ -73,17 +73,20 @@ def session_integrity(store: Store, session_id: str) -> SessionIntegrity:
         ).fetchall()
         indexes = conn.execute(
             "SELECT indexname FROM pg_indexes WHERE tablename = 'indexed_chunks'"
-            " AND indexname LIKE 'indexed\\_chunks\\_embedding\\_%%\\_hnsw'"
+            " AND indexname LIKE 'indexed\\_chunks\\_%%\\_hnsw'"
         ).fetchall()
         orphans = conn.execute(
             "SELECT COUNT(*) AS n FROM indexed_chunks c"
             " WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE m.session_id = c.session_id)"
         ).fetchone()
-    indexed = set()
+    # A dimension is indexed when both its layers are (store migration 4:
+    # indexed_chunks_<dim>_exchange_hnsw and indexed_chunks_<dim>_bullets_hnsw).
+    layers: dict[int, set[str]] = {}
     for row in indexes:
-        middle = row["indexname"].removeprefix("indexed_chunks_embedding_").removesuffix("_hnsw")
-        if middle.isdigit():
-            indexed.add(int(middle))
+        dim, _, layer = row["indexname"].removeprefix("indexed_chunks_").partition("_")
+        if dim.isdigit():
+            layers.setdefault(int(dim), set()).add(layer)
+    indexed = {d for d, found in layers.items() if {"exchange_hnsw", "bullets_hnsw"} <= found}
     return SessionIntegrity(
         memories=memories["n"] if memories else 0,
         chunks_by_section={r["section"]: r["n"] for r in sections},
