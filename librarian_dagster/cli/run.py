@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import librarian_dagster
+from librarian_dagster.core.commandline import port
 from librarian_dagster.core.settings import Settings
 
 DEFAULT_UI_PORT = 3000
@@ -20,8 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up = subparsers.add_parser(
         "up", help="start the database, Dagster (UI, sensor) and the MCP server"
     )
-    up.add_argument("--ui-port", type=int, default=DEFAULT_UI_PORT)
-    up.add_argument("--mcp-port", type=int, default=None, help="default: LIBRARIAN_MCP_PORT/3201")
+    up.add_argument("--ui-port", type=port, default=DEFAULT_UI_PORT)
+    up.add_argument("--mcp-port", type=port, default=None, help="default: LIBRARIAN_MCP_PORT/3201")
     up.add_argument("--no-mcp", action="store_true", help="do not start the MCP server")
     up.set_defaults(handler=cmd_up)
 
@@ -37,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     mcp = subparsers.add_parser("mcp", help="serve search_chunks/get_digest/list_sessions")
     mcp.add_argument("--transport", choices=("http", "stdio"), default="http")
     mcp.add_argument("--host", default=None, help="default: LIBRARIAN_MCP_HOST or 127.0.0.1")
-    mcp.add_argument("--port", type=int, default=None, help="default: LIBRARIAN_MCP_PORT or 3201")
+    mcp.add_argument("--port", type=port, default=None, help="default: LIBRARIAN_MCP_PORT or 3201")
     mcp.set_defaults(handler=cmd_mcp)
 
 
