@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM where a command turns it into one (ingest)
+        print(f"librarian {args.command}: interrupted", file=sys.stderr)
         return 130
     except user_errors() as exc:  # evaluated when something is raised: see user_errors()
         return report(f"librarian {args.command}", exc)
