@@ -67,6 +67,10 @@ def _ingest_one(
         tags={"librarian/trigger": "cli-ingest"},
     )
     seconds = time.perf_counter() - started
+    if not result.success and _interrupted(result):
+        # Dagster turns SIGTERM or Ctrl-C during a run into this run's failure; the user asked
+        # the whole ingest to stop, not to skip to the next session.
+        raise KeyboardInterrupt
     if not result.success:
         return IngestOutcome(session_id, "failed", _failure(result), 0, seconds)
     stored = result.asset_materializations_for_node("memory")
@@ -85,6 +89,16 @@ def _ingest_one(
     if reason:
         return IngestOutcome(session_id, "skipped", str(reason), 0, seconds)
     return IngestOutcome(session_id, "failed", "not stored: a blocking check failed", 0, seconds)
+
+
+def _interrupted(result: dg.ExecuteInProcessResult) -> bool:
+    for event in result.all_events:
+        error = event.step_failure_data.error if event.is_step_failure else None
+        if error is not None and error.cls_name == "DagsterExecutionInterruptedError":
+            return True
+        if event.is_run_failure and "interrupted" in (event.message or ""):
+            return True
+    return False
 
 
 def _failure(result: dg.ExecuteInProcessResult) -> str:

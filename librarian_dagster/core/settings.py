@@ -4,6 +4,7 @@ Everything else takes a `Settings` (or the values in it) as an argument: nothing
 reads `os.environ` for its own configuration.
 """
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -103,7 +104,7 @@ class Settings:
             settle_seconds=_number(env, "LIBRARIAN_SETTLE_SECONDS", DEFAULT_SETTLE_SECONDS),
             include_thinking=_flag(env, "LIBRARIAN_INCLUDE_THINKING"),
             mcp_host=env.get("LIBRARIAN_MCP_HOST") or DEFAULT_MCP_HOST,
-            mcp_port=int(_number(env, "LIBRARIAN_MCP_PORT", DEFAULT_MCP_PORT)),
+            mcp_port=_port(env, "LIBRARIAN_MCP_PORT", DEFAULT_MCP_PORT),
             recall_threshold=_share(env, "LIBRARIAN_RECALL_THRESHOLD", DEFAULT_THRESHOLD),
             recall_floor=_share(env, "LIBRARIAN_RECALL_FLOOR", DEFAULT_RECALL_FLOOR),
             recency_boost=_share(env, "LIBRARIAN_RECENCY_BOOST", 0.005),
@@ -138,9 +139,25 @@ def _number(env: Mapping[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise SettingsError(f"{name} must be a number, got {raw!r}") from None
+    if not math.isfinite(value):  # float() takes "nan" and "inf", which no setting can mean
+        raise SettingsError(f"{name} must be a finite number, got {raw!r}")
     if value < 0:
         raise SettingsError(f"{name} must not be negative, got {raw!r}")
     return value
+
+
+def check_port(value: int, name: str) -> int:
+    """A TCP port a server can listen on; `name` says where the value came from."""
+    if not 1 <= value <= 65535:
+        raise SettingsError(f"{name} must be a port from 1 to 65535, got {value}")
+    return value
+
+
+def _port(env: Mapping[str, str], name: str, default: int) -> int:
+    value = _number(env, name, default)
+    if value != int(value):
+        raise SettingsError(f"{name} must be a whole number, got {env[name]!r}")
+    return check_port(int(value), name)
 
 
 def _share(env: Mapping[str, str], name: str, default: float) -> float:

@@ -30,13 +30,14 @@ from typing import Any, Literal, LiteralString, TypeVar, cast
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, class_row, dict_row
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel
 
 from librarian_dagster.core.chunking import EXCHANGE
-from librarian_dagster.core.database import database_url
+from librarian_dagster.core.database import database_url, unreachable
 from librarian_dagster.core.digest import Domain
 from librarian_dagster.core.lexical import LexicalIndex
 from librarian_dagster.core.models import (
@@ -353,7 +354,12 @@ class Store:
 
     def migrate(self) -> int:
         """Bring the schema to the newest version; safe to call from every process. Returns it."""
-        with psycopg.connect(self.url, autocommit=True) as conn:
+        # The first connection of a process: an address that drops packets must fail in seconds,
+        # not after the system's TCP timeout (libpq waits forever unless told).
+        first = self.url
+        if "connect_timeout" not in conninfo_to_dict(first):
+            first = make_conninfo(first, connect_timeout=10)
+        with psycopg.connect(first, autocommit=True) as conn:
             try:
                 conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             except psycopg.Error as exc:
@@ -813,7 +819,10 @@ def _count_chunks(conn: psycopg.Connection[Any], session_id: str, sign: int) -> 
 def open_store(settings: Settings) -> Store:
     """The store the settings point at (embedded server started if needed), schema up to date."""
     store = Store(database_url(settings))
-    store.migrate()
+    try:
+        store.migrate()
+    except psycopg.OperationalError as exc:
+        raise unreachable(settings, exc) from None
     return store
 
 

@@ -1,4 +1,4 @@
-"""Leak-check tests: the shared secrets eval and hand-picked look-alikes."""
+"""Leak-check tests: the secrets dev set (tests/fixtures/eval) and hand-picked look-alikes."""
 
 import base64
 import json
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from librarian_dagster.core.redaction import find_secrets, redact, redact_many
 
-SECRETS_DEV = Path(__file__).resolve().parents[2].parent / "shared" / "eval" / "secrets-dev.jsonl"
+SECRETS_DEV = Path(__file__).resolve().parents[1] / "fixtures" / "eval" / "secrets-dev.jsonl"
 
 
 def _cases() -> list[dict]:
