@@ -119,10 +119,6 @@ class LexicalIndex:
         self._models = Names()
 
     @property
-    def generation(self) -> int | None:
-        return self._generation
-
-    @property
     def segments(self) -> int:
         return len(self._segments)
 
