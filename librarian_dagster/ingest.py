@@ -89,7 +89,11 @@ def _ingest_one(
 
 def _failure(result: dg.ExecuteInProcessResult) -> str:
     for event in result.all_events:
-        if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
-            message = event.step_failure_data.error.message.strip().splitlines()
+        data = event.step_failure_data if event.is_step_failure else None
+        # A dg.Failure's own description says why, even after retries ("Exceeded max_retries").
+        if data and data.user_failure_data and data.user_failure_data.description:
+            return f"{event.step_key}: {data.user_failure_data.description}"
+        if data and data.error:
+            message = data.error.message.strip().splitlines()
             return f"{event.step_key}: {message[-1] if message else 'failed'}"
     return "run failed"

@@ -24,9 +24,15 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from librarian_dagster.core.digest import Domain
-from librarian_dagster.core.embeddings import Embedder, local_embedder
+from librarian_dagster.core.embeddings import Embedder
 from librarian_dagster.core.models import SearchResult, SessionDigest, SessionList
-from librarian_dagster.core.recall import MAX_RESULTS, boosts_for, recall
+from librarian_dagster.core.providers import configured_embedder
+from librarian_dagster.core.recall import (
+    MAX_RESULTS,
+    EmbeddingSpaceMismatch,
+    boosts_for,
+    recall,
+)
 from librarian_dagster.core.relevance import DEFAULT_THRESHOLD
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store import (
@@ -96,9 +102,12 @@ def build_server(
             since=since,
             until=until,
         )
-        return recall(
-            store, embedder, query, filters, limit, min_relevance=min_relevance, boosts=boosts
-        )
+        try:
+            return recall(
+                store, embedder, query, filters, limit, min_relevance=min_relevance, boosts=boosts
+            )
+        except EmbeddingSpaceMismatch as exc:
+            raise ToolError(str(exc)) from None
 
     @server.tool()
     def get_digest(
@@ -238,7 +247,10 @@ def serve(
 ) -> None:
     """Serve the memory the settings point at until stopped; host/port default to the settings."""
     server = build_server(
-        open_store(settings), local_embedder(), settings.recall_threshold, boosts_for(settings)
+        open_store(settings),
+        configured_embedder(settings),
+        settings.recall_threshold,
+        boosts_for(settings),
     )
     if transport == "stdio":
         server.run("stdio")

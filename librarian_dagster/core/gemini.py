@@ -70,6 +70,11 @@ class ProviderError(RuntimeError):
     """A call to the model service failed; the message says why (never what was sent)."""
 
     transient = False
+    # What the failed attempt had already spent (a digest's earlier calls, a repair): set by the
+    # digester, so the spend is counted even when the digest fails.
+    input_tokens = 0
+    output_tokens = 0
+    calls = 0
 
 
 class ProviderUnavailable(ProviderError):

@@ -102,6 +102,14 @@ class GeminiDigester:
 
     def digest(self, session: Session, known_tags: Sequence[str] = ()) -> DigestResult:
         usage = _Usage()
+        try:
+            return self._digest(session, known_tags, usage)
+        except ProviderError as exc:
+            exc.input_tokens, exc.output_tokens = usage.input_tokens, usage.output_tokens
+            exc.calls = usage.calls
+            raise
+
+    def _digest(self, session: Session, known_tags: Sequence[str], usage: _Usage) -> DigestResult:
         segments = digest_input(session, self.input_token_budget * CHARS_PER_TOKEN)
         if len(segments) == 1:
             digest = self._ask(digest_request(segments[0], known_tags), usage)
