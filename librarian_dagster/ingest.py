@@ -26,7 +26,7 @@ from librarian_dagster.defs.partitions import SESSIONS
 @dataclass(frozen=True)
 class IngestOutcome:
     session_id: str
-    status: Literal["ingested", "skipped", "failed"]
+    status: Literal["ingested", "skipped", "deferred", "failed"]
     detail: str
     chunks: int
     seconds: float
@@ -80,6 +80,10 @@ def _ingest_one(
             chunks if isinstance(chunks, int) else 0,
             seconds,
         )
+    for seen in result.asset_observations_for_node("session_digest"):
+        deferred = seen.metadata.get("deferred")
+        if deferred is not None:
+            return IngestOutcome(session_id, "deferred", str(deferred.value), 0, seconds)
     [parsed] = result.asset_materializations_for_node("transcript")
     reason = parsed.metadata["skip_reason"].value
     if reason:

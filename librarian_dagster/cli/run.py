@@ -56,7 +56,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     for o in outcomes:
         extra = f" ({o.chunks} chunks)" if o.status == "ingested" else ""
         print(f"{o.status:8} {o.session_id}{extra} {o.seconds:.1f}s  {o.detail}")
-    counts = {s: sum(o.status == s for o in outcomes) for s in ("ingested", "skipped", "failed")}
+    counts = {
+        s: sum(o.status == s for o in outcomes)
+        for s in ("ingested", "skipped", "deferred", "failed")
+    }
     print(", ".join(f"{n} {s}" for s, n in counts.items()))
     return 1 if counts["failed"] else 0
 

@@ -139,6 +139,11 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             calls         integer NOT NULL DEFAULT 0,
             PRIMARY KEY (day, model)
         );
+        -- Sessions whose digest waits for the next day's token budget; the sensor asks again.
+        CREATE TABLE deferred_digests (
+            session_id  text PRIMARY KEY,
+            deferred_on date NOT NULL
+        );
         """,
     ),
 )
@@ -686,6 +691,29 @@ class Store:
                 """,
                 (model, input_tokens, output_tokens, calls),
             )
+
+    def defer_digest(self, session_id: str) -> None:
+        """Remember that this session's digest waits for tomorrow's (UTC) token budget."""
+        with self.connect() as conn, conn.transaction():
+            conn.execute(
+                "INSERT INTO deferred_digests (session_id, deferred_on)"
+                " VALUES (%s, (now() AT TIME ZONE 'UTC')::date)"
+                " ON CONFLICT (session_id) DO UPDATE SET deferred_on = EXCLUDED.deferred_on",
+                (session_id,),
+            )
+
+    def clear_deferral(self, session_id: str) -> None:
+        with self.connect() as conn, conn.transaction():
+            conn.execute("DELETE FROM deferred_digests WHERE session_id = %s", (session_id,))
+
+    def due_deferrals(self) -> list[str]:
+        """Sessions deferred on an earlier day (UTC): their digest may be tried again now."""
+        with self.connect() as conn:
+            rows = conn.execute(
+                "SELECT session_id FROM deferred_digests"
+                " WHERE deferred_on < (now() AT TIME ZONE 'UTC')::date ORDER BY session_id"
+            ).fetchall()
+        return [r["session_id"] for r in rows]
 
     def tokens_spent_today(self) -> int:
         """Tokens (in + out) spent today (UTC) on every model."""

@@ -199,3 +199,36 @@ def test_the_digest_asset_is_bounded():
     assert session_digest.op.pool == "llm"
     policy = session_digest.op.retry_policy
     assert policy is not None and policy.max_retries == 2 and policy.delay == 10
+
+
+def test_a_spent_daily_budget_defers_the_digest_to_the_next_day(
+    tmp_path, database_url, fake, monkeypatch
+):
+    first, second = SESSION, "77777777-7777-7777-7777-777777777777"
+    folder = tmp_path / "mirror" / "-work-app"
+    write_transcript(folder, first, PROMPT, REPLY)
+    write_transcript(folder, second, "How do I rotate the nginx logs?", "Use logrotate.")
+    # One digest from the fake costs 1,500 tokens: the first spends the budget.
+    settings = _settings(
+        tmp_path, database_url, fake, monkeypatch, LIBRARIAN_DAILY_TOKEN_BUDGET="1000"
+    )
+    instance = open_instance(settings)
+    outcomes = ingest_sessions(session_files_for([folder]), settings, instance)
+    by_id = {o.session_id: o for o in outcomes}
+    assert by_id[first].status == "ingested"
+    assert by_id[second].status == "deferred"
+    assert "daily token budget is spent (1,500 of 1,000" in by_id[second].detail
+    assert len(fake.calls("generateContent")) == 1  # nothing spent on the deferred one
+    store = Store(database_url)
+    assert store.get_memory(second) is None
+    assert store.due_deferrals() == []  # due tomorrow, not today
+
+    # Tomorrow: the deferral is due, and today's spend is yesterday's.
+    with store.connect() as conn:
+        conn.execute("UPDATE deferred_digests SET deferred_on = deferred_on - 1")
+        conn.execute("UPDATE llm_usage SET day = day - 1")
+    assert store.due_deferrals() == [second]
+    [again] = ingest_sessions(session_files_for([folder / f"{second}.jsonl"]), settings, instance)
+    assert again.status == "ingested", again.detail
+    assert store.due_deferrals() == [] and store.get_memory(second) is not None
+    instance.dispose()

@@ -1,3 +1,6 @@
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
 import dagster as dg
 
 from librarian_dagster.core.digest import SECTIONS, DigestRecord, content_hash
@@ -28,16 +31,21 @@ KNOWN_TAGS = 30
     # `concurrency: pools: default_limit`, or the UI) caps parallel calls.
     pool="llm",
     retry_policy=DIGEST_RETRY,
+    # Nothing is handed on when the daily token budget is spent: the digest waits a day.
+    output_required=False,
 )
 def session_digest(
     context: dg.AssetExecutionContext,
     redacted_session: Session,
     digester: DigesterResource,
     store: StoreResource,
-) -> dg.Output[DigestRecord]:
+) -> Iterator[dg.Output[DigestRecord]]:
     """What the session was about: worked on / problem / solution / open, tags, domain, summary.
 
     Keyed by (redacted content hash, prompt version, model): an unchanged session costs no call.
+    Once the day's token budget (LIBRARIAN_DAILY_TOKEN_BUDGET) is spent, a digest that would
+    call a model waits for the next day (UTC) instead: nothing is handed on, nothing is spent,
+    and the mirror sensor asks again then.
     """
     fingerprint = content_hash(redacted_session)
     writer = digester.get()
@@ -54,6 +62,24 @@ def session_digest(
         record = stored.digest_record()
         reused = True
     else:
+        budget = digester.daily_token_budget if digester.provider != "offline" else None
+        spent = db.tokens_spent_today() if budget else 0
+        if budget and spent >= budget:
+            db.defer_digest(context.partition_key)
+            message = (
+                f"deferred to tomorrow (UTC): the daily token budget is spent ({spent:,} of "
+                f"{budget:,} tokens on {datetime.now(UTC).date().isoformat()}, "
+                "LIBRARIAN_DAILY_TOKEN_BUDGET); the mirror sensor digests it then"
+            )
+            context.log.warning(f"session {context.partition_key}: {message}")
+            context.log_event(
+                dg.AssetObservation(
+                    asset_key=context.asset_key,
+                    partition=context.partition_key,
+                    metadata={"deferred": message, "tokens_today": spent, "budget": budget},
+                )
+            )
+            return
         try:
             result = writer.digest(redacted_session, known_tags=db.top_tags(KNOWN_TAGS))
         except ProviderError as exc:
@@ -79,8 +105,9 @@ def session_digest(
             content_hash=fingerprint,
         )
         reused, method, calls = False, result.method, result.calls
+        db.clear_deferral(context.partition_key)
     digest = record.digest
-    return dg.Output(
+    yield dg.Output(
         record,
         metadata={
             "summary": digest.summary,
