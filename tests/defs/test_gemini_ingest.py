@@ -232,3 +232,25 @@ def test_a_spent_daily_budget_defers_the_digest_to_the_next_day(
     assert again.status == "ingested", again.detail
     assert store.due_deferrals() == [] and store.get_memory(second) is not None
     instance.dispose()
+
+
+def test_the_sensor_asks_again_for_a_deferral_due_today(tmp_path, database_url, monkeypatch):
+    from librarian_dagster.definitions import defs as load_defs
+    from tests.helpers import sensor_tick
+
+    monkeypatch.setenv("LIBRARIAN_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LIBRARIAN_MIRROR", str(tmp_path / "mirror"))
+    monkeypatch.setenv("LIBRARIAN_DATABASE_URL", database_url)
+    (tmp_path / "mirror").mkdir()
+    store = Store(database_url)
+    store.migrate()
+    store.defer_digest(SESSION)
+    instance = open_instance(Settings.from_env())
+    quiet = sensor_tick(load_defs(), instance, None)
+    assert not quiet.run_requests  # deferred today: due tomorrow
+    with store.connect() as conn:
+        conn.execute("UPDATE deferred_digests SET deferred_on = deferred_on - 1")
+    due = sensor_tick(load_defs(), instance, None)
+    [request] = due.run_requests
+    assert request.partition_key == SESSION and ":deferred:" in (request.run_key or "")
+    instance.dispose()
