@@ -82,3 +82,19 @@ def test_429_is_retried_and_a_wrong_dimension_is_refused(fake):
     fake.embed_script = [Reply(200, {"embeddings": [{"values": [0.1, 0.2, 0.3]}]})]
     with pytest.raises(ProviderRejected, match=r"\[3\] dimensions.*768"):
         _embedder(fake).embed_query("x")
+
+
+def test_vertex_text_embedding_models_go_through_predict(fake):
+    embedder = GeminiEmbedder(
+        ClientConfig("vertex", project="acme", location="us-central1", base_url=fake.url),
+        "text-embedding-005",
+        768,
+        RetryBounds(attempts=1),
+        credentials=google.oauth2.credentials.Credentials("fake-token"),
+    )
+    vectors = embedder.embed_documents(["a b", "c d"])
+    assert len(vectors) == 2 and all(len(v) == 768 for v in vectors)
+    [call] = fake.calls("predict")
+    assert call.path.endswith("/publishers/google/models/text-embedding-005:predict")
+    assert [i["content"] for i in call.json["instances"]] == ["a b", "c d"]
+    assert call.json["instances"][0]["task_type"] == "RETRIEVAL_DOCUMENT"
