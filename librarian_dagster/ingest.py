@@ -26,7 +26,7 @@ from librarian_dagster.defs.partitions import SESSIONS
 @dataclass(frozen=True)
 class IngestOutcome:
     session_id: str
-    status: Literal["ingested", "skipped", "failed"]
+    status: Literal["ingested", "skipped", "deferred", "failed"]
     detail: str
     chunks: int
     seconds: float
@@ -84,6 +84,10 @@ def _ingest_one(
             chunks if isinstance(chunks, int) else 0,
             seconds,
         )
+    for seen in result.asset_observations_for_node("session_digest"):
+        deferred = seen.metadata.get("deferred")
+        if deferred is not None:
+            return IngestOutcome(session_id, "deferred", str(deferred.value), 0, seconds)
     [parsed] = result.asset_materializations_for_node("transcript")
     reason = parsed.metadata["skip_reason"].value
     if reason:
@@ -103,7 +107,11 @@ def _interrupted(result: dg.ExecuteInProcessResult) -> bool:
 
 def _failure(result: dg.ExecuteInProcessResult) -> str:
     for event in result.all_events:
-        if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
-            message = event.step_failure_data.error.message.strip().splitlines()
+        data = event.step_failure_data if event.is_step_failure else None
+        # A dg.Failure's own description says why, even after retries ("Exceeded max_retries").
+        if data and data.user_failure_data and data.user_failure_data.description:
+            return f"{event.step_key}: {data.user_failure_data.description}"
+        if data and data.error:
+            message = data.error.message.strip().splitlines()
             return f"{event.step_key}: {message[-1] if message else 'failed'}"
     return "run failed"

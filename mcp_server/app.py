@@ -29,9 +29,15 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from librarian_dagster.core.digest import Domain
-from librarian_dagster.core.embeddings import Embedder, local_embedder
+from librarian_dagster.core.embeddings import Embedder
 from librarian_dagster.core.models import SearchResult, SessionDigest, SessionList
-from librarian_dagster.core.recall import MAX_RESULTS, boosts_for, recall
+from librarian_dagster.core.providers import configured_embedder
+from librarian_dagster.core.recall import (
+    MAX_RESULTS,
+    EmbeddingSpaceMismatch,
+    boosts_for,
+    recall,
+)
 from librarian_dagster.core.relevance import DEFAULT_THRESHOLD
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store import (
@@ -154,9 +160,12 @@ def build_server(
             until=until,
             include_private=include_private,
         )
-        return recall(
-            store, embedder, query, filters, limit, min_relevance=min_relevance, boosts=boosts
-        )
+        try:
+            return recall(
+                store, embedder, query, filters, limit, min_relevance=min_relevance, boosts=boosts
+            )
+        except EmbeddingSpaceMismatch as exc:
+            raise ToolError(str(exc)) from None
 
     @server.tool()
     def get_digest(
@@ -313,7 +322,7 @@ def serve(
         # the private domain is returned only if LIBRARIAN_STDIO_PRIVATE says so.
         server = build_server(
             open_store(settings),
-            local_embedder(),
+            configured_embedder(settings),
             settings.recall_threshold,
             boosts_for(settings),
             private_without_token=settings.stdio_private,
@@ -332,7 +341,7 @@ def serve(
             "could read the memory; make one with `librarian token add NAME` "
             "(or set LIBRARIAN_MCP_TOKEN), or serve 127.0.0.1"
         )
-    store, embedder = open_store(settings), local_embedder()
+    store, embedder = open_store(settings), configured_embedder(settings)
     # Both load in the background while the server starts: the first question need not wait.
     threading.Thread(target=_warm_up, args=(store, embedder), daemon=True).start()
     server = build_server(

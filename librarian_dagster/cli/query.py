@@ -43,8 +43,13 @@ def _when(text: str) -> datetime:
 def cmd_search(args: argparse.Namespace) -> int:
     # Imported here, not at parser build: pydantic and the digest cost every command ~0.4 s.
     from librarian_dagster.core.digest import DOMAINS
-    from librarian_dagster.core.embeddings import local_embedder
-    from librarian_dagster.core.recall import MAX_RESULTS, boosts_for, recall
+    from librarian_dagster.core.providers import configured_embedder
+    from librarian_dagster.core.recall import (
+        MAX_RESULTS,
+        EmbeddingSpaceMismatch,
+        boosts_for,
+        recall,
+    )
     from librarian_dagster.core.store import PRIVATE_DOMAIN, SearchFilters, open_store
 
     if not 1 <= args.limit <= MAX_RESULTS:
@@ -67,15 +72,19 @@ def cmd_search(args: argparse.Namespace) -> int:
         include_private=args.include_private,
     )
     settings = Settings.from_env()
-    result = recall(
-        open_store(settings),
-        local_embedder(),
-        args.query,
-        filters,
-        args.limit,
-        min_relevance=settings.recall_threshold,
-        boosts=boosts_for(settings),
-    )
+    try:
+        result = recall(
+            open_store(settings),
+            configured_embedder(settings),
+            args.query,
+            filters,
+            args.limit,
+            min_relevance=settings.recall_threshold,
+            boosts=boosts_for(settings),
+        )
+    except EmbeddingSpaceMismatch as exc:
+        print(f"librarian search: {exc}", file=sys.stderr)
+        return 1
     if args.json:
         print(result.model_dump_json(indent=2))
         return 0

@@ -61,24 +61,63 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     for o in outcomes:
         extra = f" ({o.chunks} chunks)" if o.status == "ingested" else ""
         print(f"{o.status:8} {o.session_id}{extra} {o.seconds:.1f}s  {o.detail}")
-    counts = {s: sum(o.status == s for o in outcomes) for s in ("ingested", "skipped", "failed")}
+    counts = {
+        s: sum(o.status == s for o in outcomes)
+        for s in ("ingested", "skipped", "deferred", "failed")
+    }
     print(", ".join(f"{n} {s}" for s, n in counts.items()))
     return 1 if counts["failed"] else 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from librarian_dagster.core.database import describe_location
+    from librarian_dagster.core.providers import describe
+    from librarian_dagster.core.recall import REEMBED_HOW, other_spaces
     from librarian_dagster.core.store import open_store
 
     settings = Settings.from_env()
-    stats = open_store(settings).stats()
+    store = open_store(settings)
+    stats = store.stats()
     last = stats.last_ingest
+    providers = describe(settings)
     print(f"database:    {describe_location(settings)}")
     print(f"mirror:      {settings.mirror}")
     print(f"sessions:    {stats.sessions} in {stats.projects} project(s)")
     print(f"chunks:      {stats.chunks}")
     print(f"last ingest: {last.isoformat(timespec='seconds') if last else 'never'}")
+    print(f"digests:     {providers['digests']}")
+    print(f"embeddings:  {providers['embeddings']}")
+    if providers["endpoint"]:
+        print(f"endpoint:    {providers['endpoint']}")
+    budget = settings.daily_token_budget
+    print(
+        f"llm tokens:  {stats.input_tokens:,} in, {stats.output_tokens:,} out, "
+        f"{stats.llm_calls:,} call(s); today {stats.tokens_today:,}"
+        + (f" of a daily budget of {budget:,}" if budget else "")
+    )
+    spaces = store.embedding_spaces()
+    for space in spaces:
+        print(
+            f"vectors:     {space.chunks} chunk(s) of {space.sessions} session(s) with "
+            f"{space.model} ({space.dimension}-d)"
+        )
+    model, dimension = _embedding_space(settings)
+    unsearchable = other_spaces(spaces, model, dimension)
+    if unsearchable:
+        print(
+            f"warning:     {unsearchable} session(s) were embedded with another model than "
+            f"{model} ({dimension}-d) and are not searchable now: {REEMBED_HOW}"
+        )
     return 0
+
+
+def _embedding_space(settings: Settings) -> tuple[str, int]:
+    """The configured embedder's model and dimension, without loading or calling it."""
+    from librarian_dagster.core.embeddings import LocalMiniLMEmbedder
+
+    if settings.embed_provider == "local":
+        return LocalMiniLMEmbedder.model_name, LocalMiniLMEmbedder.dimension
+    return settings.embed_model, settings.embed_dimension
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:

@@ -42,6 +42,7 @@ from librarian_dagster.core.digest import Domain
 from librarian_dagster.core.lexical import LexicalIndex
 from librarian_dagster.core.models import (
     ChunkResult,
+    EmbeddingSpace,
     MemoryRecord,
     SessionDigest,
     SessionInfo,
@@ -172,6 +173,26 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
                                'indexed_chunks_embedding_' || d || '_hnsw');
             END LOOP;
         END $$;
+        """,
+    ),
+    (
+        5,
+        """
+        -- Tokens spent on model calls, per UTC day and model: `librarian status` sums them and
+        -- the daily token budget is checked against today's row. A reused digest adds nothing.
+        CREATE TABLE llm_usage (
+            day           date NOT NULL,
+            model         text NOT NULL,
+            input_tokens  bigint NOT NULL DEFAULT 0,
+            output_tokens bigint NOT NULL DEFAULT 0,
+            calls         integer NOT NULL DEFAULT 0,
+            PRIMARY KEY (day, model)
+        );
+        -- Sessions whose digest waits for the next day's token budget; the sensor asks again.
+        CREATE TABLE deferred_digests (
+            session_id  text PRIMARY KEY,
+            deferred_on date NOT NULL
+        );
         """,
     ),
 )
@@ -724,11 +745,99 @@ class Store:
                 SELECT (SELECT COUNT(*) FROM memories) AS sessions,
                        (SELECT COUNT(*) FROM indexed_chunks) AS chunks,
                        (SELECT MAX(ingested_at) FROM memories) AS last_ingest,
-                       (SELECT COUNT(DISTINCT project) FROM memories) AS projects
+                       (SELECT COUNT(DISTINCT project) FROM memories) AS projects,
+                       (SELECT COALESCE(SUM(input_tokens), 0) FROM llm_usage) AS input_tokens,
+                       (SELECT COALESCE(SUM(output_tokens), 0) FROM llm_usage) AS output_tokens,
+                       (SELECT COALESCE(SUM(calls), 0) FROM llm_usage) AS llm_calls,
+                       (SELECT COALESCE(SUM(input_tokens + output_tokens), 0) FROM llm_usage
+                        WHERE day = (now() AT TIME ZONE 'UTC')::date) AS tokens_today
                 """
             ).fetchone()
         assert row is not None  # an aggregate over no rows is still one row
         return row
+
+    def embedding_spaces(self) -> list[EmbeddingSpace]:
+        """Which embedding models (and dimensions) the stored chunks were made with."""
+        with self.connect() as conn, conn.cursor(row_factory=class_row(EmbeddingSpace)) as cur:
+            return cur.execute(
+                """
+                SELECT embedding_model AS model, embedding_dim AS dimension,
+                       COUNT(DISTINCT session_id) AS sessions, COUNT(*) AS chunks
+                FROM indexed_chunks GROUP BY embedding_model, embedding_dim
+                ORDER BY COUNT(*) DESC, embedding_model
+                """
+            ).fetchall()
+
+    def stored_vectors(self, session_id: str, model: str, dimension: int) -> dict[str, list[float]]:
+        """A session's stored chunk vectors of one embedding space, by chunk text.
+
+        An unchanged chunk keeps its vector when its session is written again: re-ingesting an
+        unchanged session calls no embedding service.
+        """
+        with self.connect() as conn:
+            rows = conn.execute(
+                "SELECT text, embedding FROM indexed_chunks"
+                " WHERE session_id = %s AND embedding_model = %s AND embedding_dim = %s",
+                (session_id, model, dimension),
+            ).fetchall()
+        return {r["text"]: [float(x) for x in r["embedding"].to_list()] for r in rows}
+
+    def top_tags(self, limit: int = 30) -> list[str]:
+        """The most used tags, most used first: offered to the LLM so the vocabulary converges."""
+        with self.connect() as conn:
+            rows = conn.execute(
+                "SELECT tag, COUNT(*) AS n FROM memories, unnest(tags) AS tag"
+                " GROUP BY tag ORDER BY n DESC, tag LIMIT %s",
+                (limit,),
+            ).fetchall()
+        return [r["tag"] for r in rows]
+
+    def record_usage(self, model: str, input_tokens: int, output_tokens: int, calls: int) -> None:
+        """Add tokens spent today (UTC) on `model`."""
+        with self.connect() as conn, conn.transaction():
+            conn.execute(
+                """
+                INSERT INTO llm_usage (day, model, input_tokens, output_tokens, calls)
+                VALUES ((now() AT TIME ZONE 'UTC')::date, %s, %s, %s, %s)
+                ON CONFLICT (day, model) DO UPDATE SET
+                    input_tokens = llm_usage.input_tokens + EXCLUDED.input_tokens,
+                    output_tokens = llm_usage.output_tokens + EXCLUDED.output_tokens,
+                    calls = llm_usage.calls + EXCLUDED.calls
+                """,
+                (model, input_tokens, output_tokens, calls),
+            )
+
+    def defer_digest(self, session_id: str) -> None:
+        """Remember that this session's digest waits for tomorrow's (UTC) token budget."""
+        with self.connect() as conn, conn.transaction():
+            conn.execute(
+                "INSERT INTO deferred_digests (session_id, deferred_on)"
+                " VALUES (%s, (now() AT TIME ZONE 'UTC')::date)"
+                " ON CONFLICT (session_id) DO UPDATE SET deferred_on = EXCLUDED.deferred_on",
+                (session_id,),
+            )
+
+    def clear_deferral(self, session_id: str) -> None:
+        with self.connect() as conn, conn.transaction():
+            conn.execute("DELETE FROM deferred_digests WHERE session_id = %s", (session_id,))
+
+    def due_deferrals(self) -> list[str]:
+        """Sessions deferred on an earlier day (UTC): their digest may be tried again now."""
+        with self.connect() as conn:
+            rows = conn.execute(
+                "SELECT session_id FROM deferred_digests"
+                " WHERE deferred_on < (now() AT TIME ZONE 'UTC')::date ORDER BY session_id"
+            ).fetchall()
+        return [r["session_id"] for r in rows]
+
+    def tokens_spent_today(self) -> int:
+        """Tokens (in + out) spent today (UTC) on every model."""
+        with self.connect() as conn:
+            row = conn.execute(
+                "SELECT COALESCE(SUM(input_tokens + output_tokens), 0) AS n FROM llm_usage"
+                " WHERE day = (now() AT TIME ZONE 'UTC')::date"
+            ).fetchone()
+        return int(row["n"]) if row else 0
 
 
 def _session_relevance(row: dict[str, Any]) -> float:

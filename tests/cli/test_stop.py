@@ -175,5 +175,5 @@ def test_ingest_stopped_in_the_middle_of_a_run_leaves_nothing_and_a_retry_comple
         timeout=600,
     )
     assert retry.returncode == 0, retry.stderr
-    assert "2 ingested, 0 skipped, 0 failed" in retry.stdout
+    assert "2 ingested, 0 skipped, 0 deferred, 0 failed" in retry.stdout
     _assert_clean(home)

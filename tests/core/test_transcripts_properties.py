@@ -33,8 +33,11 @@ junk_lines = st.one_of(
     st.sampled_from([b"42", b"[1, 2]", b'"a string"', b"null", b"true"]),
     st.binary(min_size=1, max_size=80).filter(
         # Not blank to the parser either: whitespace such as \x0b or \x1c makes a blank line.
-        lambda b: b"\n" not in b and b"{" not in b
-        and b.replace(b"\x00", b"").decode("utf-8", "replace").strip() != ""
+        lambda b: (
+            b"\n" not in b
+            and b"{" not in b
+            and b.replace(b"\x00", b"").decode("utf-8", "replace").strip() != ""
+        )
     ),
 )
 
