@@ -28,6 +28,8 @@ older version are rebuilt on their next run."""
 
 Domain = Literal["technical", "business", "reflections", "core", "content", "private"]
 DOMAINS: tuple[Domain, ...] = get_args(Domain)
+PRIVATE_DOMAIN: Domain = "private"
+"""Personal matters: returned only to a caller allowed to read them (SECURITY.md)."""
 
 SECTIONS: tuple[tuple[str, str], ...] = (
     ("worked_on", "What we worked on"),

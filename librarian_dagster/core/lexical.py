@@ -13,6 +13,11 @@ replaced session's chunks get new ids), so a refresh needs only the ids the stor
 ones the index lacks are new and loaded as a segment; the ones the store no longer has were
 deleted and are masked out. The store bumps `chunk_stats.generation` on every write, which says
 when to look. Segments are merged once they pile up, from memory, without the database.
+
+Beside the postings, the same snapshot gives what ranking asks of every session (importance, date,
+whether it is private): a search then needs no query of its own for the default filter (no
+private sessions) or the ranking boosts, two round trips and a fetch of every session id fewer.
+A memory is only ever written with its chunks, so the generation covers these facts too.
 """
 
 import threading
@@ -25,6 +30,7 @@ import psycopg
 from psycopg.rows import tuple_row
 
 from librarian_dagster.core.chunking import EXCHANGE
+from librarian_dagster.core.digest import PRIVATE_DOMAIN
 
 # BM25 as Lucene sets it; a chunk's length is its number of distinct lexemes (length(tsvector)).
 BM25_K1 = 1.2
@@ -75,6 +81,21 @@ class Segment:
 
 
 @dataclass(frozen=True)
+class SessionFacts:
+    """What ranking and the private filter need of each memory, by session number (`Names`)."""
+
+    known: np.ndarray
+    """Whether the session had a memory in the snapshot (numbers of deleted ones stay taken)."""
+    private: np.ndarray
+    importance: np.ndarray
+    dated: np.ndarray
+    """When the session happened (ended, else started, else ingested), in seconds since 1970."""
+
+
+_NO_FACTS = SessionFacts(*(np.zeros(0, dtype=t) for t in (bool, bool, np.float64, np.float64)))
+
+
+@dataclass(frozen=True)
 class Scored:
     """Every chunk that holds one of the question's lexemes (and passes the filters)."""
 
@@ -113,6 +134,7 @@ class LexicalIndex:
 
     def __init__(self) -> None:
         self._segments: tuple[Segment, ...] = ()
+        self._facts = _NO_FACTS
         self._generation: int | None = None
         self._lock = threading.Lock()
         self._sessions = Names()
@@ -147,11 +169,28 @@ class LexicalIndex:
                     # Nothing known yet: all there is, without naming 100,000 ids.
                     only = new if segments else None
                     segments.append(_load_segment(cur, only, self._sessions, self._models))
+                facts = _load_facts(cur, self._sessions)
             segments = [s for s in segments if s.live.any()]
             if len(segments) > _MAX_SEGMENTS:
                 segments = [_merge(segments)]
             self._segments = tuple(segments)
+            self._facts = facts
             self._generation = current
+
+    def private_sessions(self) -> list[str]:
+        """The sessions of the private domain, as of the last refresh."""
+        names = self._sessions.names
+        return [names[i] for i in np.flatnonzero(self._facts.private)]
+
+    def session_facts(self, sessions: Collection[str]) -> dict[str, tuple[float, float]]:
+        """(importance, date in seconds since 1970) of those of `sessions` with a memory."""
+        facts, codes = self._facts, self._sessions.codes(sessions)
+        codes = codes[codes < len(facts.known)]
+        names = self._sessions.names
+        return {
+            names[c]: (float(facts.importance[c]), float(facts.dated[c]))
+            for c in codes[facts.known[codes]]
+        }
 
     def score(
         self,
@@ -159,13 +198,17 @@ class LexicalIndex:
         avgdl: float,
         model: str,
         sessions: Collection[str] | None = None,
+        include_private: bool = True,
     ) -> Scored:
-        """BM25 of every chunk of `model` (of `sessions`, when given) holding one of `terms`.
+        """BM25 of every chunk of `model` (of `sessions`, when given) holding one of `terms`;
+        without the private sessions unless `include_private`.
 
         `terms` are the question's distinct lexemes with their idf, as the store counts them.
         """
         models = self._models.codes({model})
         allowed = self._sessions.codes(sessions) if sessions is not None else None
+        # By session number; sessions numbered after the snapshot are not private in it.
+        private = self._facts.private if not include_private else None
         parts: list[tuple[np.ndarray, ...]] = []
         for segment in self._segments:
             scores = np.zeros(len(segment.ids))
@@ -183,6 +226,9 @@ class LexicalIndex:
             keep = segment.live & (covered > 0) & np.isin(segment.models, models)
             if allowed is not None:
                 keep &= np.isin(segment.sessions, allowed)
+            if private is not None and len(private):
+                hidden = np.flatnonzero(private)
+                keep &= ~np.isin(segment.sessions, hidden)
             rows = np.flatnonzero(keep)
             parts.append((
                 segment.ids[rows], segment.sessions[rows], segment.exchange[rows],
@@ -256,6 +302,24 @@ def _load_segment(
         live=np.ones(len(rows), dtype=bool),
         postings=postings,
     )
+
+
+def _load_facts(cur: psycopg.Cursor[tuple[Any, ...]], sessions: Names) -> SessionFacts:
+    """Every memory's importance, date and privacy, numbered as the postings number sessions."""
+    rows = cur.execute(
+        "SELECT session_id, domain = %s, importance,"
+        " EXTRACT(EPOCH FROM COALESCE(ended_at, started_at, ingested_at))::float8 FROM memories",
+        (PRIVATE_DOMAIN,),
+    ).fetchall()
+    codes = np.array([sessions.code(r[0]) for r in rows], dtype=np.int64)
+    size = len(sessions.names)
+    known, private = np.zeros(size, dtype=bool), np.zeros(size, dtype=bool)
+    importance, dated = np.zeros(size), np.zeros(size)
+    known[codes] = True
+    private[codes] = [bool(r[1]) for r in rows]
+    importance[codes] = [float(r[2]) for r in rows]
+    dated[codes] = [float(r[3]) for r in rows]
+    return SessionFacts(known, private, importance, dated)
 
 
 def _merge(segments: Sequence[Segment]) -> Segment:

@@ -19,10 +19,12 @@ here are built from their fields, and rows come back as those models.
 import base64
 import binascii
 import math
+import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, LiteralString, TypeVar, cast
@@ -38,7 +40,7 @@ from pydantic import BaseModel
 
 from librarian_dagster.core.chunking import EXCHANGE
 from librarian_dagster.core.database import database_url, unreachable
-from librarian_dagster.core.digest import Domain
+from librarian_dagster.core.digest import PRIVATE_DOMAIN, Domain
 from librarian_dagster.core.lexical import LexicalIndex
 from librarian_dagster.core.models import (
     ChunkResult,
@@ -204,7 +206,10 @@ _MIGRATION_LOCK_KEY = 0x4C49425241  # "LIBRA"
 # search engines keep; it damps the difference between the first few ranks of either list.
 _RRF_K = 60
 _SEARCH_POOL = 100  # chunks taken from each of the four ranked lists
-_KEPT_READERS = 4  # idle read connections a store keeps (one per concurrent reader, about)
+_KEPT_READERS = 8  # idle read connections a store keeps (two per concurrent search, about)
+# Threads that run one layer's vector list on a second connection while the search's own runs
+# the other: two index scans at once on two server processes, not one after the other.
+_SIDE_READS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="librarian-read")
 
 # A question's distinct lexemes with their BM25 idf, the collection's mean chunk length and the
 # generation the postings must be at: one row, from the statistics kept at write time.
@@ -263,9 +268,6 @@ class SearchFilters:
     include_private: bool = False
     """Whether sessions of the `private` domain may be returned: only when the caller may read
     them (a token with the `private` scope, `--include-private`); see SECURITY.md."""
-
-
-PRIVATE_DOMAIN: Domain = "private"
 
 
 @dataclass(frozen=True)
@@ -580,7 +582,9 @@ class Store:
         mode: SearchMode,
         boosts: Boosts,
     ) -> list[ChunkResult]:
-        where, params = _filter_sql(filters)
+        # The private domain is left out through the in-memory session facts (no join, no list
+        # of every other session); the caller's own filters, when any, in SQL.
+        where, params = _filter_sql(replace(filters, include_private=True))
         terms = conn.execute(_QUERY_TERMS, {"text": query_text}).fetchone()
         assert terms is not None  # chunk_stats always holds its one row
         self._lexical.refresh(conn, terms["generation"])
@@ -589,10 +593,18 @@ class Store:
             chosen = _ours(f"SELECT m.session_id FROM memories m WHERE TRUE {where}")
             allowed = {r["session_id"] for r in conn.execute(chosen, params)}
         idf = list(zip(terms["lexemes"] or (), terms["idfs"] or (), strict=True))
-        scored = self._lexical.score(idf, terms["avgdl"], embedding_model, allowed)
+        scored = self._lexical.score(
+            idf, terms["avgdl"], embedding_model, allowed, filters.include_private
+        )
         vector = query_embedding() if callable(query_embedding) else query_embedding
         dim = len(vector)
-        params |= {"model": embedding_model, "vector": _vector_literal(vector)}
+        params |= {
+            "model": embedding_model,
+            "vector": _vector_literal(vector),
+            "hidden": [] if filters.include_private else self._lexical.private_sessions(),
+            "private_ok": filters.include_private,
+            "private_domain": PRIVATE_DOMAIN,
+        }
 
         lists: list[list[tuple[int, str]]] = []
         if mode != "text":
@@ -602,18 +614,12 @@ class Store:
         fused = _fuse_sessions(lists)
         if not fused:
             return []
-        dated = conn.execute(
-            """
-            SELECT session_id, importance, GREATEST(EXTRACT(EPOCH FROM now()
-                       - COALESCE(ended_at, started_at, ingested_at)), 0)::float8 / 86400 AS age
-            FROM memories JOIN unnest(%s::text[]) AS fused (session_id) USING (session_id)
-            """,
-            (list(fused),),
-        ).fetchall()
-        half_life = max(boosts.half_life_days, 1e-6)
-        for row in dated:
-            recency = 1 + boosts.recency * 0.5 ** (row["age"] / half_life)
-            fused[row["session_id"]] *= recency * (1 + boosts.importance * (row["importance"] - 3))
+        now, half_life = time.time(), max(boosts.half_life_days, 1e-6)
+        # A session written after the facts were read gets no boost until the next refresh.
+        for session_id, (importance, dated) in self._lexical.session_facts(fused).items():
+            age = max(now - dated, 0.0) / 86400
+            recency = 1 + boosts.recency * 0.5 ** (age / half_life)
+            fused[session_id] *= recency * (1 + boosts.importance * (importance - 3))
         top = sorted(fused, key=lambda s: (-fused[s], s))[:limit]
         shown = _shown_chunks(lists, top, max_per_session)
 
@@ -634,8 +640,10 @@ class Store:
                     GROUP BY c.session_id
                 ) e USING (session_id)
                 WHERE m.session_id = ANY(%(top)s)
+                      -- Written private since the facts were read: still never shown.
+                      AND (%(private_ok)s OR m.domain <> %(private_domain)s)
                 """),
-                {"vector": params["vector"], "top": top},
+                {**params, "top": top},
             )
         }
         texts = {
@@ -669,30 +677,35 @@ class Store:
                 ))  # fmt: skip
         return results[:limit]
 
-    @staticmethod
     def _vector_lists(
-        conn: psycopg.Connection[DictRow], dim: int, where: str, params: dict[str, Any]
+        self, conn: psycopg.Connection[DictRow], dim: int, where: str, params: dict[str, Any]
     ) -> list[list[tuple[int, str]]]:
-        """The `_SEARCH_POOL` nearest chunks of each layer, by cosine over the HNSW index."""
+        """The `_SEARCH_POOL` nearest chunks of each layer, by cosine over the HNSW index: the
+        bullets on a second kept connection, at the same time as the exchanges on `conn`."""
         # Only a filter needs the memories row: without one the plan is the index scan alone.
         source = (
             "indexed_chunks c JOIN memories m USING (session_id)" if where else "indexed_chunks c"
         )
         distance = f"c.embedding::vector({dim}) <=> %(vector)s::vector({dim})"
-        lists = []
-        for layer in (f"c.section <> '{EXCHANGE}'", f"c.section = '{EXCHANGE}'"):
+
+        def nearest(conn: psycopg.Connection[DictRow], layer: str) -> list[tuple[int, str]]:
             rows = conn.execute(
                 _ours(f"""
                 SELECT c.id, c.session_id, {distance} AS distance FROM {source}
                 WHERE c.embedding_model = %(model)s AND c.embedding_dim = {dim} AND {layer}
-                      {where}
+                      AND c.session_id <> ALL(%(hidden)s::text[]) {where}
                 ORDER BY {distance} LIMIT {_SEARCH_POOL}
                 """),
                 params,
             ).fetchall()
             rows.sort(key=lambda r: (r["distance"], r["id"]))
-            lists.append([(r["id"], r["session_id"]) for r in rows])
-        return lists
+            return [(r["id"], r["session_id"]) for r in rows]
+
+        bullets = _SIDE_READS.submit(
+            self._read, lambda side: nearest(side, f"c.section <> '{EXCHANGE}'")
+        )
+        exchanges = nearest(conn, f"c.section = '{EXCHANGE}'")
+        return [bullets.result(), exchanges]
 
     def get_memory(self, session_id: str, include_private: bool = False) -> SessionDigest | None:
         """One session's digest; a private one is None unless `include_private`, as if absent."""

@@ -131,3 +131,40 @@ def test_search_survives_its_kept_connection_being_dropped(store):
     hits = store.search("sqlite lock", _unit(1, 1), MODEL)
     assert hits[0].session_id == "lock"
     store.close()
+
+
+def _write_private(store, session_id: str, text: str, vector: list[float]) -> None:
+    store.replace_memory(
+        memory_record(session_id, domain="private"),
+        [ChunkRecord(EXCHANGE, 0, text, vector), ChunkRecord("solution", 0, text, vector)],
+    )
+
+
+def test_private_sessions_are_left_out_of_every_list_unless_asked_for(store):
+    _write(store, "lock", TEXTS["lock"])
+    # The private session is the best match by words and by vector alike.
+    _write_private(store, "diary", "sqlite lock busy timeout sqlite lock", _unit(1, 1))
+    for mode in ("hybrid", "vector", "text"):
+        hidden = store.search("sqlite lock busy timeout", _unit(1, 1), MODEL, mode=mode)
+        assert hidden and {h.session_id for h in hidden} == {"lock"}, mode
+        shown = store.search(
+            "sqlite lock busy timeout", _unit(1, 1), MODEL,
+            SearchFilters(include_private=True), mode=mode,
+        )  # fmt: skip
+        assert shown[0].session_id == "diary", mode
+    # With a filter of the caller's own (the SQL path), still none.
+    filtered = store.search("sqlite lock", _unit(1, 1), MODEL, SearchFilters(project="alpha"))
+    assert {h.session_id for h in filtered} == {"lock"}
+
+
+def test_a_session_written_private_after_the_facts_were_read_is_still_never_shown(
+    store, monkeypatch
+):
+    _write(store, "lock", TEXTS["lock"])
+    assert store.search("sqlite lock", _unit(1, 1), MODEL)
+    # As if the write below landed between a search's refresh and its vector queries: the
+    # in-memory facts do not know the new session is private.
+    monkeypatch.setattr(store._lexical, "refresh", lambda conn, generation: None)
+    _write_private(store, "diary", "sqlite lock busy timeout", _unit(1, 1))
+    hits = store.search("sqlite lock busy timeout", _unit(1, 1), MODEL, mode="vector")
+    assert hits and "diary" not in {h.session_id for h in hits}
