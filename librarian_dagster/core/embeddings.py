@@ -107,7 +107,8 @@ def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
 
 @dataclass(frozen=True)
 class _Layer:
-    qkv_w: np.ndarray  # (hidden, 3 * hidden), already transposed for x @ w
+    # Dense weights as the checkpoint stores them, (out, in) contiguous: see `_dense`.
+    qkv_w: np.ndarray  # (3 * hidden, hidden)
     qkv_b: np.ndarray
     attn_out_w: np.ndarray
     attn_out_b: np.ndarray
@@ -157,6 +158,22 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     p *= np.float32(0.5)
     p *= x
     return p
+
+
+# Below this many token rows (a question is 5 to 30), `_dense` multiplies weight-first.
+_FEW_ROWS = 64
+
+
+def _dense(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """x @ weight.T for a weight stored (out, in), as the checkpoint has it: C-contiguous rows.
+
+    For the few rows of a question OpenBLAS is 20-25% faster computing (weight @ x.T).T than
+    x @ weight.T (measured at 6 to 40 rows on the shapes of this model); for a batch of
+    documents the plain product is as fast or faster. Both read the one copy of the weights.
+    """
+    if x.shape[0] < _FEW_ROWS:
+        return np.ascontiguousarray((weight @ x.T).T)
+    return x @ weight.T
 
 
 def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
@@ -242,7 +259,7 @@ class _MiniLM:
                                 g("attention.self.key.weight"),
                                 g("attention.self.value.weight"),
                             ]
-                        ).T
+                        )
                     ),
                     qkv_b=np.concatenate(
                         [
@@ -251,13 +268,13 @@ class _MiniLM:
                             g("attention.self.value.bias"),
                         ]
                     ),
-                    attn_out_w=np.ascontiguousarray(g("attention.output.dense.weight").T),
+                    attn_out_w=np.ascontiguousarray(g("attention.output.dense.weight")),
                     attn_out_b=g("attention.output.dense.bias"),
                     attn_ln_w=g("attention.output.LayerNorm.weight"),
                     attn_ln_b=g("attention.output.LayerNorm.bias"),
-                    inter_w=np.ascontiguousarray(g("intermediate.dense.weight").T),
+                    inter_w=np.ascontiguousarray(g("intermediate.dense.weight")),
                     inter_b=g("intermediate.dense.bias"),
-                    out_w=np.ascontiguousarray(g("output.dense.weight").T),
+                    out_w=np.ascontiguousarray(g("output.dense.weight")),
                     out_b=g("output.dense.bias"),
                     out_ln_w=g("output.LayerNorm.weight"),
                     out_ln_b=g("output.LayerNorm.bias"),
@@ -288,7 +305,7 @@ class _MiniLM:
         # each) stay in cache and memory stays bounded; the dense layers over all rows at once.
         step = max(1, _ATTENTION_SCORES_BLOCK // (heads * seq * seq))
         for layer in self.layers:
-            qkv = h @ layer.qkv_w
+            qkv = _dense(h, layer.qkv_w)
             qkv += layer.qkv_b
             qkv = qkv.reshape(batch, seq, 3, heads, head_dim).transpose(2, 0, 3, 1, 4)
             context = np.empty((batch, seq, heads, head_dim), dtype=np.float32)
@@ -308,7 +325,7 @@ class _MiniLM:
                 scores /= scores.sum(axis=-1, keepdims=True)
                 context[i:j] = (scores @ v).transpose(0, 2, 1, 3)
             del qkv
-            attn = context.reshape(-1, hidden) @ layer.attn_out_w
+            attn = _dense(context.reshape(-1, hidden), layer.attn_out_w)
             attn += layer.attn_out_b
             attn += h
             h = _layer_norm(attn, layer.attn_ln_w, layer.attn_ln_b, self.eps)
@@ -317,10 +334,10 @@ class _MiniLM:
             out = np.empty_like(h)
             for r in range(0, h.shape[0], _FFN_ROWS_BLOCK):
                 rows = h[r : r + _FFN_ROWS_BLOCK]
-                inter = rows @ layer.inter_w
+                inter = _dense(rows, layer.inter_w)
                 inter += layer.inter_b
                 inter = _gelu(inter)
-                np.matmul(inter, layer.out_w, out=out[r : r + _FFN_ROWS_BLOCK])
+                out[r : r + _FFN_ROWS_BLOCK] = _dense(inter, layer.out_w)
             out += layer.out_b
             out += h
             h = _layer_norm(out, layer.out_ln_w, layer.out_ln_b, self.eps)
