@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from librarian_dagster.cli.main import build_parser
+from librarian_dagster.cli.run import cmd_up
 from tests.telegram_fake import CHAT_ID, TOKEN, fake_telegram
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,7 +124,9 @@ def test_the_server_starts_at_boot_without_a_login():
     unit = parse_unit(SYSTEMD / "librarian.service")
     assert one(unit, "Install", "WantedBy") == "default.target"
     command = one(unit, "Service", "ExecStart").split()
-    assert command[1:] == ["up", "--ui-port", "3000"]
+    assert command[0] == "%h/librarian/.venv/bin/librarian"
+    args = build_parser().parse_args(command[1:])  # flags the real CLI has
+    assert args.handler is cmd_up and args.ui_port == 3000 and not args.no_mcp
     assert one(unit, "Service", "KillMode") == "mixed"
     installer = (REPO / "deploy" / "install-server.sh").read_text(encoding="utf-8")
     assert 'loginctl enable-linger "$USER"' in installer
