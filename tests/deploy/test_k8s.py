@@ -158,8 +158,15 @@ def test_the_recall_server_gets_its_database_and_tokens_from_secrets():
     container = _recall_container()
     deployment = _kind(_load("recall-server.yaml"), "Deployment")
     env = {e["name"]: e for e in container["env"]}
-    url = env["LIBRARIAN_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
-    assert url == {"name": "librarian-env", "key": "LIBRARIAN_DATABASE_URL"}
+    # The same settings secret as the code location's: the same memory, embedded the same way.
+    assert container["envFrom"] == [{"secretRef": {"name": "librarian-env"}}]
+    assert {"name": "librarian-env"} in _code_location()["envSecrets"]
+    assert "LIBRARIAN_DATABASE_URL" not in env  # from the secret only, never written here
+    guide = (REPO / "deploy" / "README.md").read_text(encoding="utf-8")
+    (create,) = re.findall(
+        r"kubectl create secret generic librarian-env[^\n]*(?:\n +[^\n]+)*", guide
+    )
+    assert "--from-literal=LIBRARIAN_DATABASE_URL=" in create
     tokens_file = Path(env["LIBRARIAN_MCP_TOKENS"]["value"])
     mounts = {m["name"]: m for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
