@@ -291,3 +291,16 @@ def test_the_push_keeps_what_the_laptop_deleted_and_keeps_it_private(tmp_path):
     assert sorted(p.name for p in copied.iterdir()) == ["a.jsonl", "b.jsonl"]
     assert (copied / "b.jsonl").stat().st_mode & 0o777 == 0o600
     assert copied.stat().st_mode & 0o777 == 0o700
+
+
+def test_the_shell_scripts_are_shellcheck_clean():
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck is not installed here (apt-get install shellcheck)")
+    scripts = [
+        REPO / "deploy" / "install-server.sh",
+        REPO / "deploy" / "install-laptop.sh",
+        SYSTEMD / "librarian-alert",
+        SYSTEMD / "librarian-mirror-reachable",
+    ]
+    result = subprocess.run(["shellcheck", *map(str, scripts)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
