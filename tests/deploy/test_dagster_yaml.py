@@ -1,0 +1,89 @@
+"""deploy/dagster.yaml opened by Dagster itself, against a real PostgreSQL (the embedded server)."""
+
+from pathlib import Path
+
+import dagster as dg
+import psycopg
+import pytest
+import yaml
+from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, PostgresScheduleStorage
+
+from librarian_dagster.core import dagster_home
+from librarian_dagster.core.settings import Settings
+
+DAGSTER_YAML = Path(__file__).resolve().parents[2] / "deploy" / "dagster.yaml"
+
+
+@dg.asset(pool="llm")
+def pooled_step() -> int:
+    """Stands for the digest: a step in the `llm` pool."""
+    return 1
+
+
+def test_instance_from_deploy_yaml_stores_runs_in_postgres(instance_env, pg_server, dagster_db):
+    with dg.DagsterInstance.get() as instance:
+        assert isinstance(instance.run_storage, PostgresRunStorage)
+        assert isinstance(instance.event_log_storage, PostgresEventLogStorage)
+        assert isinstance(instance.schedule_storage, PostgresScheduleStorage)
+
+        assert isinstance(instance.run_coordinator, dg.QueuedRunCoordinator)
+        # What the daemon's queue reads: `concurrency:` merged over the coordinator's own config.
+        concurrency = instance.get_concurrency_config()
+        queue = concurrency.run_queue_config
+        assert queue is not None
+        assert queue.max_concurrent_runs == dagster_home.MAX_CONCURRENT_RUNS
+        assert {"key": "dagster/backfill", "limit": 1} in queue.tag_concurrency_limits
+        assert concurrency.pool_config.default_pool_limit == 1
+        granularity = concurrency.pool_config.pool_granularity
+        assert granularity is not None and granularity.value == "op"
+
+        assert instance.run_retries_enabled
+        assert instance.run_retries_max_retries == 2
+        # A failed step (a leak check, a bad digest) is not run again; a dead worker is.
+        assert not instance.run_retries_retry_on_asset_or_op_failure
+
+        result = dg.materialize([pooled_step], instance=instance)
+        assert result.success
+        stored = instance.get_run_by_id(result.run_id)
+        assert stored is not None and stored.status == dg.DagsterRunStatus.SUCCESS
+        # The pool met its first step and took the default limit.
+        assert instance.event_log_storage.get_concurrency_info("llm").slot_count == 1
+
+    # The run is a row in PostgreSQL, not in a SQLite file under DAGSTER_HOME.
+    with psycopg.connect(pg_server.get_uri(dagster_db)) as conn:
+        rows = conn.execute("SELECT status FROM runs WHERE run_id = %s", (result.run_id,))
+        assert rows.fetchall() == [("SUCCESS",)]
+    assert not list(instance_env.rglob("*.db"))
+
+
+def test_a_missing_credential_is_named(instance_env, monkeypatch):
+    monkeypatch.delenv("DAGSTER_PG_PASSWORD")
+    with pytest.raises(Exception, match="DAGSTER_PG_PASSWORD"):
+        dg.DagsterInstance.get()
+
+
+def test_deploy_yaml_agrees_with_what_librarian_up_writes(tmp_path):
+    """The embedded dagster.yaml (core/dagster_home.py) and the server's differ only in where
+    the credentials come from and in the production guards the server adds."""
+    settings = Settings.from_env(
+        {
+            "LIBRARIAN_HOME": str(tmp_path / "home"),
+            "LIBRARIAN_DATABASE_URL": "postgresql://librarian:secret@db.internal:5432/librarian",
+        }
+    )
+    dagster_home.prepare_dagster_home(settings)
+    embedded = yaml.safe_load((settings.dagster_home / "dagster.yaml").read_text(encoding="utf-8"))
+    server = yaml.safe_load(DAGSTER_YAML.read_text(encoding="utf-8"))
+
+    assert embedded["storage"]["postgres"]["postgres_url"].startswith("postgresql+psycopg2://")
+    assert server["storage"]["postgres"]["postgres_db"]["scheme"] == "postgresql+psycopg2"
+    for key in ("module", "class"):
+        assert server["run_coordinator"][key] == embedded["run_coordinator"][key]
+    assert (
+        server["concurrency"]["runs"]["max_concurrent_runs"]
+        == embedded["run_coordinator"]["config"]["max_concurrent_runs"]
+    )
+    assert server["telemetry"] == embedded["telemetry"]
+    # Credentials only from the environment: every value under postgres_db but the scheme.
+    for key, value in server["storage"]["postgres"]["postgres_db"].items():
+        assert key == "scheme" or set(value) == {"env"}, key
