@@ -223,13 +223,14 @@ class LexicalIndex:
                 # Rows are unique within one posting list, so fancy-index += adds each once.
                 scores[rows] += idf * tf * (BM25_K1 + 1) / (tf + length_norm[rows])
                 covered[rows] += idf
-            keep = segment.live & (covered > 0) & np.isin(segment.models, models)
+            # The filters on the rows holding a lexeme only, not on every row of the segment.
+            rows = np.flatnonzero(covered > 0)
+            keep = segment.live[rows] & np.isin(segment.models[rows], models)
             if allowed is not None:
-                keep &= np.isin(segment.sessions, allowed)
-            if private is not None and len(private):
-                hidden = np.flatnonzero(private)
-                keep &= ~np.isin(segment.sessions, hidden)
-            rows = np.flatnonzero(keep)
+                keep &= np.isin(segment.sessions[rows], allowed)
+            if private is not None and private.any():
+                keep &= ~np.isin(segment.sessions[rows], np.flatnonzero(private))
+            rows = rows[keep]
             parts.append((
                 segment.ids[rows], segment.sessions[rows], segment.exchange[rows],
                 scores[rows], covered[rows],
