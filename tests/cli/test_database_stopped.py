@@ -126,9 +126,7 @@ def _waiting_on_the_lock(admin_url: str) -> bool:
 
 
 @pytest.mark.parametrize("when", ["between_stages", "while_writing"])
-def test_database_stopped_mid_run_fails_in_one_line_and_a_retry_completes(
-    home, clean_counts, when
-):
+def test_database_stopped_mid_run_fails_in_one_line_and_a_retry_completes(home, clean_counts, when):
     server = _start_server(home)
     with psycopg.connect(server.get_uri(), autocommit=True) as conn:
         conn.execute("CREATE DATABASE librarian")
