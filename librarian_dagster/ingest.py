@@ -145,6 +145,10 @@ def _failure(result: dg.ExecuteInProcessResult) -> str:
         if data and data.user_failure_data and data.user_failure_data.description:
             return f"{event.step_key}: {data.user_failure_data.description}"
         if data and data.error:
-            message = data.error.message.strip().splitlines()
+            # The innermost cause says why; the wrappers around it say where Dagster caught it.
+            error = data.error
+            while error.cause is not None:
+                error = error.cause
+            message = error.message.strip().splitlines()
             return f"{event.step_key}: {message[-1] if message else 'failed'}"
     return "run failed"
