@@ -5,6 +5,7 @@ land in the Dagster instance the UI shows (DAGSTER_HOME under LIBRARIAN_HOME), s
 the command line has the same lineage, metadata and checks as a sensor run.
 """
 
+import logging
 import os
 import time
 from collections.abc import Iterable
@@ -15,6 +16,7 @@ from typing import Literal
 import dagster as dg
 
 from librarian_dagster.core.dagster_home import prepare_dagster_home
+from librarian_dagster.core.database import unreachable
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store import open_store
 from librarian_dagster.core.transcripts import SessionFiles, session_files_for
@@ -48,24 +50,36 @@ def ingest_sessions(
 ) -> list[IngestOutcome]:
     # Where each session's files are, as the sensor records it: the run finds them by key alone.
     open_store(settings).record_sources([(s, s.fingerprint()) for s in sessions])
+    # dagster-postgres warns of each retry of a lost connection on the root logger, several
+    # lines each; a database that stays away is reported once, as one line (see _ingest_one).
+    logging.getLogger().addFilter(_not_a_connection_retry)
     instance = instance or open_instance(settings)
     instance.add_dynamic_partitions(SESSIONS, [s.session_id for s in sessions])
     job = build_definitions(settings).resolve_job_def(INGEST_SESSION)
-    return [_ingest_one(job, s.session_id, instance) for s in sessions]
+    return [_ingest_one(job, s.session_id, instance, settings) for s in sessions]
 
 
 def _ingest_one(
-    job: dg.JobDefinition, session_id: str, instance: dg.DagsterInstance
+    job: dg.JobDefinition, session_id: str, instance: dg.DagsterInstance, settings: Settings
 ) -> IngestOutcome:
     started = time.perf_counter()
-    result = job.execute_in_process(
-        partition_key=session_id,
-        instance=instance,
-        raise_on_error=False,
-        # The run's events are all in the Dagster UI; the terminal gets one line per session.
-        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-        tags={"librarian/trigger": "cli-ingest"},
-    )
+    try:
+        result = job.execute_in_process(
+            partition_key=session_id,
+            instance=instance,
+            raise_on_error=False,
+            # The run's events are all in the Dagster UI; the terminal gets one line per session.
+            run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+            tags={"librarian/trigger": "cli-ingest"},
+        )
+    except Exception as exc:
+        # The database went away during the run: Dagster's own storage (on the same server)
+        # cannot record it, so the run raises instead of failing. No later session can run
+        # either; the whole ingest stops with one line naming the database.
+        lost = _connection_error(exc)
+        if lost is None:
+            raise
+        raise unreachable(settings, lost) from None
     seconds = time.perf_counter() - started
     if not result.success and _interrupted(result):
         # Dagster turns SIGTERM or Ctrl-C during a run into this run's failure; the user asked
@@ -95,6 +109,25 @@ def _ingest_one(
     return IngestOutcome(session_id, "failed", "not stored: a blocking check failed", 0, seconds)
 
 
+def _not_a_connection_retry(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("Retrying failed database connection")
+
+
+def _connection_error(exc: BaseException) -> BaseException | None:
+    """The driver's "cannot talk to the server" error behind `exc`, if that is what it is."""
+    import psycopg
+    import sqlalchemy.exc
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, sqlalchemy.exc.OperationalError):
+            return seen.orig  # psycopg2's own error: its message without SQLAlchemy's framing
+        if isinstance(seen, psycopg.OperationalError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def _interrupted(result: dg.ExecuteInProcessResult) -> bool:
     for event in result.all_events:
         error = event.step_failure_data.error if event.is_step_failure else None
@@ -112,6 +145,10 @@ def _failure(result: dg.ExecuteInProcessResult) -> str:
         if data and data.user_failure_data and data.user_failure_data.description:
             return f"{event.step_key}: {data.user_failure_data.description}"
         if data and data.error:
-            message = data.error.message.strip().splitlines()
+            # The innermost cause says why; the wrappers around it say where Dagster caught it.
+            error = data.error
+            while error.cause is not None:
+                error = error.cause
+            message = error.message.strip().splitlines()
             return f"{event.step_key}: {message[-1] if message else 'failed'}"
     return "run failed"

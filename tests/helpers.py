@@ -99,3 +99,56 @@ def write_transcript(folder: Path, session_id: str, prompt: str, reply: str) -> 
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     return path
+
+
+@contextlib.contextmanager
+def tmpfs(folder: Path, size: str = "2m", read_only: bool = False):
+    """A small real filesystem at `folder` (created): a full disk or a read-only one, for real.
+
+    Mounting needs root (or CAP_SYS_ADMIN); where it is refused, the test is skipped saying so.
+    """
+    import subprocess
+
+    import pytest
+
+    folder.mkdir(parents=True, exist_ok=True)
+    options = f"size={size},mode=0755" + (",ro" if read_only else "")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip() or 'not permitted'})")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def fill(folder: Path) -> Path:
+    """Fill the filesystem of `folder` to the last byte; remove the file returned to free it."""
+    import errno
+
+    filler = folder / "filler"
+    with filler.open("wb", buffering=0) as out:
+        block = b"\0" * 65536
+        while True:
+            try:
+                out.write(block)
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+                break
+    # Smaller writes until not even one byte fits.
+    with filler.open("ab", buffering=0) as out:
+        for size in (4096, 1):
+            while True:
+                try:
+                    out.write(b"\0" * size)
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+                    break
+    return filler

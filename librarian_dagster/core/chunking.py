@@ -121,6 +121,8 @@ def _windows(text: str, size: int, stride: int) -> list[str]:
         if end >= len(text):
             break
         step = start + stride
-        space = text.find(" ", step)
-        start = space + 1 if 0 < space < end else step
+        # Bounded by `end`: unbounded, a long text without spaces was scanned to its end once
+        # per window (a 50 MB line took minutes).
+        space = text.find(" ", step, end)
+        start = space + 1 if space > 0 else step
     return [w for w in out if w]

@@ -184,8 +184,11 @@ def dagster_storage_url(settings: Settings) -> str:
     return server.get_uri(DAGSTER_DB, "psycopg2")
 
 
-def unreachable(settings: Settings, exc: psycopg.OperationalError) -> DatabaseError:
-    """The one-line error for a database that cannot be reached, naming where it was looked for."""
+def unreachable(settings: Settings, exc: BaseException) -> DatabaseError:
+    """The one-line error for a database that cannot be reached, naming where it was looked for.
+
+    `exc` is the driver's error: psycopg's, or psycopg2's under Dagster's own storage.
+    """
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     reason = lines[0] if lines else type(exc).__name__
     where = "LIBRARIAN_DATABASE_URL" if settings.database_url else "the embedded server"

@@ -128,11 +128,27 @@ def _is_hidden_or_spill(path: Path, root: Path) -> bool:
     return any(p in ("tool-results", "memory") for p in parts[:-1])
 
 
+def _distinct_files(files: Iterable[Path]) -> list[Path]:
+    """Each file once, however many names it has in the mirror (symlinks, hard links).
+
+    Told apart by device and inode; a name that is not a symlink is kept over one that is. Two
+    names of one file would otherwise be two sessions, and the same memory twice.
+    """
+    kept: dict[tuple[int, int], Path] = {}
+    for path in sorted(set(files), key=lambda p: (p.is_symlink(), p)):
+        try:
+            st = path.stat()
+        except OSError:
+            continue  # gone since it was listed
+        kept.setdefault((st.st_dev, st.st_ino), path)
+    return sorted(kept.values())
+
+
 def _collect(files: Iterable[Path]) -> list[SessionFiles]:
     """Group transcript files into sessions (shared by discover_sessions and session_files_for)."""
     mains: dict[str, Path] = {}
     subs: dict[str, set[Path]] = {}
-    for path in sorted(set(files)):
+    for path in _distinct_files(files):
         name = path.name
         if path.parent.name == "subagents" and name.startswith("agent-"):
             # New layout: <session>/subagents/agent-<id>.jsonl

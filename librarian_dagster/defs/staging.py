@@ -41,14 +41,19 @@ class StagingIOManager(dg.ConfigurableIOManager):
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
         target = self.path_for(context.asset_key.path[-1], context.partition_key)
         payload = _adapter(context.dagster_type.typing_type).dump_json(obj)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}.", suffix=".tmp")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}.", suffix=".tmp")
+        except OSError as exc:
+            raise _cannot_stage(target, exc) from None
         try:
             with os.fdopen(fd, "wb") as out:
                 out.write(payload)
             os.replace(tmp, target)
-        except BaseException:
+        except BaseException as exc:
             Path(tmp).unlink(missing_ok=True)
+            if isinstance(exc, OSError):
+                raise _cannot_stage(target, exc) from None
             raise
         context.add_output_metadata({"path": dg.MetadataValue.path(str(target))})
 
@@ -65,6 +70,14 @@ class StagingIOManager(dg.ConfigurableIOManager):
                 f"no {asset} output for session {context.partition_key}: materialize {asset} first"
             ) from None
         return _adapter(context.dagster_type.typing_type).validate_json(data)
+
+
+def _cannot_stage(target: Path, exc: OSError) -> dg.Failure:
+    """A full disk or a read-only home, said in the run's one line: where, and why.
+
+    The file that was there before, if any, is untouched: it is replaced only once whole.
+    """
+    return dg.Failure(f"cannot stage {target}: {exc.strerror or exc}")
 
 
 @cache

@@ -7,6 +7,9 @@ import sys
 
 import pytest
 
+from tests.conftest import TRANSCRIPTS
+from tests.helpers import tmpfs
+
 LIBRARIAN = [sys.executable, "-m", "librarian_dagster.cli.main"]
 MCP_SERVER = [sys.executable, "-m", "mcp_server"]
 
@@ -65,6 +68,26 @@ def test_a_read_only_home_is_one_line_naming_the_setting(tmp_path):
         home.chmod(0o700)
     assert done.returncode == 1
     assert "LIBRARIAN_HOME" in _one_line(done) and "not a writable folder" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["status"],
+        ["ingest", str(TRANSCRIPTS / "obra__episodic-memory" / "tiny-conversation.jsonl")],
+    ],
+    ids=["status", "ingest"],
+)
+def test_a_home_on_a_read_only_filesystem_is_one_line_naming_the_setting(tmp_path, command):
+    # As root too (where the test above is skipped): a read-only mount refuses everyone.
+    home = tmp_path / "home"
+    with tmpfs(home, read_only=True):
+        done = _run([*LIBRARIAN, *command], tmp_path, LIBRARIAN_HOME=str(home))
+    assert done.returncode == 1
+    assert _one_line(done) == (
+        f"librarian {command[0]}: LIBRARIAN_HOME={home} is not a writable folder "
+        "(Read-only file system)"
+    )
 
 
 @pytest.mark.parametrize(

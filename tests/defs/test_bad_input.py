@@ -1,9 +1,13 @@
 """Bad input is ingested or skipped with a reason in the run's metadata: never a crash."""
 
+import json
+import os
 import shutil
 
 import dagster as dg
+import psycopg
 import pytest
+from psycopg import sql
 
 from librarian_dagster.core.store import Store
 from librarian_dagster.core.transcripts import session_files_for
@@ -91,3 +95,121 @@ def test_the_sensor_requests_bad_files_without_failing(
     result = sensor_tick(load_defs(), instance, None)
     assert len(result.run_requests) == 4
     instance.dispose()
+
+
+GOOD = TRANSCRIPTS / "daaain__claude-code-log" / "4379d1bf-ccb1-414e-a856-9791b73f3af2.jsonl"
+BAD_BYTES = "33333333-3333-3333-3333-333333333333"
+HUGE_LINE = "44444444-4444-4444-4444-444444444444"
+NESTED = "55555555-5555-5555-5555-555555555555"
+JUNK = "66666666-6666-6666-6666-666666666666"
+
+
+def _record(session_id: str, role: str, text: str, uuid: str) -> bytes:
+    message = (
+        {"role": "user", "content": text}
+        if role == "user"
+        else {"id": f"msg_{uuid}", "role": "assistant", "model": "claude-test",
+              "content": [{"type": "text", "text": text}]}
+    )  # fmt: skip
+    record = {
+        "type": role,
+        "uuid": uuid,
+        "sessionId": session_id,
+        "cwd": "/work/app",
+        "timestamp": "2026-11-01T10:00:00Z",
+        "message": message,
+    }
+    return json.dumps(record).encode() + b"\n"
+
+
+@pytest.fixture
+def hostile_mirror(tmp_path):
+    """A mirror with loops, things that are not transcripts, and sessions with bad lines in them.
+
+    Beside them one good real session, also reachable a second time through a symlinked file.
+    """
+    mirror = tmp_path / "mirror"
+    project = mirror / "-work-app"
+    project.mkdir(parents=True)
+    shutil.copy(GOOD, project / GOOD.name)
+    (project / "up").symlink_to("..", target_is_directory=True)  # a folder linked to its parent
+    (project / "loop.jsonl").symlink_to("loop.jsonl")  # a symlink to itself
+    (project / "selfdir").symlink_to("selfdir", target_is_directory=True)
+    (project / "dangling.jsonl").symlink_to(tmp_path / "gone.jsonl")
+    os.mkfifo(project / "77777777-7777-7777-7777-777777777777.jsonl")  # reading it would block
+    (project / "folder.jsonl").mkdir()
+    (project / "README.md").write_text("# not a transcript\n", encoding="utf-8")
+    (project / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
+    (project / f"{JUNK}.jsonl").write_bytes(bytes(range(256)) * 64)  # binary, named like one
+    other = mirror / "-work-other"
+    other.mkdir()
+    (other / GOOD.name).symlink_to(project / GOOD.name)  # the same file under a second name
+
+    def session(session_id: str, *middle: bytes) -> None:
+        first = _record(session_id, "user", f"question about the {session_id[:4]} widget", "u1")
+        last = _record(session_id, "assistant", "the widget now renders in the sidebar", "a1")
+        (project / f"{session_id}.jsonl").write_bytes(first + b"".join(middle) + last)
+
+    session(
+        BAD_BYTES,
+        _record(BAD_BYTES, "user", "caf\u00e9 latte", "u2").replace(b"caf\\u00e9", b"caf\xe9"),
+        b"\x00" * 500 + b"\n",
+        b"\xff\xfe\x80 not utf-8 at all\n",
+        _record(BAD_BYTES, "user", "with a nul", "u3").replace(b'"type"', b'\x00"type"'),
+    )
+    session(HUGE_LINE, _record(HUGE_LINE, "assistant", "x" * (50 * 1024 * 1024), "a0"))
+    session(
+        NESTED,
+        b"[" * 100_000 + b"]" * 100_000 + b"\n",
+        b'{"a":' * 50_000 + b"1" + b"}" * 50_000 + b"\n",
+    )
+    for path in (*project.iterdir(), *other.iterdir()):
+        if path.is_file() and not path.is_symlink():
+            age(path, 600)
+    return mirror
+
+
+def _counts(database_url: str) -> dict[str, dict[str, int]]:
+    with psycopg.connect(database_url) as conn:
+        return {
+            table: dict(
+                conn.execute(
+                    sql.SQL("SELECT session_id, count(*) FROM {} GROUP BY session_id").format(
+                        sql.Identifier(table)
+                    )
+                ).fetchall()
+            )
+            for table in ("memories", "indexed_chunks", "session_sources")
+        }
+
+
+def test_a_hostile_mirror_is_scanned_and_ingested_around_what_is_bad(
+    tmp_path, database_url, hostile_mirror, monkeypatch
+):
+    settings = make_settings(tmp_path, database_url, hostile_mirror)
+    monkeypatch.setenv("LIBRARIAN_HOME", str(settings.home))
+    monkeypatch.setenv("LIBRARIAN_MIRROR", str(settings.mirror))
+    monkeypatch.setenv("LIBRARIAN_DATABASE_URL", database_url)
+    instance = open_instance(settings)
+    sessions = {GOOD.stem, BAD_BYTES, HUGE_LINE, NESTED, JUNK}
+
+    # The sensor's scan ends, and asks for each session once: no loop, link or FIFO is one.
+    tick = sensor_tick(load_defs(), instance, None)
+    assert sorted(r.partition_key for r in tick.run_requests) == sorted(sessions)
+
+    # `librarian ingest MIRROR` finds the same, and ingests all but the file that is not one.
+    found = session_files_for([hostile_mirror])
+    assert {s.session_id for s in found} == sessions
+    outcomes = {o.session_id: o for o in ingest_sessions(found, settings, instance)}
+    instance.dispose()
+    assert {k: o.status for k, o in outcomes.items()} == {
+        **dict.fromkeys(sessions - {JUNK}, "ingested"),
+        JUNK: "skipped",
+    }, outcomes
+
+    rows = _counts(database_url)
+    assert rows["memories"] == dict.fromkeys(sessions - {JUNK}, 1)
+    assert set(rows["indexed_chunks"]) == sessions - {JUNK}
+    assert set(rows["session_sources"]) == sessions
+    memory = Store(database_url).get_memory(BAD_BYTES)
+    assert memory is not None and "with a nul" in " ".join(memory.digest.worked_on)
