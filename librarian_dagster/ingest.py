@@ -39,7 +39,8 @@ def open_instance(settings: Settings) -> dg.DagsterInstance:
 
 
 def ingest_paths(paths: Iterable[Path], settings: Settings) -> list[IngestOutcome]:
-    sessions = session_files_for(paths)
+    # Absolute, as the sensor sees the mirror: the fingerprint names the files' paths.
+    sessions = session_files_for(Path(p).absolute() for p in paths)
     return ingest_sessions(sessions, settings) if sessions else []
 
 

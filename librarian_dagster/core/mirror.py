@@ -4,10 +4,12 @@ A session is requested when its files have settled (unchanged for `settle_second
 Claude Code is still writing waits) and its fingerprint (sizes and mtimes of all its files)
 differs from the one last requested. The cursor is the map session id -> fingerprint requested,
 so an unchanged file is never requested twice and a grown (resumed) one exactly once more.
+What the store already holds at the same fingerprint (ingested by `librarian ingest`, a backfill
+or an earlier sensor whose cursor is gone) is not requested either.
 """
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from librarian_dagster.core.transcripts import SessionFiles
@@ -43,13 +45,22 @@ def snapshot(sessions: Iterable[SessionFiles]) -> list[Snapshot]:
 
 
 def plan_ingest(
-    snapshots: Sequence[Snapshot], cursor: str | None, now: float, settle_seconds: float
+    snapshots: Sequence[Snapshot],
+    cursor: str | None,
+    now: float,
+    settle_seconds: float,
+    held: Collection[tuple[str, str]] = (),
 ) -> IngestPlan:
+    """`held`: (session id, fingerprint) pairs the store already holds the outcome of."""
     requested = parse_cursor(cursor)
     requests: list[Snapshot] = []
     waiting = 0
     for snap in snapshots:
-        if requested.get(snap.files.session_id) == snap.fingerprint:
+        sid = snap.files.session_id
+        if requested.get(sid) == snap.fingerprint:
+            continue
+        if (sid, snap.fingerprint) in held:
+            requested[sid] = snap.fingerprint
             continue
         if now - snap.last_modified < settle_seconds:
             waiting += 1

@@ -125,6 +125,15 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         CREATE INDEX indexed_chunks_session_section ON indexed_chunks (session_id, section);
         """,
     ),
+    (
+        3,
+        """
+        -- What the store already holds, by the transcript files' fingerprint: a memory made
+        -- from them, or "nothing to remember" in them. The sensor asks for neither again.
+        ALTER TABLE memories ADD COLUMN source_fingerprint text;
+        ALTER TABLE session_sources ADD COLUMN nothing_at_fingerprint text;
+        """,
+    ),
 )
 
 # Serialises migrations between processes that start together (webserver, daemon, MCP server).
@@ -318,6 +327,32 @@ class Store:
                     for files, fingerprint in sessions
                 ],
             )
+
+    def record_nothing_to_remember(self, session_id: str, fingerprint: str) -> None:
+        """The session's files at `fingerprint` hold nothing to remember (empty, summary-only)."""
+        with self.connect() as conn:
+            conn.execute(
+                "UPDATE session_sources SET nothing_at_fingerprint = %s WHERE session_id = %s",
+                (fingerprint, session_id),
+            )
+
+    def held_fingerprints(self) -> set[tuple[str, str]]:
+        """(session id, fingerprint) of transcript files whose outcome the store already holds.
+
+        A memory made from them, or the note that they hold nothing to remember: asking for
+        such a session again while its files are unchanged would only repeat the work.
+        """
+        with self.connect() as conn:
+            rows = conn.execute(
+                """
+                SELECT session_id, nothing_at_fingerprint AS fingerprint FROM session_sources
+                WHERE nothing_at_fingerprint IS NOT NULL
+                UNION
+                SELECT session_id, source_fingerprint FROM memories
+                WHERE source_fingerprint IS NOT NULL
+                """
+            ).fetchall()
+        return {(row["session_id"], row["fingerprint"]) for row in rows}
 
     def session_source(self, session_id: str) -> SessionFiles | None:
         with self.connect() as conn:

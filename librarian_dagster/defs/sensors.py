@@ -23,7 +23,11 @@ def mirror_sensor(
     if not root.is_dir():
         return dg.SkipReason(f"mirror folder {root} does not exist (set LIBRARIAN_MIRROR)")
     plan = plan_ingest(
-        snapshot(discover_sessions(root)), context.cursor, time.time(), mirror.settle_seconds
+        snapshot(discover_sessions(root)),
+        context.cursor,
+        time.time(),
+        mirror.settle_seconds,
+        held=store.get().held_fingerprints(),
     )
     if not plan.requests:
         return dg.SensorResult(

@@ -35,3 +35,10 @@ def test_a_grown_session_is_requested_again_with_a_new_run_key():
 def test_an_unreadable_cursor_starts_over_instead_of_failing():
     assert parse_cursor("{not json") == {}
     assert parse_cursor("[1, 2]") == {}
+
+
+def test_what_the_store_holds_at_the_same_fingerprint_is_not_requested():
+    snaps = [_snap("a", "f1", 100.0), _snap("b", "f2", 100.0)]
+    plan = plan_ingest(snaps, None, now=1000.0, settle_seconds=0, held={("a", "f1"), ("b", "f1")})
+    assert [s.files.session_id for s in plan.requests] == ["b"]
+    assert json.loads(plan.cursor) == {"a": "f1", "b": "f2"}

@@ -30,6 +30,7 @@ def redacted_session(
     session = parse_session(files, include_thinking=mirror.include_thinking)
     if session.skip_reason:
         context.log.info(f"nothing to remember: {session.skip_reason}")
+        store.get().record_nothing_to_remember(session.session_id, session.fingerprint)
         return
     clean, counts = redact_session(session)
     yield dg.Output(
