@@ -1,13 +1,18 @@
-"""`librarian ingest`: run the `ingest_session` job now, in this process, one run per session.
+"""`librarian ingest` and `librarian backfill`: run the `ingest_session` job now, in this process.
 
 The same job the mirror sensor and a backfill from the UI start, with the same resources. The runs
 land in the Dagster instance the UI shows (DAGSTER_HOME under LIBRARIAN_HOME), so an ingest from
 the command line has the same lineage, metadata and checks as a sensor run.
+
+Many sessions go in one run (a range of consecutive partitions, at most `per_run`): Dagster's
+bookkeeping of a run is paid once per run instead of once per session (docs/decisions/0014).
+Each stage still works and reports session by session; a session a run could not store is run
+again on its own, so its failure is its own and never costs another session its memory.
 """
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -20,7 +25,20 @@ from librarian_dagster.core.store import open_store
 from librarian_dagster.core.transcripts import SessionFiles, session_files_for
 from librarian_dagster.definitions import build_definitions
 from librarian_dagster.defs.jobs import INGEST_SESSION
-from librarian_dagster.defs.partitions import SESSIONS
+from librarian_dagster.defs.partitions import SESSIONS, SESSIONS_PER_RUN, session_id_of
+
+# The tags Dagster's own backfills put on a run over a range of partitions.
+RANGE_START_TAG = "dagster/asset_partition_range_start"
+RANGE_END_TAG = "dagster/asset_partition_range_end"
+STAGES = (
+    "transcript",
+    "redacted_session",
+    "session_digest",
+    "digest_chunks",
+    "exchange_chunks",
+    "chunk_embeddings",
+    "memory",
+)
 
 
 @dataclass(frozen=True)
@@ -30,6 +48,7 @@ class IngestOutcome:
     detail: str
     chunks: int
     seconds: float
+    """The session's share of its run's wall time."""
 
 
 def open_instance(settings: Settings) -> dg.DagsterInstance:
@@ -38,54 +57,132 @@ def open_instance(settings: Settings) -> dg.DagsterInstance:
     return dg.DagsterInstance.from_config(env["DAGSTER_HOME"])
 
 
-def ingest_paths(paths: Iterable[Path], settings: Settings) -> list[IngestOutcome]:
+def ingest_paths(
+    paths: Iterable[Path], settings: Settings, per_run: int = SESSIONS_PER_RUN
+) -> list[IngestOutcome]:
     # Absolute, as the sensor sees the mirror: the fingerprint names the files' paths.
     sessions = session_files_for(Path(p).absolute() for p in paths)
-    return ingest_sessions(sessions, settings) if sessions else []
+    return ingest_sessions(sessions, settings, per_run=per_run) if sessions else []
 
 
 def ingest_sessions(
-    sessions: list[SessionFiles], settings: Settings, instance: dg.DagsterInstance | None = None
+    sessions: list[SessionFiles],
+    settings: Settings,
+    instance: dg.DagsterInstance | None = None,
+    per_run: int = SESSIONS_PER_RUN,
+    on_outcome: Callable[[IngestOutcome], None] | None = None,
 ) -> list[IngestOutcome]:
     # Where each session's files are, as the sensor records it: the run finds them by key alone.
     open_store(settings).record_sources([(s, s.fingerprint()) for s in sessions])
     instance = instance or open_instance(settings)
-    instance.add_dynamic_partitions(SESSIONS, [s.session_id for s in sessions])
+    keys = [s.session_id for s in sessions]
+    known = set(instance.get_dynamic_partitions(SESSIONS))
+    instance.add_dynamic_partitions(SESSIONS, [k for k in keys if k not in known])
+    return run_partitions(keys, settings, instance, per_run=per_run, on_outcome=on_outcome)
+
+
+def run_partitions(
+    keys: Sequence[str],
+    settings: Settings,
+    instance: dg.DagsterInstance,
+    *,
+    per_run: int = SESSIONS_PER_RUN,
+    assets: Sequence[str] = STAGES,
+    trigger: str = "cli-ingest",
+    on_outcome: Callable[[IngestOutcome], None] | None = None,
+) -> list[IngestOutcome]:
+    """Materialize `assets` for these existing partitions, `per_run` consecutive ones per run."""
     job = build_definitions(settings).resolve_job_def(INGEST_SESSION)
-    return [_ingest_one(job, s.session_id, instance) for s in sessions]
+    selection = [dg.AssetKey(a) for a in assets]
+    outcomes: dict[str, IngestOutcome] = {}
+    order = instance.get_dynamic_partitions(SESSIONS)
+    for batch in batches(keys, order, per_run):
+        results = _run(job, batch, instance, selection, trigger)
+        if len(batch) > 1:
+            # A session the run lost is tried on its own: its failure, seen alone, is its own.
+            for key in [k for k in batch if results[k].status == "failed"]:
+                results[key] = _run(job, [key], instance, selection, trigger)[key]
+        for key in batch:
+            outcomes[key] = results[key]
+            if on_outcome is not None:
+                on_outcome(results[key])
+    return [outcomes[k] for k in keys if k in outcomes]
 
 
-def _ingest_one(
-    job: dg.JobDefinition, session_id: str, instance: dg.DagsterInstance
-) -> IngestOutcome:
+def batches(keys: Sequence[str], order: Sequence[str], per_run: int) -> list[list[str]]:
+    """The keys cut into runs of at most `per_run` partitions consecutive in `order`.
+
+    A run covers a range of the dynamic partitions (in the order they were added), so a batch
+    never spans a partition that is not asked for.
+    """
+    position = {key: i for i, key in enumerate(order)}
+    wanted = sorted({k for k in keys if k in position}, key=position.__getitem__)
+    out: list[list[str]] = []
+    for key in wanted:
+        last = out[-1] if out else None
+        if last and len(last) < max(1, per_run) and position[last[-1]] + 1 == position[key]:
+            last.append(key)
+        else:
+            out.append([key])
+    return out
+
+
+def _run(
+    job: dg.JobDefinition,
+    batch: list[str],
+    instance: dg.DagsterInstance,
+    selection: list[dg.AssetKey],
+    trigger: str,
+) -> dict[str, IngestOutcome]:
     started = time.perf_counter()
+    tags = {"librarian/trigger": trigger}
+    if len(batch) > 1:
+        tags |= {RANGE_START_TAG: batch[0], RANGE_END_TAG: batch[-1]}
     result = job.execute_in_process(
-        partition_key=session_id,
+        partition_key=batch[0] if len(batch) == 1 else None,
         instance=instance,
         raise_on_error=False,
+        asset_selection=selection,
         # The run's events are all in the Dagster UI; the terminal gets one line per session.
         run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-        tags={"librarian/trigger": "cli-ingest"},
+        tags=tags,
     )
-    seconds = time.perf_counter() - started
-    if not result.success:
-        return IngestOutcome(session_id, "failed", _failure(result), 0, seconds)
-    stored = result.asset_materializations_for_node("memory")
-    if stored:
-        metadata = stored[-1].metadata
-        chunks = metadata["chunks"].value
+    share = (time.perf_counter() - started) / len(batch)
+    by_stage = {
+        stage: {m.partition: m.metadata for m in result.asset_materializations_for_node(stage)}
+        for stage in STAGES
+    }
+    run_failure = "" if result.success else _failure(result)
+    return {key: _outcome(key, by_stage, run_failure, share) for key in batch}
+
+
+def _outcome(
+    key: str, by_stage: dict[str, dict], run_failure: str, seconds: float
+) -> IngestOutcome:
+    sid = session_id_of(key)
+    stored = by_stage["memory"].get(key)
+    if stored is not None and "chunks" in stored:
+        chunks = stored["chunks"].value
         return IngestOutcome(
-            session_id,
+            sid,
             "ingested",
-            str(metadata["summary"].value),
+            str(stored["summary"].value),
             chunks if isinstance(chunks, int) else 0,
             seconds,
         )
-    [parsed] = result.asset_materializations_for_node("transcript")
-    reason = parsed.metadata["skip_reason"].value
-    if reason:
-        return IngestOutcome(session_id, "skipped", str(reason), 0, seconds)
-    return IngestOutcome(session_id, "failed", "not stored: a blocking check failed", 0, seconds)
+    for stage in STAGES:
+        error = (by_stage[stage].get(key) or {}).get("error")
+        if error is not None:
+            return IngestOutcome(sid, "failed", f"{stage}: {error.value}", 0, seconds)
+    parsed = by_stage["transcript"].get(key) or {}
+    reason = parsed.get("skip_reason")
+    if reason is not None and reason.value:
+        return IngestOutcome(sid, "skipped", str(reason.value), 0, seconds)
+    if run_failure:
+        return IngestOutcome(sid, "failed", run_failure, 0, seconds)
+    if stored is not None:  # a stage after transcript only (--reembed): the run succeeded
+        return IngestOutcome(sid, "ingested", "", 0, seconds)
+    return IngestOutcome(sid, "failed", "not stored: a blocking check failed", 0, seconds)
 
 
 def _failure(result: dg.ExecuteInProcessResult) -> str:

@@ -336,6 +336,16 @@ class Store:
                 (fingerprint, session_id),
             )
 
+    def nothing_to_remember(self, session_ids: Sequence[str]) -> dict[str, str]:
+        """Session id -> the fingerprint its files had when they held nothing to remember."""
+        with self.connect() as conn:
+            rows = conn.execute(
+                "SELECT session_id, nothing_at_fingerprint FROM session_sources"
+                " WHERE session_id = ANY(%s) AND nothing_at_fingerprint IS NOT NULL",
+                (list(session_ids),),
+            ).fetchall()
+        return {row["session_id"]: row["nothing_at_fingerprint"] for row in rows}
+
     def held_fingerprints(self) -> set[tuple[str, str]]:
         """(session id, fingerprint) of transcript files whose outcome the store already holds.
 
