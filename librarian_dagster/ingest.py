@@ -14,6 +14,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -107,6 +108,46 @@ def run_partitions(
             if on_outcome is not None:
                 on_outcome(results[key])
     return [outcomes[k] for k in keys if k in outcomes]
+
+
+REEMBED_STAGES = ("chunk_embeddings", "memory")
+
+
+def backfill(
+    settings: Settings,
+    *,
+    project: str | None = None,
+    since: datetime | None = None,
+    reembed: bool = False,
+    per_run: int = SESSIONS_PER_RUN,
+    instance: dg.DagsterInstance | None = None,
+    on_start: Callable[[int], None] | None = None,
+    on_outcome: Callable[[IngestOutcome], None] | None = None,
+) -> list[IngestOutcome]:
+    """Run the sessions the store knows (of a project, active since a date, or all) again.
+
+    Every stage (a digest whose input and digester are unchanged is reused), or with `reembed`
+    only the vectors and the memory, from the staged chunks. The same job and batches as an
+    ingest: what a backfill from the UI over the same partitions would do.
+    """
+    # A re-embed starts from the staged chunks: only remembered sessions have them.
+    keys = open_store(settings).backfill_sessions(project, since, remembered_only=reembed)
+    if on_start is not None:
+        on_start(len(keys))
+    if not keys:
+        return []
+    instance = instance or open_instance(settings)
+    known = set(instance.get_dynamic_partitions(SESSIONS))
+    instance.add_dynamic_partitions(SESSIONS, [k for k in keys if k not in known])
+    return run_partitions(
+        keys,
+        settings,
+        instance,
+        per_run=per_run,
+        assets=REEMBED_STAGES if reembed else STAGES,
+        trigger="cli-backfill",
+        on_outcome=on_outcome,
+    )
 
 
 def batches(keys: Sequence[str], order: Sequence[str], per_run: int) -> list[list[str]]:

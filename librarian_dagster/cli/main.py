@@ -16,7 +16,7 @@ import warnings
 warnings.filterwarnings("ignore", category=UserWarning, module="platformdirs")
 
 # Module names under librarian_dagster.cli, in the order their commands appear in --help.
-COMMAND_MODULES = ("run", "query", "evaluate", "parse", "redact", "library")
+COMMAND_MODULES = ("run", "backfill", "query", "evaluate", "parse", "redact", "library")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -346,6 +346,29 @@ class Store:
             ).fetchall()
         return {row["session_id"]: row["nothing_at_fingerprint"] for row in rows}
 
+    def backfill_sessions(
+        self,
+        project: str | None = None,
+        since: datetime | None = None,
+        remembered_only: bool = False,
+    ) -> list[str]:
+        """Session ids to run again, oldest first: all whose files are recorded, or only the
+        remembered ones (of a project and/or active since a date, as their memory says)."""
+        if project is None and since is None and not remembered_only:
+            query = "SELECT session_id FROM session_sources ORDER BY recorded_at, session_id"
+            params: dict[str, Any] = {}
+        else:
+            query = (
+                "SELECT m.session_id FROM memories m JOIN session_sources USING (session_id)"
+                " WHERE (%(project)s::text IS NULL OR m.project = %(project)s)"
+                " AND (%(since)s::timestamptz IS NULL"
+                "      OR COALESCE(m.ended_at, m.started_at, m.ingested_at) >= %(since)s)"
+                " ORDER BY COALESCE(m.started_at, m.ingested_at), m.session_id"
+            )
+            params = {"project": project, "since": since}
+        with self.connect() as conn:
+            return [row["session_id"] for row in conn.execute(query, params).fetchall()]
+
     def held_fingerprints(self) -> set[tuple[str, str]]:
         """(session id, fingerprint) of transcript files whose outcome the store already holds.
 
