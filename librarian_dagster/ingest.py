@@ -21,6 +21,7 @@ from typing import Literal
 import dagster as dg
 
 from librarian_dagster.core.dagster_home import prepare_dagster_home
+from librarian_dagster.core.mirror import is_excluded
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store import open_store
 from librarian_dagster.core.transcripts import SessionFiles, session_files_for
@@ -62,7 +63,11 @@ def ingest_paths(
     paths: Iterable[Path], settings: Settings, per_run: int = SESSIONS_PER_RUN
 ) -> list[IngestOutcome]:
     # Absolute, as the sensor sees the mirror: the fingerprint names the files' paths.
-    sessions = session_files_for(Path(p).absolute() for p in paths)
+    sessions = [
+        s
+        for s in session_files_for(Path(p).absolute() for p in paths)
+        if not is_excluded(s, settings.exclude)
+    ]
     return ingest_sessions(sessions, settings, per_run=per_run) if sessions else []
 
 

@@ -11,6 +11,7 @@ or an earlier sensor whose cursor is gone) is not requested either.
 import json
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 
 from librarian_dagster.core.transcripts import SessionFiles
 
@@ -42,6 +43,16 @@ def snapshot(sessions: Iterable[SessionFiles]) -> list[Snapshot]:
                 continue  # vanished between discovery and now: the fingerprint says so
         result.append(Snapshot(files, files.fingerprint(), max(mtimes, default=0.0)))
     return result
+
+
+def is_excluded(files: SessionFiles, patterns: Sequence[str]) -> bool:
+    """Whether a glob of LIBRARIAN_EXCLUDE matches the session's project folder name (the slug
+    Claude Code names it by, e.g. `-Users-me-private`) or the full path of one of its files."""
+    if not patterns:
+        return False
+    names = {p.parent.name for p in files.paths[:1]}
+    names.update(str(p) for p in files.paths)
+    return any(fnmatchcase(name, pattern) for pattern in patterns for name in names)
 
 
 def plan_ingest(

@@ -43,6 +43,8 @@ class Settings:
     """How much more a session from today weighs in ranking than an old one (store.Boosts)."""
     importance_boost: float = 0.002
     """How much more each point of importance above 3 weighs in ranking (store.Boosts)."""
+    exclude: tuple[str, ...] = ()
+    """Globs over project folder names or transcript paths never ingested (core/mirror.py)."""
     mcp_token: str | None = field(default=None, repr=False)
     """A bearer token the recall server's HTTP endpoints demand; kept out of repr (and logs)."""
 
@@ -81,6 +83,9 @@ class Settings:
             recency_boost=_share(env, "LIBRARIAN_RECENCY_BOOST", 0.005),
             importance_boost=_share(env, "LIBRARIAN_IMPORTANCE_BOOST", 0.002),
             mcp_token=env.get("LIBRARIAN_MCP_TOKEN") or None,
+            exclude=tuple(
+                g.strip() for g in (env.get("LIBRARIAN_EXCLUDE") or "").split(",") if g.strip()
+            ),
         )
 
 

@@ -35,6 +35,8 @@ class MirrorResource(dg.ConfigurableResource):
     path: str
     settle_seconds: float = 120.0
     include_thinking: bool = False
+    exclude: list[str] | None = None
+    """LIBRARIAN_EXCLUDE: globs over project folder names or paths, never ingested."""
 
 
 class DigesterResource(dg.ConfigurableResource):
@@ -77,6 +79,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | d
             path=str(settings.mirror),
             settle_seconds=settings.settle_seconds,
             include_thinking=settings.include_thinking,
+            exclude=list(settings.exclude),
         ),
         "digester": DigesterResource(),
         "embedder": EmbedderResource(),

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from librarian_dagster.core.mirror import plan_ingest, run_key, snapshot
+from librarian_dagster.core.mirror import is_excluded, plan_ingest, run_key, snapshot
 from librarian_dagster.core.transcripts import discover_sessions
 from librarian_dagster.defs.jobs import ingest_session_job
 from librarian_dagster.defs.partitions import SESSIONS, sessions_partitions
@@ -23,7 +23,7 @@ def mirror_sensor(
     if not root.is_dir():
         return dg.SkipReason(f"mirror folder {root} does not exist (set LIBRARIAN_MIRROR)")
     plan = plan_ingest(
-        snapshot(discover_sessions(root)),
+        snapshot(s for s in discover_sessions(root) if not is_excluded(s, mirror.exclude or ())),
         context.cursor,
         time.time(),
         mirror.settle_seconds,

@@ -56,3 +56,18 @@ def test_after_an_ingest_the_sensor_asks_for_nothing_and_a_grown_file_once(env):
     grown = sensor_tick(definitions, instance, first.cursor)
     assert [r.partition_key for r in grown.run_requests] == [SESSION]
     assert sensor_tick(definitions, instance, grown.cursor).run_requests == []
+
+
+def test_excluded_projects_are_neither_requested_nor_ingested(env, monkeypatch):
+    _settings, _definitions, instance, mirror = env
+    monkeypatch.setenv("LIBRARIAN_EXCLUDE", "-work-private")
+    kept = write_transcript(mirror / "-work-app", SESSION, "Fix the cache?", "Fixed.")
+    hidden = write_transcript(mirror / "-work-private", EMPTY, "My bank details", "Noted.")
+    for p in (kept, hidden):
+        age(p, 600)
+    result = sensor_tick(load_defs(), instance, None)
+    assert [r.partition_key for r in result.run_requests] == [SESSION]
+    from librarian_dagster.core.settings import Settings
+
+    outcomes = ingest_paths([mirror], Settings.from_env())
+    assert [o.session_id for o in outcomes] == [SESSION]

@@ -19,6 +19,7 @@ from librarian_dagster.defs.partitions import session_id_of
 
 GROUP = "sessions"
 
+EXCLUDED = "excluded by LIBRARIAN_EXCLUDE"
 ABSENT = "nothing to remember, or it failed at an earlier stage (see its `error` there)"
 
 In = TypeVar("In")

@@ -4,9 +4,10 @@ from collections.abc import Iterator
 import dagster as dg
 from pydantic import TypeAdapter
 
+from librarian_dagster.core.mirror import is_excluded
 from librarian_dagster.core.redaction import find_secrets, redact_session
 from librarian_dagster.core.transcripts import Session, parse_session
-from librarian_dagster.defs.assets._common import GROUP, per_session, source_files
+from librarian_dagster.defs.assets._common import EXCLUDED, GROUP, per_session, source_files
 from librarian_dagster.defs.partitions import BATCH, sessions_partitions
 from librarian_dagster.defs.resources import MirrorResource, StoreResource
 
@@ -31,6 +32,10 @@ def redacted_session(
 
     def redact(key: str, _: str):
         files = source_files(db, key)
+        if is_excluded(files, mirror.exclude or ()):
+            db.record_nothing_to_remember(files.session_id, files.fingerprint())
+            context.add_asset_metadata({"absent": EXCLUDED}, partition_key=key)
+            return None
         session = parse_session(files, include_thinking=mirror.include_thinking)
         if session.skip_reason:
             context.log.info(f"{key}: nothing to remember: {session.skip_reason}")
