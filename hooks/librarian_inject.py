@@ -50,17 +50,37 @@ def levels(library: str, root: str, file_dir: str):
     return out
 
 
+def is_note(entry) -> bool:
+    try:
+        return entry.name.endswith(".md") and not entry.name.startswith(".") and entry.is_file()
+    except OSError:  # a symlink loop, say: not a note, and the folder's other notes still are
+        return False
+
+
 def notes_in(folder: str):
     try:
-        entries = [
-            e
-            for e in os.scandir(folder)
-            if e.name.endswith(".md") and not e.name.startswith(".") and e.is_file()
-        ]
+        entries = [e for e in os.scandir(folder) if is_note(e)]
     except OSError:  # the mirrored folder usually does not exist: most folders have no notes
         return []
     entries.sort(key=lambda e: e.name)
     return entries
+
+
+def signature(entry):
+    """The note's "mtime:size" and size; None when it vanished or cannot be looked at now."""
+    try:
+        st = entry.stat()
+    except OSError:
+        return None
+    return f"{st.st_mtime_ns}:{st.st_size}", st.st_size
+
+
+def read_note(path: str):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return clean(fh.read())
+    except OSError:  # removed since the listing, or unreadable: pass over it, keep the others
+        return None
 
 
 def clean(text: str) -> str:
@@ -107,18 +127,19 @@ def handle(event: dict, env=None):
     omitted = []  # (key, sig, display name)
     for label, folder in levels(library, root, file_dir):
         for entry in notes_in(folder):
-            st = entry.stat()
-            sig = f"{st.st_mtime_ns}:{st.st_size}"
+            seen = signature(entry)
+            if seen is None:
+                continue
+            sig, size = seen
             key = entry.path
             if shown_before.get(key) == sig:
                 continue
             name = f"{label}/{entry.name}"
             # Bytes bound characters from above: a note this big can never fit, so skip the read.
-            if st.st_size > 4 * budget:
+            if size > 4 * budget:
                 omitted.append((key, sig, name))
                 continue
-            with open(entry.path, encoding="utf-8", errors="replace") as fh:
-                body = clean(fh.read())
+            body = read_note(entry.path)
             if not body:
                 continue
             section = f"\n\n### {name}\n{body}"

@@ -224,16 +224,21 @@ def route_scratch(library: str) -> dict:
             continue
         try:
             note, label = resolve_target(library, m.group("path"), type_name)
+            entry_id = _digest("scratch", label, os.path.basename(note), content)
+            if entry_id in _existing_ids(note):
+                stats["duplicates"] += 1
+            else:
+                marker = MARKER.format(id=entry_id, origin=f"routed={date}")
+                _append_entry(library, note, label, f"\n{marker}\n{content}\n")
+                stats["routed"] += 1
         except InvalidBlock as exc:
             stats["invalid"].append(f"line {start + 1}: {exc}")
             continue
-        entry_id = _digest("scratch", label, os.path.basename(note), content)
-        if entry_id in _existing_ids(note):
-            stats["duplicates"] += 1
-        else:
-            marker = MARKER.format(id=entry_id, origin=f"routed={date}")
-            _append_entry(library, note, label, f"\n{marker}\n{content}\n")
-            stats["routed"] += 1
+        except OSError as exc:
+            # This block's note cannot be written (a name too long, a file where a folder
+            # should be): it stays in scratch, and the other blocks are still filed.
+            stats["invalid"].append(f"line {start + 1}: cannot write its note ({exc.strerror})")
+            continue
         done.append((start, end))
     if done:
         _rewrite_scratch(scratch, text, lines, done)

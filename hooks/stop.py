@@ -9,7 +9,11 @@ import os
 import sys
 import time
 
-import librarian_hooklib as lib  # sibling module, found through sys.path[0] (the script's folder)
+sys.dont_write_bytecode = True  # nothing beside the scripts: see librarian_pycache.py
+import librarian_pycache as pycache
+
+with pycache.elsewhere():
+    import librarian_hooklib as lib  # a sibling, found through sys.path[0] (the script's folder)
 
 HOOK = "stop"
 
@@ -24,7 +28,10 @@ def handle(event: dict, env=None):
         return None, "no library"
     library = found[0]
 
-    import librarian_routing as routing  # only the Stop hook pays for re, hashlib and the lock
+    import hashlib  # noqa: F401  (the standard library's, from its own cache: see pycache)
+
+    with pycache.elsewhere():
+        import librarian_routing as routing  # only the Stop hook pays for hashlib and the lock
 
     with routing.LibraryLock(library):
         memory = routing.sync_auto_memory(library, cwd, time.time(), env)

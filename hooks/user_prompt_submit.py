@@ -13,8 +13,12 @@ failure of recall cannot lose the reminder (its once-per-session mark is already
 import os
 import sys
 
-import librarian_hooklib as lib  # sibling modules, found through sys.path[0] (the script's folder)
-import librarian_recall as recall
+sys.dont_write_bytecode = True  # nothing beside the scripts: see librarian_pycache.py
+import librarian_pycache as pycache
+
+with pycache.elsewhere():
+    import librarian_hooklib as lib  # siblings, found through sys.path[0] (the script's folder)
+    import librarian_recall as recall
 
 HOOK = "user_prompt_submit"
 

@@ -5,19 +5,30 @@ location (UI, daemon, sensor) binds them to the environment, `librarian ingest` 
 the settings they were given.
 """
 
+import warnings
 from pathlib import Path
 
 import dagster as dg
 
 from librarian_dagster.core.settings import Settings
+from librarian_dagster.defs.checks import MEMORY, memory_freshness
 from librarian_dagster.defs.resources import build_resources
 
 
 def build_definitions(settings: Settings) -> dg.Definitions:
-    return dg.Definitions.merge(
+    defs = dg.Definitions.merge(
         dg.load_from_defs_folder(path_within_project=Path(__file__).parent),
         dg.Definitions(resources=build_resources(settings)),
     )
+    freshness = memory_freshness(settings.quiet_hours)
+    if freshness is not None:
+        # The policy's window is a setting, so it is applied here, where settings are bound.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", dg.PreviewWarning)  # map_asset_specs is "preview"
+            defs = defs.map_asset_specs(
+                func=lambda s: dg.apply_freshness_policy(s, freshness) if s.key == MEMORY else s
+            )
+    return defs
 
 
 @dg.definitions

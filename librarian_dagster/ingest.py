@@ -46,7 +46,7 @@ STAGES = (
 @dataclass(frozen=True)
 class IngestOutcome:
     session_id: str
-    status: Literal["ingested", "skipped", "failed"]
+    status: Literal["ingested", "skipped", "deferred", "failed"]
     detail: str
     chunks: int
     seconds: float
@@ -194,16 +194,25 @@ def _run(
         tags=tags,
     )
     share = (time.perf_counter() - started) / len(batch)
+    if not result.success and _interrupted(result):
+        # Dagster turns SIGTERM or Ctrl-C during a run into this run's failure; the user asked
+        # the whole ingest to stop, not to skip to the next session.
+        raise KeyboardInterrupt
     by_stage = {
         stage: {m.partition: m.metadata for m in result.asset_materializations_for_node(stage)}
         for stage in STAGES
     }
+    deferred = {
+        seen.partition: seen.metadata["deferred"].value
+        for seen in result.asset_observations_for_node("session_digest")
+        if "deferred" in seen.metadata
+    }
     run_failure = "" if result.success else _failure(result)
-    return {key: _outcome(key, by_stage, run_failure, share) for key in batch}
+    return {key: _outcome(key, by_stage, deferred, run_failure, share) for key in batch}
 
 
 def _outcome(
-    key: str, by_stage: dict[str, dict], run_failure: str, seconds: float
+    key: str, by_stage: dict[str, dict], deferred: dict, run_failure: str, seconds: float
 ) -> IngestOutcome:
     sid = session_id_of(key)
     stored = by_stage["memory"].get(key)
@@ -220,6 +229,8 @@ def _outcome(
         error = (by_stage[stage].get(key) or {}).get("error")
         if error is not None:
             return IngestOutcome(sid, "failed", f"{stage}: {error.value}", 0, seconds)
+    if key in deferred:
+        return IngestOutcome(sid, "deferred", str(deferred[key]), 0, seconds)
     parsed = by_stage["transcript"].get(key) or {}
     reason = parsed.get("skip_reason")
     if reason is not None and reason.value:
@@ -231,9 +242,23 @@ def _outcome(
     return IngestOutcome(sid, "failed", "not stored: a blocking check failed", 0, seconds)
 
 
+def _interrupted(result: dg.ExecuteInProcessResult) -> bool:
+    for event in result.all_events:
+        error = event.step_failure_data.error if event.is_step_failure else None
+        if error is not None and error.cls_name == "DagsterExecutionInterruptedError":
+            return True
+        if event.is_run_failure and "interrupted" in (event.message or ""):
+            return True
+    return False
+
+
 def _failure(result: dg.ExecuteInProcessResult) -> str:
     for event in result.all_events:
-        if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
-            message = event.step_failure_data.error.message.strip().splitlines()
+        data = event.step_failure_data if event.is_step_failure else None
+        # A dg.Failure's own description says why, even after retries ("Exceeded max_retries").
+        if data and data.user_failure_data and data.user_failure_data.description:
+            return f"{event.step_key}: {data.user_failure_data.description}"
+        if data and data.error:
+            message = data.error.message.strip().splitlines()
             return f"{event.step_key}: {message[-1] if message else 'failed'}"
     return "run failed"

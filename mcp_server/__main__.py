@@ -3,7 +3,7 @@
 The same server as `librarian mcp`, started without the `librarian` command.
 """
 
-import argparse
+import sys
 import warnings
 from typing import get_args
 
@@ -11,18 +11,25 @@ from typing import get_args
 # XDG_RUNTIME_DIR) is harmless, and `librarian` silences it the same way (cli/main.py).
 warnings.filterwarnings("ignore", category=UserWarning, module="platformdirs")
 
+from librarian_dagster.core.commandline import Parser, port, report, user_errors  # noqa: E402
 from librarian_dagster.core.settings import Settings  # noqa: E402
 from mcp_server.app import Transport, serve  # noqa: E402
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m mcp_server", description=__doc__)
+def main(argv: list[str] | None = None) -> int:
+    parser = Parser(prog="python -m mcp_server", description=__doc__)
     parser.add_argument("--transport", choices=get_args(Transport), default="http")
     parser.add_argument("--host", help="default: LIBRARIAN_MCP_HOST or 127.0.0.1")
-    parser.add_argument("--port", type=int, help="default: LIBRARIAN_MCP_PORT or 3201")
+    parser.add_argument("--port", type=port, help="default: LIBRARIAN_MCP_PORT or 3201")
     args = parser.parse_args(argv)
-    serve(Settings.from_env(), args.transport, args.host, args.port)
+    try:
+        serve(Settings.from_env(), args.transport, args.host, args.port)
+    except KeyboardInterrupt:
+        return 130
+    except user_errors() as exc:
+        return report(parser.prog, exc)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -6,36 +6,56 @@ are. Errors are raised, never returned as strings, so an agent sees a tool error
 
 Beside /mcp, the HTTP app answers `POST /recall`: `search_chunks` as plain JSON in one round
 trip, for the prompt hook, which has under a second and no MCP client (docs/decisions/0004).
+
+Who may read what (mcp_server/auth.py, SECURITY.md): over HTTP with tokens configured, every
+endpoint demands a bearer token, and only a token with the `private` scope sees the `private`
+domain; a server on an address other than loopback refuses to start without tokens.
 """
 
-import hmac
 import logging
 import sys
+import threading
 from datetime import datetime
 from typing import Annotated, Literal
 
 import uvicorn
+from mcp.server.auth.provider import TokenVerifier
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from librarian_dagster.core.digest import Domain
-from librarian_dagster.core.embeddings import Embedder, local_embedder
+from librarian_dagster.core.embeddings import Embedder
 from librarian_dagster.core.models import SearchResult, SessionDigest, SessionList
-from librarian_dagster.core.recall import MAX_RESULTS, boosts_for, recall
+from librarian_dagster.core.providers import configured_embedder
+from librarian_dagster.core.recall import (
+    MAX_RESULTS,
+    EmbeddingSpaceMismatch,
+    boosts_for,
+    recall,
+)
 from librarian_dagster.core.relevance import DEFAULT_THRESHOLD
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store import (
     DEFAULT_BOOSTS,
+    PRIVATE_DOMAIN,
     Boosts,
     InvalidCursor,
     SearchFilters,
     Store,
     open_store,
+)
+from librarian_dagster.core.tokens import TokenFileError
+from mcp_server.auth import (
+    LOOPBACK_HOSTS,
+    auth_settings,
+    authenticated,
+    may_read_private,
+    verifier_for,
 )
 
 INSTRUCTIONS = """\
@@ -51,9 +71,28 @@ DomainFilter = Annotated[Domain | None, Field(description="Only sessions of this
 SinceFilter = Annotated[
     datetime | None, Field(description="Only sessions that ended at or after this ISO time.")
 ]
+
+
+def _no_nul(value: str) -> str:
+    # PostgreSQL text cannot hold NUL: said here, rather than as a database error at the end.
+    if "\x00" in value:
+        raise ValueError("must not contain NUL bytes")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_no_nul)]
+"""Every text parameter: a string PostgreSQL can take as it is (always as a bound parameter)."""
+
 ProjectFilter = Annotated[
-    str | None, Field(description="Only this project (the last folder name of its cwd).")
+    Text | None,
+    Field(max_length=200, description="Only this project (the last folder name of its cwd)."),
 ]
+Tag = Annotated[Text, Field(max_length=200)]
+# The longest next_cursor is a timestamp and a session id, base64'd: well under this.
+_MAX_CURSOR = 1000
+_MAX_SESSION_ID = 200
+
+PRIVATE_REFUSED = "the private domain needs a token with the `private` scope"
 
 
 def build_server(
@@ -61,21 +100,44 @@ def build_server(
     embedder: Embedder,
     min_relevance: float = DEFAULT_THRESHOLD,
     boosts: Boosts = DEFAULT_BOOSTS,
+    *,
+    verifier: TokenVerifier | None = None,
+    issuer_url: str = "http://127.0.0.1:3201",
+    private_without_token: bool = False,
 ) -> MCPServer:
-    server = MCPServer("librarian", instructions=INSTRUCTIONS)
+    """The tools over `store`. With `verifier`, the HTTP apps demand a bearer token it accepts
+    (`issuer_url`: where the tokens come from, this server). `private_without_token`: whether a
+    request that carries no token (stdio, in-memory) sees the private domain."""
+    server = MCPServer(
+        "librarian",
+        instructions=INSTRUCTIONS,
+        token_verifier=verifier,
+        auth=auth_settings(issuer_url) if verifier is not None else None,
+    )
+
+    def private_allowed(domain: str | None) -> bool:
+        allowed = may_read_private(private_without_token)
+        if domain == PRIVATE_DOMAIN and not allowed:
+            # Said, not an empty answer: the caller learns why, and nothing about the sessions.
+            raise ToolError(PRIVATE_REFUSED)
+        return allowed
 
     @server.tool()
     def search_chunks(
-        query: Annotated[str, Field(min_length=1, max_length=2000, description="What to recall.")],
+        query: Annotated[Text, Field(min_length=1, max_length=2000, description="What to recall.")],
         project: ProjectFilter = None,
         domain: DomainFilter = None,
         tags: Annotated[
-            list[str] | None, Field(description="Only sessions carrying all of these tags.")
+            list[Tag] | None,
+            Field(max_length=50, description="Only sessions carrying all of these tags."),
         ] = None,
         any_tags: Annotated[
-            list[str] | None, Field(description="Only sessions carrying one of these tags.")
+            list[Tag] | None,
+            Field(max_length=50, description="Only sessions carrying one of these tags."),
         ] = None,
-        git_branch: Annotated[str | None, Field(description="Only this git branch.")] = None,
+        git_branch: Annotated[
+            Text | None, Field(max_length=200, description="Only this git branch.")
+        ] = None,
         since: SinceFilter = None,
         until: Annotated[
             datetime | None, Field(description="Only sessions that began at or before this.")
@@ -87,6 +149,7 @@ def build_server(
         Each result's score is its session's relevance (0 to 1); when no session is relevant
         enough the results are empty and `note` says so: then nothing was remembered about it.
         """
+        include_private = private_allowed(domain)
         filters = SearchFilters(
             project=project,
             domain=domain,
@@ -95,17 +158,27 @@ def build_server(
             git_branch=git_branch,
             since=since,
             until=until,
+            include_private=include_private,
         )
-        return recall(
-            store, embedder, query, filters, limit, min_relevance=min_relevance, boosts=boosts
-        )
+        try:
+            return recall(
+                store, embedder, query, filters, limit, min_relevance=min_relevance, boosts=boosts
+            )
+        except EmbeddingSpaceMismatch as exc:
+            raise ToolError(str(exc)) from None
 
     @server.tool()
     def get_digest(
-        session_id: Annotated[str, Field(min_length=1, description="A session id from a result.")],
+        session_id: Annotated[
+            Text,
+            Field(
+                min_length=1, max_length=_MAX_SESSION_ID, description="A session id from a result."
+            ),
+        ],
     ) -> SessionDigest:
         """The whole digest of one session: what, problem, solution, what is left open."""
-        memory = store.get_memory(session_id)
+        # A private session the caller may not read is answered like one that does not exist.
+        memory = store.get_memory(session_id, include_private=private_allowed(None))
         if memory is None:
             raise ToolError(f"no session {session_id!r} in memory")
         return memory
@@ -117,11 +190,14 @@ def build_server(
         since: SinceFilter = None,
         limit: Annotated[int, Field(ge=1, le=100, description="Sessions per page.")] = 20,
         cursor: Annotated[
-            str | None, Field(description="`next_cursor` of the previous page.")
+            Text | None,
+            Field(max_length=_MAX_CURSOR, description="`next_cursor` of the previous page."),
         ] = None,
     ) -> SessionList:
         """Remembered sessions, newest first, a page at a time."""
-        filters = SearchFilters(project=project, domain=domain, since=since)
+        filters = SearchFilters(
+            project=project, domain=domain, since=since, include_private=private_allowed(domain)
+        )
         try:
             return store.list_sessions(filters, limit=limit, cursor=cursor)
         except InvalidCursor as exc:
@@ -136,7 +212,6 @@ RECALL_MAX_LIMIT = 10
 # A query is at most 2,000 characters (search_chunks' own limit): 16 KiB is ample JSON for one,
 # and reading no more keeps a bad client from making us buffer a large body.
 _RECALL_MAX_BODY = 16 * 1024
-_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 class RecallRequest(BaseModel):
@@ -144,7 +219,7 @@ class RecallRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    query: str = Field(min_length=1, max_length=2000, description="What to recall.")
+    query: Text = Field(min_length=1, max_length=2000, description="What to recall.")
     limit: int = Field(default=3, ge=1, le=RECALL_MAX_LIMIT, description="How many chunks.")
 
 
@@ -159,26 +234,19 @@ def _host_name(header: str) -> str:
     return header.rsplit(":", 1)[0]
 
 
-def _bearer_ok(request: Request, token: str) -> bool:
-    scheme, _, presented = request.headers.get("authorization", "").partition(" ")
-    # compare_digest: the time taken does not tell how much of a guess was right.
-    return scheme.lower() == "bearer" and hmac.compare_digest(
-        presented.strip().encode("utf-8"), token.encode("utf-8")
-    )
-
-
-def _recall_endpoint(server: MCPServer, host: str, token: str | None):
+def _recall_endpoint(server: MCPServer, host: str):
     """`POST /recall {"query": str, "limit": 1..10}` -> search_chunks' `SearchResult` as JSON."""
-    loopback = host in _LOOPBACK_HOSTS
+    loopback = host in LOOPBACK_HOSTS
+    # The SDK's bearer backend has checked the token of every request to this app before it
+    # gets here (the same verifier as /mcp); it does not refuse, so this endpoint does.
+    auth_required = server.settings.auth is not None
 
     async def recall_endpoint(request: Request) -> Response:
         # The same DNS-rebinding guard the SDK puts on /mcp when it serves loopback: a web page
         # must not read memories through a hostname that resolves to 127.0.0.1.
-        if loopback and _host_name(request.headers.get("host", "")) not in _LOOPBACK_HOSTS:
+        if loopback and _host_name(request.headers.get("host", "")) not in LOOPBACK_HOSTS:
             return _error(421, "this server answers requests to localhost only")
-        # Minimal on purpose: one shared secret from LIBRARIAN_MCP_TOKEN. Token files and scopes
-        # come with the server's auth (a later issue); until then /mcp itself stays open.
-        if token is not None and not _bearer_ok(request, token):
+        if auth_required and not authenticated():
             return _error(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
         # JSON only: a browser cannot send it cross-origin without a preflight we never allow.
         if not request.headers.get("content-type", "").lower().startswith("application/json"):
@@ -220,14 +288,22 @@ def _recall_endpoint(server: MCPServer, host: str, token: str | None):
     return recall_endpoint
 
 
-def http_app(server: MCPServer, host: str, *, token: str | None = None) -> Starlette:
+def http_app(server: MCPServer, host: str) -> Starlette:
     """One ASGI app: streamable HTTP at /mcp, `POST /recall` for the prompt hook and, for older
-    clients, legacy SSE at /sse. With `token`, /recall demands it as a bearer token."""
+    clients, legacy SSE at /sse. A server built with a verifier demands a token on all three."""
     app = server.streamable_http_app(host=host)
-    app.add_route(RECALL_PATH, _recall_endpoint(server, host, token), methods=["POST"])
+    app.add_route(RECALL_PATH, _recall_endpoint(server, host), methods=["POST"])
     # Mounted last, so /mcp and /recall match first; the SSE app serves /sse and /messages/.
     app.mount("/", server.sse_app(host=host))
     return app
+
+
+def _warm_up(store: Store, embedder: Embedder) -> None:
+    try:
+        embedder.embed_query("warm up")
+        store.warm_up()
+    except Exception:  # the first real question will meet the same error, and report it
+        logger.warning("could not warm up the recall server", exc_info=True)
 
 
 def serve(
@@ -236,15 +312,60 @@ def serve(
     host: str | None = None,
     port: int | None = None,
 ) -> None:
-    """Serve the memory the settings point at until stopped; host/port default to the settings."""
-    server = build_server(
-        open_store(settings), local_embedder(), settings.recall_threshold, boosts_for(settings)
-    )
+    """Serve the memory the settings point at until stopped; host/port default to the settings.
+
+    Raises SystemExit with one line when HTTP would serve an address other than loopback with
+    no token configured, or the token file is unreadable: before the store is opened.
+    """
     if transport == "stdio":
+        # Local and trusted: the user's own process started it. No token travels over a pipe, so
+        # the private domain is returned only if LIBRARIAN_STDIO_PRIVATE says so.
+        server = build_server(
+            open_store(settings),
+            configured_embedder(settings),
+            settings.recall_threshold,
+            boosts_for(settings),
+            private_without_token=settings.stdio_private,
+        )
         server.run("stdio")
         return
     host = host or settings.mcp_host
     port = port or settings.mcp_port
-    print(f"MCP server on http://{host}:{port}/mcp (legacy SSE at /sse)", file=sys.stderr)
-    app = http_app(server, host, token=settings.mcp_token)
+    try:
+        verifier = verifier_for(settings)
+    except TokenFileError as exc:
+        raise SystemExit(f"librarian mcp: {exc}") from None
+    if verifier is None and host not in LOOPBACK_HOSTS:
+        raise SystemExit(
+            f"librarian mcp: refusing to serve {host} without tokens: anyone who can reach it "
+            "could read the memory; make one with `librarian token add NAME` "
+            "(or set LIBRARIAN_MCP_TOKEN), or serve 127.0.0.1"
+        )
+    store, embedder = open_store(settings), configured_embedder(settings)
+    # Both load in the background while the server starts: the first question need not wait.
+    threading.Thread(target=_warm_up, args=(store, embedder), daemon=True).start()
+    server = build_server(
+        store,
+        embedder,
+        settings.recall_threshold,
+        boosts_for(settings),
+        verifier=verifier,
+        issuer_url=f"http://{_url_host(host)}:{port}",
+    )
+    print(
+        f"MCP server on http://{_url_host(host)}:{port}/mcp (legacy SSE at /sse)", file=sys.stderr
+    )
+    if verifier is None:
+        print(
+            "no tokens configured: open to every process on this machine (loopback only); "
+            "the private domain is not served",
+            file=sys.stderr,
+        )
+    else:
+        print(f"bearer tokens required ({settings.tokens_file})", file=sys.stderr)
+    app = http_app(server, host)
     uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

@@ -39,7 +39,7 @@ class Progress:
 
     def __init__(self, out: TextIO) -> None:
         self.out, self.total, self.done = out, 0, 0
-        self.counts = {"ingested": 0, "skipped": 0, "failed": 0}
+        self.counts = {"ingested": 0, "skipped": 0, "deferred": 0, "failed": 0}
         self.tty = out.isatty()
 
     def start(self, total: int) -> None:
@@ -85,6 +85,9 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     if not outcomes:
         print("no sessions to backfill", file=sys.stderr)
         return 0
-    counts = {s: sum(o.status == s for o in outcomes) for s in ("ingested", "skipped", "failed")}
+    counts = {
+        s: sum(o.status == s for o in outcomes)
+        for s in ("ingested", "skipped", "deferred", "failed")
+    }
     print(", ".join(f"{n} {s}" for s, n in counts.items()))
     return 1 if counts["failed"] else 0

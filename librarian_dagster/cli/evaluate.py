@@ -53,7 +53,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     # Imported here, not at parser build: the store, pydantic and numpy cost every command.
-    from librarian_dagster.core.embeddings import local_embedder
     from librarian_dagster.core.evaluation import (
         MAX_K,
         RECALL_KS,
@@ -61,6 +60,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         compare_modes,
         load_golden,
     )
+    from librarian_dagster.core.providers import configured_embedder
     from librarian_dagster.core.recall import boosts_for
     from librarian_dagster.core.store import open_store
 
@@ -81,7 +81,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     settings = Settings.from_env()
     min_relevance = settings.recall_threshold if args.min_relevance is None else args.min_relevance
-    store, embedder = open_store(settings), local_embedder()
+    store, embedder = open_store(settings), configured_embedder(settings)
     reports = compare_modes(
         questions,
         store,

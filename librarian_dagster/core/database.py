@@ -55,7 +55,17 @@ def embedded_server(settings: Settings) -> "PostgresServer":
 
     if settings.pgdata in _held:
         return _held[settings.pgdata][1]
-    settings.home.mkdir(parents=True, exist_ok=True)
+    try:
+        settings.home.mkdir(parents=True, exist_ok=True)
+        # Tried before the server is: pgserver's own failure in a read-only home is a stack of
+        # subprocess output that does not name the setting.
+        probe = settings.home / ".write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise DatabaseError(
+            f"LIBRARIAN_HOME={settings.home} is not a writable folder ({exc.strerror or exc})"
+        ) from None
     with _holders(settings) as holders:
         # Under the holders' lock, so that no holder leaving at this moment stops the server we
         # join. cleanup_mode=None: pgserver's own stop-at-last-exit is what we replace.
@@ -172,6 +182,14 @@ def dagster_storage_url(settings: Settings) -> str:
     server = embedded_server(settings)
     _create_database_if_missing(server.get_uri(), DAGSTER_DB)
     return server.get_uri(DAGSTER_DB, "psycopg2")
+
+
+def unreachable(settings: Settings, exc: psycopg.OperationalError) -> DatabaseError:
+    """The one-line error for a database that cannot be reached, naming where it was looked for."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    reason = lines[0] if lines else type(exc).__name__
+    where = "LIBRARIAN_DATABASE_URL" if settings.database_url else "the embedded server"
+    return DatabaseError(f"cannot reach {where} ({describe_location(settings)}): {reason}")
 
 
 def describe_location(settings: Settings) -> str:

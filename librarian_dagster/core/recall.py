@@ -9,8 +9,11 @@ When one does, the ranked results come as they are, each with its own relevance:
 session just under the threshold, ranked second, is worth seeing (docs/decisions/0010).
 """
 
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
 from librarian_dagster.core.embeddings import Embedder
-from librarian_dagster.core.models import SearchResult
+from librarian_dagster.core.models import EmbeddingSpace, SearchResult
 from librarian_dagster.core.relevance import DEFAULT_THRESHOLD
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store import (
@@ -24,7 +27,42 @@ from librarian_dagster.core.store import (
 MAX_RESULTS = 50
 """The most chunks one question may ask for."""
 
+# Threads that embed questions for `recall`: as many as can usefully run on a small machine;
+# more questions at once wait their turn here rather than share the cores.
+_EMBEDDING = ThreadPoolExecutor(max_workers=4, thread_name_prefix="librarian-embed")
+
 NOTHING_RELEVANT = "nothing relevant: no remembered session reaches the relevance threshold"
+
+REEMBED_HOW = (
+    "re-embed by ingesting again: `librarian ingest <your transcripts folder>`, or a backfill "
+    "of the `ingest_session` job in the Dagster UI (digests are reused, only the vectors are "
+    "made again); or set LIBRARIAN_EMBED_PROVIDER / LIBRARIAN_EMBED_MODEL back"
+)
+
+
+class EmbeddingSpaceMismatch(RuntimeError):
+    """The store holds memories of other embedding models only: a search would find nothing."""
+
+
+def space_problem(spaces: Sequence[EmbeddingSpace], model: str, dimension: int) -> str | None:
+    """Why the configured embedder cannot search this store, or None when it can.
+
+    Vectors of different models (or dimensions) are never compared: a store whose chunks were
+    all made by another model than the configured one has nothing this embedder can find.
+    """
+    if not spaces or any(s.model == model and s.dimension == dimension for s in spaces):
+        return None
+    held = ", ".join(f"{s.sessions} session(s) embedded with {s.model} ({s.dimension}-d)"
+                     for s in spaces)  # fmt: skip
+    return (
+        f"the memory holds {held} and none with {model} ({dimension}-d), the configured "
+        f"embedder: {REEMBED_HOW}"
+    )
+
+
+def other_spaces(spaces: Sequence[EmbeddingSpace], model: str, dimension: int) -> int:
+    """Sessions whose chunks this embedder cannot search (made by another model)."""
+    return sum(s.sessions for s in spaces if (s.model, s.dimension) != (model, dimension))
 
 
 def boosts_for(settings: Settings) -> Boosts:
@@ -46,16 +84,23 @@ def recall(
     """Embed the query with `embedder` and search the memories made with the same model."""
     if not 1 <= limit <= MAX_RESULTS:
         raise ValueError(f"limit must be between 1 and {MAX_RESULTS}, got {limit}")
-    vector = embedder.embed_query(query)
+    # The question is embedded in another thread while the store scores its words (BM25 needs
+    # no vector): the two overlap, numpy and psycopg release the interpreter as they work.
+    vector = _EMBEDDING.submit(embedder.embed_query, query)
     hits = store.search(
         query,
-        vector,
+        vector.result,
         embedder.model_name,
         filters or SearchFilters(),
         limit,
         mode=mode,
         boosts=boosts,
     )
+    if not hits:
+        # Only now: a store searched in the wrong space yields nothing, and says why.
+        problem = space_problem(store.embedding_spaces(), embedder.model_name, embedder.dimension)
+        if problem:
+            raise EmbeddingSpaceMismatch(problem)
     answered = any(h.score >= min_relevance for h in hits)
     return SearchResult(
         query=query,

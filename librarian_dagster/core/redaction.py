@@ -13,6 +13,7 @@ Standard library only.
 
 import base64
 import bisect
+import functools
 import math
 import re
 from collections import Counter
@@ -322,6 +323,10 @@ _RULES: tuple[_Rule, ...] = (
         check=lambda v: _looks_secret(v, 20, 3.0),
     ),
     _tok("sendgrid", r"SG\.[A-Za-z0-9_\-]{16,32}\.[A-Za-z0-9_\-]{30,50}" + _E, "SG."),
+    # Token families found by the maintained scanners (benchmarks/leak_scanners.py) whose body
+    # has no separator to find them by (see `_prefixed_findings` for the others).
+    _tok("databricks_token", r"dapi[a-f0-9]{32}(?:-\d)?" + _E, "dapi"),
+    _tok("atlassian_api_token", r"ATATT3[A-Za-z0-9_\-=]{186}", "ATATT3"),
     _ctx(
         "aws_secret_access_key",
         r"secret[_\-]?(?:access[_\-]?)?key[\"']?(?:\s*[=:]\s*|\s+)[\"']?"
@@ -439,9 +444,126 @@ _DB_SCHEMES = (
 # One GitHub rule matches every gh?_ token; the letter names the family.
 _GITHUB_FAMILY = {ord("p"): "github_pat_classic", ord("o"): "github_oauth"}
 
+# Findings before merging: (start, end, family, priority).
+_Raw = list[tuple[int, int, str, int]]
+
+# Prefixed tokens of the families the maintained scanners know (Kingfisher and Betterleaks
+# found them where our rules did not: benchmarks/leak_scanners.py, docs/decisions/0012). Not one
+# rule each: ~30 needles would cost ~30 passes over the text. Every one of these has a `_`, `-`
+# or `.` followed by 16 token characters, so three literal-first passes find the candidates
+# and the letters before that separator (the key) pick the pattern, matched at the token start.
+# (family, key, bytes from the token start to the key, pattern from the token start)
+_PREFIXED_TOKENS: tuple[tuple[str, str, int, str], ...] = (
+    ("dockerhub_pat", "dckr", 0, r"dckr_pat_[A-Za-z0-9_\-]{20,100}"),
+    ("vault_token", "hvs", 0, r"hvs\.[A-Za-z0-9_\-]{90,300}"),
+    ("vault_token", "hvb", 0, r"hvb\.[A-Za-z0-9_\-]{90,400}"),
+    ("grafana_token", "glc", 0, r"glc_[A-Za-z0-9+/]{32,400}={0,2}"),
+    ("terraform_cloud_token", "atlasv1", 15, r"[a-z0-9]{14}\.atlasv1\.[A-Za-z0-9_\-=]{60,70}"),
+    ("grafana_token", "glsa", 0, r"glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}" + _E),
+    ("sentry_token", "sntryu", 0, r"sntryu_[a-f0-9]{64}" + _E),
+    ("sentry_token", "sntrys", 0, r"sntrys_eyJ[A-Za-z0-9+/=_\-]{60,400}"),
+    ("supabase_token", "sbp", 0, r"sbp_[a-f0-9]{40}" + _E),
+    *(("digitalocean_token", k, 0, r"do[opr]_v1_[a-f0-9]{64}" + _E) for k in ("dop", "doo", "dor")),
+    *(
+        ("shopify_token", k, 0, r"shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}" + _E)
+        for k in ("shpat", "shpss", "shpca", "shppa")
+    ),
+    ("linear_api_key", "lin", 0, r"lin_api_[A-Za-z0-9]{40}" + _E),
+    ("postman_api_key", "PMAK", 0, r"PMAK-[a-fA-F0-9]{24}-[a-fA-F0-9]{34}" + _E),
+    ("xai_api_key", "xai", 0, r"xai-[A-Za-z0-9]{80}" + _E),
+    ("groq_api_key", "gsk", 0, r"gsk_[A-Za-z0-9]{52}" + _E),
+    ("replicate_token", "r8", 0, r"r8_[A-Za-z0-9]{37}" + _E),
+    ("perplexity_api_key", "pplx", 0, r"pplx-[A-Za-z0-9]{48}" + _E),
+    ("figma_token", "figd", 0, r"figd_[A-Za-z0-9_\-]{40}" + _E),
+    ("age_secret_key", "AGE", 0, r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
+    ("planetscale_password", "pscale", 0, r"pscale_pw_[A-Za-z0-9_.\-]{32,64}"),
+    ("square_token", "sq0atp", 0, r"sq0atp-[0-9A-Za-z_\-]{22}" + _E),
+    *(
+        ("doppler_token", k, 3, r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}" + _E)
+        for k in ("pt", "st", "sa", "ct", "scim", "audit")
+    ),
+    ("pulumi_token", "pul", 0, r"pul-[a-f0-9]{40}" + _E),
+    ("langsmith_api_key", "lsv2", 0, r"lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}" + _E),
+    ("sourcegraph_token", "sgp", 0, r"sgp_(?:[a-f0-9]{16}_|local_)?[a-f0-9]{40}" + _E),
+    ("dynatrace_token", "dt0c01", 0, r"dt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}" + _E),
+    ("prefect_api_key", "pnu", 0, r"pnu_[A-Za-z0-9]{36}" + _E),
+    ("cloudflare_origin_ca_key", "v1", 0, r"v1\.0-[a-f0-9]{24}-[a-f0-9]{146}" + _E),
+    ("heroku_api_key", "HRKU", 0, r"HRKU-AA[A-Za-z0-9_\-]{58}" + _E),
+    ("notion_token", "ntn", 0, r"ntn_[0-9]{11}[A-Za-z0-9]{35}" + _E),
+    ("brevo_api_key", "xkeysib", 0, r"xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}" + _E),
+)
+_KEY_MAX = 8  # letters of the longest key, and one to spare
+
+
+def _prefixed_index() -> dict[bytes, tuple[tuple[str, int, str], ...]]:
+    index: dict[bytes, tuple[tuple[str, int, str], ...]] = {}
+    for family, key, back, pattern in _PREFIXED_TOKENS:
+        index[key.encode()] = (*index.get(key.encode(), ()), (family, back, pattern))
+    return index
+
+
+@functools.cache
+def _prefixed_pattern(pattern: str) -> re.Pattern[bytes]:
+    # Compiled on first use: a key is rare, and 35 patterns cost ~50 ms at import.
+    return _rx(pattern)
+
+
+_PREFIXED = _prefixed_index()
+
+
+def _prefix_passes() -> tuple[re.Pattern[bytes], ...]:
+    # Per separator: the literal, then 16 token (or base64) characters, then one of the keys
+    # just before it (fixed-width lookbehinds): the literal keeps the pass fast, the lookahead
+    # rejects most separators in C before any lookbehind runs.
+    keys: dict[str, set[str]] = {"_": set(), "-": set(), ".": set()}
+    for _f, key, back, pattern in _PREFIXED_TOKENS:
+        # The first separator of the pattern follows the key (doppler's key follows `dp.`).
+        at = {c: pattern.find(lit) for c, lit in (("_", "_"), ("-", "-"), (".", "\\."))}
+        sep = "." if back else min((i, c) for c, i in at.items() if i > 0)[1]
+        keys[sep].add(key)
+    return tuple(
+        _rx(
+            re.escape(sep)
+            + r"(?=[A-Za-z0-9_\-+/]{16})(?:"
+            + "|".join(f"(?<={re.escape(k + sep)})" for k in sorted(ks))
+            + ")"
+        )
+        for sep, ks in keys.items()
+    )
+
+
+_PREFIX_SEPS = _prefix_passes()
+
+
+def _prefixed_findings(data: bytes) -> _Raw:
+    out: _Raw = []
+    for sep in _PREFIX_SEPS:
+        done = 0
+        for m in sep.finditer(data):
+            p = m.start()
+            if p < done or p == 0 or data[p - 1] not in _TOKEN_CHARS:
+                continue
+            i, lo = p - 1, max(0, p - _KEY_MAX - 1)
+            while i > lo and data[i - 1] in _TOKEN_CHARS:
+                i -= 1
+            rules = _PREFIXED.get(data[i:p])
+            if rules is None or (i > 0 and data[i - 1] in _TOKEN_CHARS):
+                continue  # not a key, or a longer word ending in one (`mysqlpub-`)
+            for family, back, pattern in rules:
+                start = i - back
+                t = _prefixed_pattern(pattern).match(data, start) if start >= 0 else None
+                if t is not None and (start == 0 or data[start - 1] not in _TOKEN_CHARS):
+                    out.append((start, t.end(), family, 95))
+                    done = t.end()
+                    break
+    return out
+
+
 FAMILIES: tuple[str, ...] = tuple(
     sorted(
         {r.family for r in _RULES}
+        | {t[0] for t in _PREFIXED_TOKENS}
+        | {"cli_password"}
         | set(_GITHUB_FAMILY.values())
         | set(_PEM_FAMILY.values())
         | {"private_key", "postgres_url_password", "database_url_password", "url_password"}
@@ -449,9 +571,6 @@ FAMILIES: tuple[str, ...] = tuple(
 )
 
 _MARKER_RE = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
-
-
-_Raw = list[tuple[int, int, str, int]]
 
 
 def _value(data: bytes, start: int, end: int) -> str:
@@ -495,6 +614,406 @@ def _url_findings(data: bytes) -> _Raw:
     return out
 
 
+# --------------------------------------------------------------------------------------------
+# Passwords on command lines: `mysql -pX`, `sshpass -p X`, `redis-cli -a X`, `curl -u user:X`
+# --------------------------------------------------------------------------------------------
+# A flag means "password" only for some commands (`-p` is a port for ssh and docker, "parents"
+# for mkdir; `mysql -p db` prompts and `db` is a database), so these are read from the words of
+# the command itself, not matched by a pattern over any text. One literal-first pass finds the
+# flags that can carry a password (`-p`, `-a`, `-u`, `--user`, `--password`...); only around
+# those is the command (back to a newline, `|`, `;`, `&`, `<`, `>`, a backtick or a JSON-escaped
+# newline) split into shell words, and the flags of the command words found there are read.
+# Looking for each command's name instead cost a full pass per name (~60), 3x the whole scan.
+
+_CLI_FAMILY = "cli_password"
+_CMD_MAX = 2_000  # bytes of one command read at most
+# Around a flag: its command word is looked for this far back, its value this far ahead (a
+# long line of prose or JSON is not tokenized whole for every flag in it).
+_CMD_BACK = 400
+_CMD_AHEAD = 600
+_CMD_BREAKS = (b"\n", b"\r", b"\x00", b"|", b";", b"&", b"`", b"<", b">", b"\\n", b"\\r")
+_QUOTES = frozenset(b"'\"")
+_BLANKS_RE = re.compile(rb"[ \t]*")
+# A shell word: plain characters, "..." (with \" inside), '...', or \x. It stops at blanks,
+# `|;&<>` and backticks. A quote never runs past the end of its line: an unclosed one (prose,
+# a cut-off log) must not swallow the commands on the lines after it.
+_WORD_RE = re.compile(
+    rb"""(?:[^\s"'\\|;&`<>\x00]+|"(?:[^"\\\x00\n\r]|\\[^\x00\n\r])*"?|'[^'\x00\n\r]*'?"""
+    rb"""|\\[^nr\x00\n\r])+"""
+)
+# The flags worth a look: password flags of any command, and the short flags some commands
+# read a password from. Lower-cased text; `-P` / `-U` are told apart in the original. The
+# lookbehind, after the literal, drops `one-pass` and `e-mail` in C.
+_FLAG_MARK = re.compile(
+    rb"-(?<![a-z0-9_]-)(?:-?(?:[a-z0-9]+-)*(?:pass|pwd|user|auth|pw)|[pauwb]|[a-z]b"
+    rb"|(?:src|dest|new)?(?:store|key)pass)"
+)
+# `--password X`, `--db-password=X`, `-storepass X` (keytool), `-passin pass:X` (openssl); not
+# `--password-file X` or `--password-stdin`: the name must end at the value.
+_PW_FLAG = re.compile(
+    rb"--?(?:[a-z0-9]+-)*(?:password|passwd|pass|pwd|passphrase|passin|passout"
+    rb"|(?:src|dest|new)?(?:store|key)pass)(?P<sep>=|[ \t]+)"
+    rb"""(?P<q>["'`]?)(?P<v>[^\s\x00"'`;|&]{1,256})(?P=q)"""
+)
+_FLAG_BEFORE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_FLAG_BEFORE_1 = frozenset(bytes([c]) for c in _FLAG_BEFORE)  # as one-byte slices
+# Well-known defaults and words written where a password goes (`-ppassword`, `-p root`).
+_CLI_DEFAULTS = frozenset(
+    {
+        "pass",
+        "pwd",
+        "secret",
+        "root",
+        "admin",
+        "user",
+        "guest",
+        "test",
+        "changeme",
+        "changeit",
+        "example",
+        "mysql",
+        "redis",
+        "postgres",
+        "mongo",
+        "foobared",
+        "tiger",
+        "cassandra",
+        "neo4j",
+        "xxx",
+    }
+)
+_METAVAR_RE = re.compile(r"^[A-Z][A-Z_]*$")  # PASSWORD, DB_PASS: a help text's metavar
+
+
+def _cli_password_ok(value: str, spaced: bool, quoted: bool) -> bool:
+    """A password given on a command line, unless it is a placeholder, reference or prose.
+
+    No entropy test: after `mysql -p` or `sshpass -p` a value IS a password, however weak.
+    An unquoted word after a spaced flag may be prose ("pass -p to sshpass"), so words without
+    digits are left alone there.
+    """
+    if len(value) < 4 or value[0] in "$%<{[(*-/~":
+        return False  # $VAR, %VAR%, <password>, {{x}}, [REDACTED...], $(cmd), ***, -flag, path
+    low = value.lower()
+    if low in _CLI_DEFAULTS or "passw" in low or "REDACTED" in value:
+        return False
+    if any(w in low for w in _PLACEHOLDER_WORDS) or _METAVAR_RE.match(value):
+        return False
+    return not (
+        spaced and not quoted and _is_identifier(value) and not any(map(str.isdigit, value))
+    )
+
+
+def _words(data: bytes, pos: int, end: int | None = None) -> list[tuple[int, int]]:
+    """The shell words of the command from `pos` on, as (start, end) spans with quotes kept."""
+    words: list[tuple[int, int]] = []
+    n = min(len(data) if end is None else end, pos + _CMD_MAX)
+    i = pos
+    while True:
+        i = _BLANKS_RE.match(data, i, n).end()  # type: ignore[union-attr]  # `*` always matches
+        m = _WORD_RE.match(data, i, n)
+        if m is None:
+            return words
+        words.append(m.span())
+        i = m.end()
+
+
+def _unquote(data: bytes, s: int, e: int) -> tuple[int, int, bool]:
+    """The value inside quotes ('x', "x" or JSON-escaped \"x\"); prose punctuation dropped."""
+    if e - s >= 2 and data[s] in _QUOTES and data[e - 1] == data[s]:
+        return s + 1, e - 1, True
+    if e - s >= 4 and data[s : s + 2] == b'\\"' and data[e - 2 : e] == b'\\"':
+        return s + 2, e - 2, True
+    if data[s : s + 1] in (b"'", b'"'):
+        s += 1  # the quote closes past the end of the command read: keep the value anyway
+    while e > s and data[e - 1] in b".,:)'\"":
+        e -= 1  # "run `mysql -pX`." / `-u user:` (an empty password)
+    return s, e, False
+
+
+@dataclass(frozen=True)
+class _Cmd:
+    """How one family of commands takes a password on its command line."""
+
+    names: tuple[str, ...]  # command words (lower case, without a path or `.exe`)
+    spaced: frozenset[bytes] = frozenset()  # `-p X`
+    glued: tuple[bytes, ...] = ()  # `-pX`, `--user=X`
+    takes: frozenset[bytes] = frozenset()  # other flags with a value (skipped with it)
+    wrapper: bool = False  # options end at the first operand (`sshpass -p X ssh -p 22 h`)
+    split: bytes = b""  # `user:password` values: only the part after the first `split`
+    needs: bytes = b""  # a word the command must have among its first ones (`login`)
+    positional: Callable[[bytes, list[tuple[int, int]]], list[tuple[int, int]]] | None = None
+
+
+def _htpasswd_positional(data: bytes, words: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """`htpasswd -b[c] FILE USER PASSWORD`, `htpasswd -nb USER PASSWORD`."""
+    letters = b""
+    operands: list[tuple[int, int]] = []
+    skip = False
+    for s, e in words:
+        w = data[s:e]
+        if skip:
+            skip = False
+        elif w.startswith(b"-") and not operands:
+            letters += w[1:]
+            skip = w.endswith(b"C")  # -C COST
+        else:
+            operands.append((s, e))
+    if b"b" not in letters:
+        return []
+    index = 1 if b"n" in letters else 2
+    return operands[index : index + 1]
+
+
+def _sqlplus_positional(data: bytes, words: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """`sqlplus user/password@db` (also rman, expdp, impdp, sqlldr)."""
+    for s, e in words:
+        if data[s] == 0x2D:  # -s, -L ...
+            continue
+        w = data[s:e]
+        slash = w.find(b"/")
+        if slash <= 0:
+            return []  # `/ as sysdba`, `/nolog`, a script
+        at = w.find(b"@", slash)
+        return [(s + slash + 1, s + at if at != -1 else e)]
+    return []
+
+
+def _rabbitmq_positional(data: bytes, words: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """`rabbitmqctl add_user NAME PASSWORD`, `rabbitmqctl change_password NAME PASSWORD`."""
+    for i, (s, e) in enumerate(words):
+        if data[s:e] in (b"add_user", b"change_password"):
+            return words[i + 2 : i + 3]
+    return []
+
+
+_F = frozenset
+_MYSQL = (
+    "mysql",
+    "mysqldump",
+    "mysqladmin",
+    "mysqlimport",
+    "mysqlcheck",
+    "mysqlpump",
+    "mysqlsh",
+    "mysqlshow",
+    "mysqlslap",
+    "mysqlbinlog",
+    "mysql_upgrade",
+    "mariadb",
+    "mariadb-dump",
+    "mariadb-admin",
+    "mariadb-import",
+    "mariadb-check",
+    "mariadb-backup",
+    "mariadb-binlog",
+    "mariadb-show",
+    "mariadb-slap",
+    "mariadb-upgrade",
+    "mariabackup",
+    "xtrabackup",
+)
+_MONGO = (
+    "mongo mongosh mongodump mongorestore mongoexport mongoimport mongostat mongotop mongofiles"
+)
+_LDAP = "ldapsearch ldapadd ldapmodify ldapdelete ldapmodrdn ldapcompare ldapwhoami ldappasswd"
+_CMDS: tuple[_Cmd, ...] = (
+    # mysql, mysqldump, mariadb...: only glued; `-p X` prompts and X is the database.
+    _Cmd(tuple(_MYSQL), glued=(b"-p",)),
+    _Cmd(("7z", "7za", "7zr", "7zz", "unrar", "rar"), glued=(b"-p",)),  # `-p-`: no password
+    _Cmd(("zip", "unzip", "zipcloak"), spaced=_F({b"-P"})),
+    _Cmd(("sqlcmd", "bcp", "osql", "isql", "tsql", "sqsh"), spaced=_F({b"-P"}), glued=(b"-P",)),
+    _Cmd(tuple(_MONGO.split()), spaced=_F({b"-p"}), glued=(b"-p",)),
+    _Cmd(("cqlsh", "cypher-shell", "twine", "rdesktop"), spaced=_F({b"-p"})),
+    _Cmd(
+        ("sshpass",),
+        spaced=_F({b"-p"}),
+        glued=(b"-p",),
+        takes=_F({b"-f", b"-d", b"-P"}),
+        wrapper=True,
+    ),
+    _Cmd(("redis-cli", "valkey-cli", "keydb-cli"), spaced=_F({b"-a", b"--pass"})),
+    _Cmd(
+        ("curl",),
+        spaced=_F({b"-u", b"--user", b"-U", b"--proxy-user"}),
+        glued=(b"--user=", b"--proxy-user=", b"-u", b"-U"),
+        split=b":",
+    ),
+    _Cmd(
+        ("http", "https", "httpie"), spaced=_F({b"-a", b"--auth"}), glued=(b"--auth=",), split=b":"
+    ),
+    _Cmd(("lftp",), spaced=_F({b"-u"}), split=b","),
+    _Cmd(
+        ("smbclient", "rpcclient", "smbcacls", "smbget"),
+        spaced=_F({b"-U", b"--user"}),
+        glued=(b"--user=", b"-U"),
+        split=b"%",
+    ),
+    _Cmd(tuple(_LDAP.split()), spaced=_F({b"-w"}), glued=(b"-w",)),
+    _Cmd(("mosquitto_pub", "mosquitto_sub", "mosquitto_rr"), spaced=_F({b"-P", b"--pw"})),
+    _Cmd(
+        (
+            "docker",
+            "podman",
+            "nerdctl",
+            "finch",
+            "helm",
+            "oras",
+            "skopeo",
+            "buildah",
+            "crane",
+            "regctl",
+            "az",
+            "oc",
+            "cf",
+        ),
+        spaced=_F({b"-p"}),
+        needs=b"login",
+    ),
+    _Cmd(("htpasswd",), positional=_htpasswd_positional),
+    # No flag to find these by: their names are looked for (two passes over the text).
+    _Cmd(("sqlplus",), positional=_sqlplus_positional),
+    _Cmd(("rabbitmqctl",), positional=_rabbitmq_positional),
+)
+_CMD_BY_NAME: dict[bytes, _Cmd] = {n.encode(): c for c in _CMDS for n in c.names}
+_CMD_BY_NEEDLE = tuple(
+    (n.encode(), _rx(n + r"(?:\.exe)?[ \t]")) for n in ("sqlplus", "rabbitmqctl")
+)
+
+
+def _cmd_name(data: bytes, s: int, e: int) -> _Cmd | None:
+    word = data[s:e].lower()
+    if len(word) > 40:
+        return None
+    word = word.rsplit(b"/", 1)[-1].removesuffix(b".exe")
+    return _CMD_BY_NAME.get(word)
+
+
+def _cmd_values(data: bytes, cmd: _Cmd, words: list[tuple[int, int]]) -> _Raw:
+    if cmd.needs and not any(data[s:e] == cmd.needs for s, e in words[:3]):
+        return []
+    cands: list[tuple[int, int, bool]] = []
+    if cmd.positional is not None:
+        cands.extend((s, e, True) for s, e in cmd.positional(data, words))
+    i = 0
+    while i < len(words):
+        s, e = words[i]
+        w = data[s:e]
+        if w in cmd.spaced:
+            if i + 1 < len(words):
+                cands.append((*words[i + 1], True))
+            i += 2
+            continue
+        if w in cmd.takes:
+            i += 2
+            continue
+        for g in cmd.glued:
+            if w.startswith(g) and len(w) > len(g):
+                cands.append((s + len(g), e, False))
+                break
+        if cmd.wrapper and not w.startswith(b"-"):
+            break
+        i += 1
+    out: _Raw = []
+    for s, e, spaced in cands:
+        vs, ve, quoted = _unquote(data, s, e)
+        if cmd.split:
+            cut = data.find(cmd.split, vs, ve)
+            if cut == -1:
+                continue  # `curl -u user`: curl asks for the password
+            vs = cut + 1
+            quoted = True  # after `user:` it is a password, not prose
+        if ve > vs and _cli_password_ok(_value(data, vs, ve), spaced, quoted):
+            out.append((vs, ve, _CLI_FAMILY, 60))
+    return out
+
+
+def _flag_value(data: bytes, m: re.Match[bytes]) -> _Raw:
+    """`--password X` and the like, any command: the value unless it is a placeholder."""
+    vs, ve = m.span("v")
+    value = _value(data, vs, ve)
+    low = value.lower()
+    if low.startswith(("env:", "file:", "fd:", "stdin")):
+        return []  # openssl's -passin env:VAR / file:PATH
+    if low.startswith("pass:"):
+        vs += 5
+        value = value[5:]
+    spaced = m.group("sep") != b"="
+    if _cli_password_ok(value, spaced, quoted=m.group("q") != b""):
+        return [(vs, ve, "generic_password", 41)]
+    return []
+
+
+def _commands(data: bytes, words: list[tuple[int, int]]) -> _Raw:
+    out: _Raw = []
+    for i, (ws, we) in enumerate(words):
+        cmd = _cmd_name(data, ws, we)
+        if cmd is not None:
+            out.extend(_cmd_values(data, cmd, words[i + 1 :]))
+    return out
+
+
+# The environment variables clients read a password from, as (prefix, keyword of the generic
+# password rule that matches there): `PGPASSWORD=x`, `MYSQL_PWD=x`, `SSHPASS=x`.
+_CLIENT_ENV = ((b"pg", b"password"), (b"mysql_", b"pwd"), (b"ssh", b"pass"))
+
+
+def _client_env(low: bytes, start: int) -> bool:
+    """Whether the generic password match at `start` is the value of a client's variable: its
+    value is a password however weak (the generic rules want entropy)."""
+    for prefix, keyword in _CLIENT_ENV:
+        at = start - len(prefix)
+        end = start + len(keyword)
+        if (
+            at >= 0
+            and low.startswith(prefix + keyword, at)
+            and (at == 0 or low[at - 1] not in _FLAG_BEFORE)
+            and low[end : end + 1] not in _FLAG_BEFORE_1
+        ):
+            return True
+    return False
+
+
+def _cli_findings(data: bytes, low: bytes) -> _Raw:
+    out: _Raw = []
+    done = 0  # end of the last command read: each is read once
+    for m in _FLAG_MARK.finditer(low):
+        s = m.start()
+        if s > 0 and data[s - 1] in _FLAG_BEFORE:
+            continue  # one-pass, e-mail, x_user
+        pw = _PW_FLAG.match(low, s)
+        if pw is not None:
+            out.extend(_flag_value(data, pw))
+        if s < done:
+            continue
+        lo = max(0, s - _CMD_BACK)
+        start = lo
+        for brk in _CMD_BREAKS:
+            at = data.rfind(brk, lo, s)
+            if at != -1:
+                start = max(start, at + len(brk))
+        words = _words(data, start, s + _CMD_AHEAD)
+        if words:
+            done = words[-1][1]
+        out.extend(_commands(data, words))
+        for ws, we in words:
+            # `sh -c "mysql -pX"`, `ssh host 'redis-cli -a X'`, a JSON string: read inside once.
+            if (
+                data[ws] in _QUOTES
+                and we - ws > 4
+                and (b" " in data[ws:we] or b"\t" in data[ws:we])
+            ):
+                inner_end = we - 1 if data[we - 1] == data[ws] else we  # unclosed: to its end
+                out.extend(_commands(data, _words(data, ws + 1, inner_end)))
+    for needle, pattern in _CMD_BY_NEEDLE:
+        if needle in low:
+            for m in pattern.finditer(low):
+                if m.start() == 0 or data[m.start() - 1] not in _FLAG_BEFORE:
+                    cmd = _CMD_BY_NAME[needle]
+                    out.extend(_cmd_values(data, cmd, _words(data, m.end())))
+    return out
+
+
 def _to_chars(data: bytes, found: _Raw) -> _Raw:
     """Byte offsets (from the UTF-8 scan) to character offsets in the text."""
     n = len(data)
@@ -528,7 +1047,9 @@ def _raw_findings(text: str) -> _Raw:
         found.extend(_pem_findings(data))
     if b"://" in data and b"@" in data:
         found.extend(_url_findings(data))
+    found.extend(_prefixed_findings(data))
     low = data.lower()
+    found.extend(_cli_findings(data, low))
     # One pass over the distinct needles decides which rules run (most run on no text at all).
     todo: set[int] = set()
     for needle, rule_ids in _NEEDLES_EXACT:
@@ -558,7 +1079,15 @@ def _raw_findings(text: str) -> _Raw:
                 # Bare `key:` is everywhere in code (cache keys, dict keys, hashes): only
                 # qualified keys (api_key, app_key, secret_key, ...) count.
                 continue
-            if rule.check is not None and not rule.check(value):
+            if (
+                rule.check is not None
+                and not rule.check(value)
+                and not (
+                    rule.family == "generic_password"
+                    and _client_env(low, m.start())
+                    and _cli_password_ok(value, spaced=False, quoted=True)
+                )
+            ):
                 continue
             family = rule.family
             if family == "github_token":

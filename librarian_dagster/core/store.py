@@ -1,14 +1,16 @@
 """PostgreSQL + pgvector storage: schema migrations, one-transaction writes, search and listings.
 
 Two tables: `memories` (one row per session: the digest and the facts about the session) and
-`indexed_chunks` (one row per digest bullet, with its embedding). Embeddings are stored in an
-untyped `vector` column with the model and dimension beside them, so a switch of embedding model
-(384-d local, 768-d Gemini) needs no schema change; each dimension gets its own partial HNSW index
-on `embedding::vector(N)`, which is how pgvector indexes mixed dimensions.
+`indexed_chunks` (one row per digest bullet or exchange window, with its embedding). Embeddings
+are stored in an untyped `vector` column with the model and dimension beside them, so a switch of
+embedding model (384-d local, 768-d Gemini) needs no schema change; each dimension and layer gets
+its own partial HNSW index on `embedding::vector(N)`, which is how pgvector indexes mixed
+dimensions.
 
-Search is hybrid: cosine distance over the HNSW index and PostgreSQL full-text rank, fused by
-reciprocal rank. Vectors find paraphrases; full text finds the exact identifiers (function names,
-error strings) that developers type and that a small embedding model blurs.
+Search is hybrid: cosine distance over the HNSW indexes and BM25 over PostgreSQL's lexemes, fused
+by reciprocal rank. Vectors find paraphrases; BM25 finds the exact identifiers (function names,
+error strings) that developers type and that a small embedding model blurs. BM25 is scored from
+postings held in memory (core/lexical.py), from statistics this module keeps as it writes.
 
 What a row holds is defined once, by the models in `core/models.py`: the INSERT and SELECT lists
 here are built from their fields, and rows come back as those models.
@@ -16,24 +18,31 @@ here are built from their fields, and rows come back as those models.
 
 import base64
 import binascii
-from collections.abc import Sequence
+import math
+import weakref
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, LiteralString, TypeVar, cast
 
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, class_row, dict_row
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel
 
 from librarian_dagster.core.chunking import EXCHANGE
-from librarian_dagster.core.database import database_url
+from librarian_dagster.core.database import database_url, unreachable
 from librarian_dagster.core.digest import Domain
+from librarian_dagster.core.lexical import LexicalIndex
 from librarian_dagster.core.models import (
     ChunkResult,
+    EmbeddingSpace,
     MemoryRecord,
     SessionDigest,
     SessionInfo,
@@ -128,6 +137,67 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (
         3,
         """
+        -- Bumped by every write of chunks, so a reader that keeps the BM25 postings in memory
+        -- (core/lexical.py) knows, from one small row, when to catch up.
+        ALTER TABLE chunk_stats ADD COLUMN generation bigint NOT NULL DEFAULT 0;
+        """,
+    ),
+    (
+        4,
+        """
+        -- One HNSW index per dimension and layer, not per dimension: search asks each layer for
+        -- its nearest chunks, and over a two-layer index the scan must step over the other
+        -- layer's chunks (2 to 5x slower at 100,000 chunks, docs/decisions/0017). The
+        -- predicates must stay those of `Store._vector_lists`.
+        CREATE FUNCTION librarian_ensure_vector_indexes(dim integer) RETURNS void
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON indexed_chunks USING hnsw '
+                           '((embedding::vector(%s)) vector_cosine_ops) '
+                           'WHERE embedding_dim = %s AND section = %L',
+                           'indexed_chunks_' || dim || '_exchange_hnsw', dim, dim, 'exchange');
+            EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON indexed_chunks USING hnsw '
+                           '((embedding::vector(%s)) vector_cosine_ops) '
+                           'WHERE embedding_dim = %s AND section <> %L',
+                           'indexed_chunks_' || dim || '_bullets_hnsw', dim, dim, 'exchange');
+        END $$;
+        DO $$
+        DECLARE
+            -- Read before the loop: no index can be made while a scan of the table is open.
+            dims integer[] := ARRAY(SELECT DISTINCT embedding_dim FROM indexed_chunks);
+            d integer;
+        BEGIN
+            FOREACH d IN ARRAY dims LOOP
+                PERFORM librarian_ensure_vector_indexes(d);
+                EXECUTE format('DROP INDEX IF EXISTS %I',
+                               'indexed_chunks_embedding_' || d || '_hnsw');
+            END LOOP;
+        END $$;
+        """,
+    ),
+    (
+        5,
+        """
+        -- Tokens spent on model calls, per UTC day and model: `librarian status` sums them and
+        -- the daily token budget is checked against today's row. A reused digest adds nothing.
+        CREATE TABLE llm_usage (
+            day           date NOT NULL,
+            model         text NOT NULL,
+            input_tokens  bigint NOT NULL DEFAULT 0,
+            output_tokens bigint NOT NULL DEFAULT 0,
+            calls         integer NOT NULL DEFAULT 0,
+            PRIMARY KEY (day, model)
+        );
+        -- Sessions whose digest waits for the next day's token budget; the sensor asks again.
+        CREATE TABLE deferred_digests (
+            session_id  text PRIMARY KEY,
+            deferred_on date NOT NULL
+        );
+        """,
+    ),
+    (
+        6,
+        """
         -- What the store already holds, by the transcript files' fingerprint: a memory made
         -- from them, or "nothing to remember" in them. The sensor asks for neither again.
         ALTER TABLE memories ADD COLUMN source_fingerprint text;
@@ -143,9 +213,26 @@ _MIGRATION_LOCK_KEY = 0x4C49425241  # "LIBRA"
 # search engines keep; it damps the difference between the first few ranks of either list.
 _RRF_K = 60
 _SEARCH_POOL = 100  # chunks taken from each of the four ranked lists
-# BM25 as Lucene sets it; a chunk's length is its number of distinct lexemes (length(tsvector)).
-_BM25_K1 = 1.2
-_BM25_B = 0.75
+_KEPT_READERS = 4  # idle read connections a store keeps (one per concurrent reader, about)
+
+# A question's distinct lexemes with their BM25 idf, the collection's mean chunk length and the
+# generation the postings must be at: one row, from the statistics kept at write time.
+_QUERY_TERMS = """
+    WITH query_lexemes AS (
+        SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', %(text)s)) u
+    ),
+    corpus AS (
+        SELECT generation, GREATEST(chunks, 1)::float8 AS n,
+               GREATEST(total_length::float8 / GREATEST(chunks, 1), 1) AS avgdl
+        FROM chunk_stats
+    )
+    SELECT corpus.generation, corpus.avgdl,
+           array_agg(q.lexeme ORDER BY q.lexeme) FILTER (WHERE q.lexeme IS NOT NULL) AS lexemes,
+           array_agg(ln(1 + (corpus.n - COALESCE(d.df, 0) + 0.5) / (COALESCE(d.df, 0) + 0.5))
+                     ORDER BY q.lexeme) FILTER (WHERE q.lexeme IS NOT NULL) AS idfs
+    FROM corpus LEFT JOIN query_lexemes q ON true LEFT JOIN lexeme_df d ON d.lexeme = q.lexeme
+    GROUP BY corpus.generation, corpus.avgdl
+"""
 
 
 @dataclass(frozen=True)
@@ -182,6 +269,12 @@ class SearchFilters:
     git_branch: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+    include_private: bool = False
+    """Whether sessions of the `private` domain may be returned: only when the caller may read
+    them (a token with the `private` scope, `--include-private`); see SECURITY.md."""
+
+
+PRIVATE_DOMAIN: Domain = "private"
 
 
 @dataclass(frozen=True)
@@ -203,6 +296,9 @@ class Boosts:
 DEFAULT_BOOSTS = Boosts()
 
 
+_T = TypeVar("_T")
+
+
 class StoreError(RuntimeError):
     """The database cannot be used as Librarian's store; the message says why."""
 
@@ -221,12 +317,20 @@ class Store:
 
     def __init__(self, url: str) -> None:
         self.url = url
+        self._lexical = LexicalIndex()
+        # Reads reuse idle connections: a search must not pay a connect (~3 ms) each time.
+        self._idle: deque[psycopg.Connection[DictRow]] = deque()
+        weakref.finalize(self, _close_all, self._idle)
 
-    def connect(self) -> psycopg.Connection[DictRow]:
+    def close(self) -> None:
+        """Close the idle read connections (a store left to the garbage collector does too)."""
+        _close_all(self._idle)
+
+    def connect(self, autocommit: bool = False) -> psycopg.Connection[DictRow]:
         # psycopg's overloads do not carry the row type through for pyright; dict_row gives dicts.
         conn = cast(
             "psycopg.Connection[DictRow]",
-            psycopg.connect(self.url, row_factory=dict_row),  # pyright: ignore[reportArgumentType]
+            psycopg.connect(self.url, row_factory=dict_row, autocommit=autocommit),  # pyright: ignore[reportArgumentType]
         )
         try:
             register_vector(conn)
@@ -238,11 +342,54 @@ class Store:
             ) from None
         return conn
 
+    def _read(self, read: Callable[[psycopg.Connection[DictRow]], _T]) -> _T:
+        """`read(conn)` on a kept connection (autocommit), kept again afterwards if it is clean.
+
+        A kept connection the server has dropped since (a restart) fails with OperationalError:
+        it is thrown away and the read runs again on the next, or on a new one, whose own
+        failure is the caller's.
+        """
+        while True:
+            try:
+                conn, kept = self._idle.pop(), True
+            except IndexError:
+                conn, kept = self._new_reader(), False
+            try:
+                result = read(conn)
+            except psycopg.OperationalError:
+                conn.close()
+                if kept:
+                    continue
+                raise
+            except BaseException:
+                conn.close()
+                raise
+            if conn.info.transaction_status == TransactionStatus.IDLE and (
+                len(self._idle) < _KEPT_READERS
+            ):
+                self._idle.append(conn)
+            else:
+                conn.close()
+            return result
+
+    def _new_reader(self) -> psycopg.Connection[DictRow]:
+        conn = self.connect(autocommit=True)
+        # Filters prune what the HNSW scan yields; an iterative scan keeps fetching until the
+        # LIMIT is met (pgvector 0.8), and a candidate list as wide as the pool helps.
+        conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(_SEARCH_POOL)))
+        conn.execute("SET hnsw.iterative_scan = strict_order")
+        return conn
+
     # -- schema ---------------------------------------------------------------------------------
 
     def migrate(self) -> int:
         """Bring the schema to the newest version; safe to call from every process. Returns it."""
-        with psycopg.connect(self.url, autocommit=True) as conn:
+        # The first connection of a process: an address that drops packets must fail in seconds,
+        # not after the system's TCP timeout (libpq waits forever unless told).
+        first = self.url
+        if "connect_timeout" not in conninfo_to_dict(first):
+            first = make_conninfo(first, connect_timeout=10)
+        with psycopg.connect(first, autocommit=True) as conn:
             try:
                 conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             except psycopg.Error as exc:
@@ -410,7 +557,8 @@ class Store:
         with self.connect() as conn, conn.transaction():
             conn.execute(
                 """
-                UPDATE chunk_stats SET chunks = x.n, total_length = x.length
+                UPDATE chunk_stats SET chunks = x.n, total_length = x.length,
+                                       generation = generation + 1
                 FROM (SELECT COUNT(*) AS n, COALESCE(SUM(length(text_search)), 0) AS length
                       FROM indexed_chunks) x
                 """
@@ -429,16 +577,8 @@ class Store:
 
     @staticmethod
     def _ensure_vector_index(conn: psycopg.Connection[Any], dim: int) -> None:
-        # One partial HNSW index per dimension: the expression must match the one in `search`.
-        conn.execute(
-            sql.SQL(
-                "CREATE INDEX IF NOT EXISTS {name} ON indexed_chunks USING hnsw "
-                "((embedding::vector({dim})) vector_cosine_ops) WHERE embedding_dim = {dim}"
-            ).format(
-                name=sql.Identifier(f"indexed_chunks_embedding_{int(dim)}_hnsw"),
-                dim=sql.Literal(int(dim)),
-            )
-        )
+        # Partial HNSW indexes per dimension and layer (migration 4 defines them, in one place).
+        conn.execute("SELECT librarian_ensure_vector_indexes(%s)", (int(dim),))
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -453,7 +593,7 @@ class Store:
     def search(
         self,
         query_text: str,
-        query_embedding: Sequence[float],
+        query_embedding: Sequence[float] | Callable[[], Sequence[float]],
         embedding_model: str,
         filters: SearchFilters = SearchFilters(),
         limit: int = 5,
@@ -470,169 +610,165 @@ class Store:
         measure what each brings. Each session's chunks carry its relevance (core/relevance.py)
         as their score; at most `max_per_session` chunks of one session are returned, the ones
         ranked best across the lists, so one long session cannot fill the answer.
+
+        The vectors are searched in PostgreSQL, BM25 in the store's in-memory postings
+        (core/lexical.py), which a long-lived store (the recall server) keeps between queries.
+        `query_embedding` may be a callable that waits for the vector (core/recall.py embeds
+        while BM25 is scored): it is called only once the vector is needed.
         """
-        dim = len(query_embedding)
+        return self._read(
+            lambda conn: self._search(
+                conn, query_text, query_embedding, embedding_model, filters, limit,
+                max_per_session, mode, boosts,
+            )
+        )  # fmt: skip
+
+    def warm_up(self) -> None:
+        """Load what search keeps in memory (the BM25 postings) now, not at the first question.
+
+        A long-lived reader (the recall server) calls it at start; at 100,000 chunks it takes
+        a few seconds, which the first question would otherwise wait for.
+        """
+
+        def refresh(conn: psycopg.Connection[DictRow]) -> None:
+            row = conn.execute("SELECT generation FROM chunk_stats").fetchone()
+            self._lexical.refresh(conn, row["generation"] if row else 0)
+
+        self._read(refresh)
+
+    def _search(
+        self,
+        conn: psycopg.Connection[DictRow],
+        query_text: str,
+        query_embedding: Sequence[float] | Callable[[], Sequence[float]],
+        embedding_model: str,
+        filters: SearchFilters,
+        limit: int,
+        max_per_session: int,
+        mode: SearchMode,
+        boosts: Boosts,
+    ) -> list[ChunkResult]:
         where, params = _filter_sql(filters)
-        vector = f"%(vector)s::vector({dim})"
-        distance = f"c.embedding::vector({dim}) <=> {vector}"
-        candidates = (
-            "FROM indexed_chunks c JOIN memories m USING (session_id) "
-            f"WHERE c.embedding_model = %(model)s {where}"
-        )
+        terms = conn.execute(_QUERY_TERMS, {"text": query_text}).fetchone()
+        assert terms is not None  # chunk_stats always holds its one row
+        self._lexical.refresh(conn, terms["generation"])
+        allowed = None
+        if where:  # `where` is our own text (fixed clauses, values as named parameters)
+            chosen = _ours(f"SELECT m.session_id FROM memories m WHERE TRUE {where}")
+            allowed = {r["session_id"] for r in conn.execute(chosen, params)}
+        idf = list(zip(terms["lexemes"] or (), terms["idfs"] or (), strict=True))
+        scored = self._lexical.score(idf, terms["avgdl"], embedding_model, allowed)
+        vector = query_embedding() if callable(query_embedding) else query_embedding
+        dim = len(vector)
+        params |= {"model": embedding_model, "vector": _vector_literal(vector)}
 
-        bullets, exchanges = f"c.section <> '{EXCHANGE}'", f"c.section = '{EXCHANGE}'"
+        lists: list[list[tuple[int, str]]] = []
+        if mode != "text":
+            lists += self._vector_lists(conn, dim, where, params)
+        if mode != "vector":
+            lists += [scored.top(False, _SEARCH_POOL), scored.top(True, _SEARCH_POOL)]
+        fused = _fuse_sessions(lists)
+        if not fused:
+            return []
+        dated = conn.execute(
+            """
+            SELECT session_id, importance, GREATEST(EXTRACT(EPOCH FROM now()
+                       - COALESCE(ended_at, started_at, ingested_at)), 0)::float8 / 86400 AS age
+            FROM memories JOIN unnest(%s::text[]) AS fused (session_id) USING (session_id)
+            """,
+            (list(fused),),
+        ).fetchall()
+        half_life = max(boosts.half_life_days, 1e-6)
+        for row in dated:
+            recency = 1 + boosts.recency * 0.5 ** (row["age"] / half_life)
+            fused[row["session_id"]] *= recency * (1 + boosts.importance * (row["importance"] - 3))
+        top = sorted(fused, key=lambda s: (-fused[s], s))[:limit]
+        shown = _shown_chunks(lists, top, max_per_session)
 
-        def by_vector(layer: str) -> str:
-            return f"""
-                SELECT c.id, c.session_id, ROW_NUMBER() OVER (ORDER BY {distance}, c.id) AS rank
-                {candidates} AND c.embedding_dim = {dim} AND {layer}
-                ORDER BY {distance} LIMIT {_SEARCH_POOL}"""
-
-        def by_text(exchange: bool) -> str:
-            return f"""
-                SELECT id, session_id, ROW_NUMBER() OVER (ORDER BY score DESC, id) AS rank
-                FROM bm25 WHERE is_exchange = {exchange} ORDER BY score DESC, id
-                LIMIT {_SEARCH_POOL}"""
-
-        query = f"""
-            WITH query_lexemes AS (
-                SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', %(text)s)) u
-            ),
-            corpus AS (
-                SELECT GREATEST(chunks, 1)::float8 AS n,
-                       GREATEST(total_length::float8 / GREATEST(chunks, 1), 1) AS avgdl
-                FROM chunk_stats
-            ),
-            idf AS (
-                SELECT q.lexeme, ln(1 + (corpus.n - COALESCE(d.df, 0) + 0.5)
-                                       / (COALESCE(d.df, 0) + 0.5)) AS idf
-                FROM query_lexemes q CROSS JOIN corpus LEFT JOIN lexeme_df d USING (lexeme)
-            ),
-            any_lexeme AS (
-                -- The query's lexemes OR-ed: a chunk needs one of them to get a BM25 score.
-                SELECT replace(plainto_tsquery('english', %(text)s)::text, '&', '|')::tsquery
-                       AS q,
-                       (SELECT array_agg(lexeme) FROM query_lexemes) AS lexemes
-            ),
-            bm25 AS (
-                SELECT c.id, c.session_id, c.section = '{EXCHANGE}' AS is_exchange,
-                       SUM(i.idf * GREATEST(cardinality(u.positions), 1) * {_BM25_K1 + 1}
-                           / (GREATEST(cardinality(u.positions), 1) + {_BM25_K1}
-                              * (1 - {_BM25_B} + {_BM25_B} * length(c.text_search)
-                                 / corpus.avgdl))) AS score,
-                       SUM(i.idf) AS covered
-                FROM indexed_chunks c JOIN memories m USING (session_id)
-                     CROSS JOIN any_lexeme CROSS JOIN corpus
-                     -- Only the query's lexemes of each chunk, with their positions (the term
-                     -- frequency): marked with weight A and filtered in C, rather than
-                     -- unnesting every lexeme of every candidate into rows.
-                     CROSS JOIN LATERAL unnest(ts_filter(
-                         setweight(c.text_search, 'A', any_lexeme.lexemes), '{{a}}')) u
-                     JOIN idf i ON i.lexeme = u.lexeme
-                WHERE c.text_search @@ any_lexeme.q AND c.embedding_model = %(model)s {where}
-                GROUP BY c.id, c.session_id, c.section
-            ),
-            lists AS (
-                SELECT 'bullets/vector' AS list, * FROM ({by_vector(bullets)}) v
-                WHERE %(mode)s <> 'text'
-                UNION ALL
-                SELECT 'exchanges/vector', * FROM ({by_vector(exchanges)}) v
-                WHERE %(mode)s <> 'text'
-                UNION ALL
-                SELECT 'bullets/text', * FROM ({by_text(False)}) t WHERE %(mode)s <> 'vector'
-                UNION ALL
-                SELECT 'exchanges/text', * FROM ({by_text(True)}) t WHERE %(mode)s <> 'vector'
-            ),
-            session_votes AS (
-                -- A session's place in a list is the rank of its best chunk among sessions.
-                SELECT list, session_id,
-                       ROW_NUMBER() OVER (PARTITION BY list ORDER BY MIN(rank)) AS place
-                FROM lists GROUP BY list, session_id
-            ),
-            top_sessions AS (
-                SELECT v.session_id,
-                       SUM(1.0 / ({_RRF_K} + v.place))::float8
-                       * (1 + %(recency)s * power(0.5, GREATEST(EXTRACT(EPOCH FROM now()
-                              - COALESCE(m.ended_at, m.started_at, m.ingested_at)), 0)
-                              / 86400.0 / %(half_life)s))
-                       * (1 + %(importance)s * (m.importance - 3)) AS fused
-                FROM session_votes v JOIN memories m USING (session_id)
-                GROUP BY v.session_id, m.ended_at, m.started_at, m.ingested_at, m.importance
-                ORDER BY fused DESC, v.session_id LIMIT %(limit)s
-            ),
-            chunk_votes AS (
-                SELECT id, SUM(1.0 / ({_RRF_K} + rank)) AS vote FROM lists GROUP BY id
-            ),
-            shown AS (
-                SELECT c.id, c.session_id, c.section, c.position, c.text,
-                       ROW_NUMBER() OVER (PARTITION BY c.session_id
-                                          ORDER BY v.vote DESC, c.id) AS nth
-                FROM chunk_votes v JOIN indexed_chunks c USING (id)
-                WHERE c.session_id IN (SELECT session_id FROM top_sessions)
-            ),
-            evidence AS (
-                -- What the relevance is computed from, once per top session, in one pass
-                -- over its chunks.
-                SELECT c.session_id,
-                       MAX(1 - (c.embedding::vector({dim}) <=> {vector}))
-                           FILTER (WHERE c.section = '{EXCHANGE}') AS exchange_cosine,
-                       MAX(1 - (c.embedding::vector({dim}) <=> {vector})) AS any_cosine
-                FROM indexed_chunks c
-                WHERE c.session_id IN (SELECT session_id FROM top_sessions)
-                  AND c.embedding_dim = {dim}
-                GROUP BY c.session_id
-            ),
-            best_exchange_text AS (
-                SELECT DISTINCT ON (session_id) session_id, covered FROM bm25
-                WHERE is_exchange AND session_id IN (SELECT session_id FROM top_sessions)
-                ORDER BY session_id, score DESC
-            ),
-            best_any_text AS (
-                SELECT DISTINCT ON (session_id) session_id, covered FROM bm25
-                WHERE session_id IN (SELECT session_id FROM top_sessions)
-                ORDER BY session_id, score DESC
-            ),
-            query_idf AS (SELECT NULLIF(SUM(idf), 0) AS total FROM idf)
-            SELECT t.session_id, t.fused, s.section, s.position, s.text, m.project,
-                   COALESCE(m.ended_at, m.started_at) AS date, m.summary, m.domain, m.tags,
-                   e.exchange_cosine, e.any_cosine,
-                   bx.covered / q.total AS exchange_coverage,
-                   ba.covered / q.total AS any_coverage
-            FROM top_sessions t JOIN shown s USING (session_id) JOIN memories m USING (session_id)
-                 JOIN evidence e USING (session_id) CROSS JOIN query_idf q
-                 LEFT JOIN best_exchange_text bx USING (session_id)
-                 LEFT JOIN best_any_text ba USING (session_id)
-            WHERE s.nth <= %(per_session)s
-            ORDER BY t.fused DESC, t.session_id, s.nth
-        """
-        params |= {
-            "model": embedding_model,
-            "vector": _vector_literal(query_embedding),
-            "text": query_text,
-            "per_session": max_per_session,
-            "limit": limit,
-            "mode": mode,
-            "recency": boosts.recency,
-            "half_life": max(boosts.half_life_days, 1e-6),
-            "importance": boosts.importance,
+        sessions = {
+            r["session_id"]: r
+            for r in conn.execute(
+                _ours(f"""
+                SELECT m.session_id, m.project, COALESCE(m.ended_at, m.started_at) AS date,
+                       m.summary, m.domain, m.tags, e.exchange_cosine, e.any_cosine
+                FROM memories m JOIN (
+                    SELECT c.session_id,
+                           MAX(1 - (c.embedding::vector({dim}) <=> %(vector)s::vector({dim})))
+                               FILTER (WHERE c.section = '{EXCHANGE}') AS exchange_cosine,
+                           MAX(1 - (c.embedding::vector({dim}) <=> %(vector)s::vector({dim})))
+                               AS any_cosine
+                    FROM indexed_chunks c
+                    WHERE c.session_id = ANY(%(top)s) AND c.embedding_dim = {dim}
+                    GROUP BY c.session_id
+                ) e USING (session_id)
+                WHERE m.session_id = ANY(%(top)s)
+                """),
+                {"vector": params["vector"], "top": top},
+            )
         }
-        with self.connect() as conn:
-            # Filters prune what the HNSW scan yields; an iterative scan keeps fetching until the
-            # LIMIT is met (pgvector 0.8), and a candidate list as wide as the pool helps.
-            conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(_SEARCH_POOL)))
-            conn.execute("SET hnsw.iterative_scan = strict_order")
-            rows = conn.execute(query, params).fetchall()  # type: ignore[arg-type]
-        return [
-            ChunkResult.model_validate({**row, "score": _session_relevance(row)})
-            for row in rows[:limit]
-        ]
+        texts = {
+            r["id"]: r
+            for r in conn.execute(
+                "SELECT id, section, position, text FROM indexed_chunks WHERE id = ANY(%s)",
+                ([i for ids in shown.values() for i in ids],),
+            )
+        }
+        total_idf = sum(w for _, w in idf) or None
+        exchange_covered = scored.best_covered(top, exchange_only=True)
+        any_covered = scored.best_covered(top, exchange_only=False)
+        results = []
+        for session_id in top:
+            facts = sessions.get(session_id)
+            if facts is None:  # no chunk of this dimension: nothing to judge it by
+                continue
+            score = _session_relevance({
+                "exchange_cosine": facts["exchange_cosine"],
+                "any_cosine": facts["any_cosine"],
+                "exchange_coverage": _share(exchange_covered.get(session_id), total_idf),
+                "any_coverage": _share(any_covered.get(session_id), total_idf),
+            })  # fmt: skip
+            for chunk_id in shown[session_id]:
+                chunk = texts[chunk_id]
+                results.append(ChunkResult(
+                    text=chunk["text"], score=score, session_id=session_id,
+                    section=chunk["section"], position=chunk["position"],
+                    project=facts["project"], date=facts["date"], summary=facts["summary"],
+                    domain=facts["domain"], tags=facts["tags"],
+                ))  # fmt: skip
+        return results[:limit]
 
-    def get_memory(self, session_id: str) -> SessionDigest | None:
-        query = sql.SQL("SELECT {fields} FROM memories m WHERE m.session_id = %s").format(
-            fields=_select_fields(SessionDigest)
+    @staticmethod
+    def _vector_lists(
+        conn: psycopg.Connection[DictRow], dim: int, where: str, params: dict[str, Any]
+    ) -> list[list[tuple[int, str]]]:
+        """The `_SEARCH_POOL` nearest chunks of each layer, by cosine over the HNSW index."""
+        # Only a filter needs the memories row: without one the plan is the index scan alone.
+        source = (
+            "indexed_chunks c JOIN memories m USING (session_id)" if where else "indexed_chunks c"
         )
+        distance = f"c.embedding::vector({dim}) <=> %(vector)s::vector({dim})"
+        lists = []
+        for layer in (f"c.section <> '{EXCHANGE}'", f"c.section = '{EXCHANGE}'"):
+            rows = conn.execute(
+                _ours(f"""
+                SELECT c.id, c.session_id, {distance} AS distance FROM {source}
+                WHERE c.embedding_model = %(model)s AND c.embedding_dim = {dim} AND {layer}
+                      {where}
+                ORDER BY {distance} LIMIT {_SEARCH_POOL}
+                """),
+                params,
+            ).fetchall()
+            rows.sort(key=lambda r: (r["distance"], r["id"]))
+            lists.append([(r["id"], r["session_id"]) for r in rows])
+        return lists
+
+    def get_memory(self, session_id: str, include_private: bool = False) -> SessionDigest | None:
+        """One session's digest; a private one is None unless `include_private`, as if absent."""
+        query = sql.SQL(
+            "SELECT {fields} FROM memories m WHERE m.session_id = %s AND (%s OR m.domain <> %s)"
+        ).format(fields=_select_fields(SessionDigest))
         with self.connect() as conn, conn.cursor(row_factory=class_row(SessionDigest)) as cur:
-            return cur.execute(query, (session_id,)).fetchone()
+            return cur.execute(query, (session_id, include_private, PRIVATE_DOMAIN)).fetchone()
 
     def list_sessions(
         self,
@@ -677,11 +813,108 @@ class Store:
                 SELECT (SELECT COUNT(*) FROM memories) AS sessions,
                        (SELECT COUNT(*) FROM indexed_chunks) AS chunks,
                        (SELECT MAX(ingested_at) FROM memories) AS last_ingest,
-                       (SELECT COUNT(DISTINCT project) FROM memories) AS projects
+                       (SELECT COUNT(DISTINCT project) FROM memories) AS projects,
+                       (SELECT COALESCE(SUM(input_tokens), 0) FROM llm_usage) AS input_tokens,
+                       (SELECT COALESCE(SUM(output_tokens), 0) FROM llm_usage) AS output_tokens,
+                       (SELECT COALESCE(SUM(calls), 0) FROM llm_usage) AS llm_calls,
+                       (SELECT COALESCE(SUM(input_tokens + output_tokens), 0) FROM llm_usage
+                        WHERE day = (now() AT TIME ZONE 'UTC')::date) AS tokens_today
                 """
             ).fetchone()
         assert row is not None  # an aggregate over no rows is still one row
         return row
+
+    def embedding_spaces(self) -> list[EmbeddingSpace]:
+        """Which embedding models (and dimensions) the stored chunks were made with."""
+        with self.connect() as conn, conn.cursor(row_factory=class_row(EmbeddingSpace)) as cur:
+            return cur.execute(
+                """
+                SELECT embedding_model AS model, embedding_dim AS dimension,
+                       COUNT(DISTINCT session_id) AS sessions, COUNT(*) AS chunks
+                FROM indexed_chunks GROUP BY embedding_model, embedding_dim
+                ORDER BY COUNT(*) DESC, embedding_model
+                """
+            ).fetchall()
+
+    def stored_vectors(self, session_id: str, model: str, dimension: int) -> dict[str, list[float]]:
+        """A session's stored chunk vectors of one embedding space, by chunk text.
+
+        An unchanged chunk keeps its vector when its session is written again: re-ingesting an
+        unchanged session calls no embedding service.
+        """
+        with self.connect() as conn:
+            rows = conn.execute(
+                "SELECT text, embedding FROM indexed_chunks"
+                " WHERE session_id = %s AND embedding_model = %s AND embedding_dim = %s",
+                (session_id, model, dimension),
+            ).fetchall()
+        return {r["text"]: [float(x) for x in r["embedding"].to_list()] for r in rows}
+
+    def top_tags(self, limit: int = 30) -> list[str]:
+        """The most used tags, most used first: offered to the LLM so the vocabulary converges."""
+        with self.connect() as conn:
+            rows = conn.execute(
+                "SELECT tag, COUNT(*) AS n FROM memories, unnest(tags) AS tag"
+                " GROUP BY tag ORDER BY n DESC, tag LIMIT %s",
+                (limit,),
+            ).fetchall()
+        return [r["tag"] for r in rows]
+
+    def record_usage(self, model: str, input_tokens: int, output_tokens: int, calls: int) -> None:
+        """Add tokens spent today (UTC) on `model`."""
+        with self.connect() as conn, conn.transaction():
+            conn.execute(
+                """
+                INSERT INTO llm_usage (day, model, input_tokens, output_tokens, calls)
+                VALUES ((now() AT TIME ZONE 'UTC')::date, %s, %s, %s, %s)
+                ON CONFLICT (day, model) DO UPDATE SET
+                    input_tokens = llm_usage.input_tokens + EXCLUDED.input_tokens,
+                    output_tokens = llm_usage.output_tokens + EXCLUDED.output_tokens,
+                    calls = llm_usage.calls + EXCLUDED.calls
+                """,
+                (model, input_tokens, output_tokens, calls),
+            )
+
+    def defer_digest(self, session_id: str) -> None:
+        """Remember that this session's digest waits for tomorrow's (UTC) token budget."""
+        with self.connect() as conn, conn.transaction():
+            conn.execute(
+                "INSERT INTO deferred_digests (session_id, deferred_on)"
+                " VALUES (%s, (now() AT TIME ZONE 'UTC')::date)"
+                " ON CONFLICT (session_id) DO UPDATE SET deferred_on = EXCLUDED.deferred_on",
+                (session_id,),
+            )
+
+    def clear_deferral(self, session_id: str) -> None:
+        with self.connect() as conn, conn.transaction():
+            conn.execute("DELETE FROM deferred_digests WHERE session_id = %s", (session_id,))
+
+    def deferred(self, session_ids: Sequence[str]) -> set[str]:
+        """Which of these sessions' digests wait for a later day's token budget."""
+        with self.connect() as conn:
+            rows = conn.execute(
+                "SELECT session_id FROM deferred_digests WHERE session_id = ANY(%s)",
+                (list(session_ids),),
+            ).fetchall()
+        return {r["session_id"] for r in rows}
+
+    def due_deferrals(self) -> list[str]:
+        """Sessions deferred on an earlier day (UTC): their digest may be tried again now."""
+        with self.connect() as conn:
+            rows = conn.execute(
+                "SELECT session_id FROM deferred_digests"
+                " WHERE deferred_on < (now() AT TIME ZONE 'UTC')::date ORDER BY session_id"
+            ).fetchall()
+        return [r["session_id"] for r in rows]
+
+    def tokens_spent_today(self) -> int:
+        """Tokens (in + out) spent today (UTC) on every model."""
+        with self.connect() as conn:
+            row = conn.execute(
+                "SELECT COALESCE(SUM(input_tokens + output_tokens), 0) AS n FROM llm_usage"
+                " WHERE day = (now() AT TIME ZONE 'UTC')::date"
+            ).fetchone()
+        return int(row["n"]) if row else 0
 
 
 def _session_relevance(row: dict[str, Any]) -> float:
@@ -690,6 +923,55 @@ def _session_relevance(row: dict[str, Any]) -> float:
     if row["exchange_cosine"] is not None:
         return relevance(row["exchange_cosine"], row["exchange_coverage"] or 0.0)
     return relevance(row["any_cosine"] or 0.0, row["any_coverage"] or 0.0)
+
+
+def _fuse_sessions(lists: Sequence[Sequence[tuple[int, str]]]) -> dict[str, float]:
+    """Reciprocal-rank fusion: each list gives a session 1 / (k + its place among sessions),
+    its place being that of its best chunk there. Summed exactly (fsum), so equal votes tie."""
+    votes: dict[str, list[float]] = {}
+    for ranked in lists:
+        place = 0
+        seen: set[str] = set()
+        for _, session_id in ranked:
+            if session_id not in seen:
+                seen.add(session_id)
+                place += 1
+                votes.setdefault(session_id, []).append(1.0 / (_RRF_K + place))
+    return {session: math.fsum(v) for session, v in votes.items()}
+
+
+def _shown_chunks(
+    lists: Sequence[Sequence[tuple[int, str]]], sessions: Sequence[str], per_session: int
+) -> dict[str, list[int]]:
+    """Per session, its `per_session` chunks voted best across the lists (then by id)."""
+    votes: dict[int, list[float]] = {}
+    owner: dict[int, str] = {}
+    for ranked in lists:
+        for rank, (chunk_id, session_id) in enumerate(ranked, start=1):
+            votes.setdefault(chunk_id, []).append(1.0 / (_RRF_K + rank))
+            owner[chunk_id] = session_id
+    vote = {chunk_id: math.fsum(v) for chunk_id, v in votes.items()}
+    shown: dict[str, list[int]] = {s: [] for s in sessions}
+    for chunk_id in sorted(vote, key=lambda c: (-vote[c], c)):
+        picked = shown.get(owner[chunk_id])
+        if picked is not None and len(picked) < per_session:
+            picked.append(chunk_id)
+    return shown
+
+
+def _ours(text: str) -> LiteralString:
+    """SQL text built here from fixed clauses and numbers, never from input (values always go
+    as parameters): what psycopg's LiteralString typing asks for, said once."""
+    return cast(LiteralString, text)
+
+
+def _share(part: float | None, whole: float | None) -> float | None:
+    return part / whole if part is not None and whole else None
+
+
+def _close_all(connections: deque[psycopg.Connection[DictRow]]) -> None:
+    while connections:
+        connections.pop().close()
 
 
 def _count_chunks(conn: psycopg.Connection[Any], session_id: str, sign: int) -> None:
@@ -702,7 +984,8 @@ def _count_chunks(conn: psycopg.Connection[Any], session_id: str, sign: int) -> 
     conn.execute(
         """
         UPDATE chunk_stats SET chunks = chunks + %(sign)s * x.n,
-                               total_length = total_length + %(sign)s * x.length
+                               total_length = total_length + %(sign)s * x.length,
+                               generation = generation + 1
         FROM (SELECT COUNT(*) AS n, COALESCE(SUM(length(text_search)), 0) AS length
               FROM indexed_chunks WHERE session_id = %(session)s) x
         """,
@@ -722,7 +1005,10 @@ def _count_chunks(conn: psycopg.Connection[Any], session_id: str, sign: int) -> 
 def open_store(settings: Settings) -> Store:
     """The store the settings point at (embedded server started if needed), schema up to date."""
     store = Store(database_url(settings))
-    store.migrate()
+    try:
+        store.migrate()
+    except psycopg.OperationalError as exc:
+        raise unreachable(settings, exc) from None
     return store
 
 
@@ -773,6 +1059,9 @@ def _filter_sql(filters: SearchFilters) -> tuple[str, dict[str, Any]]:
     if filters.until:
         clauses.append("COALESCE(m.started_at, m.ended_at, m.ingested_at) <= %(until)s")
         params["until"] = filters.until
+    if not filters.include_private:
+        clauses.append("m.domain <> %(private_domain)s")
+        params["private_domain"] = PRIVATE_DOMAIN
     return "".join(" AND " + c for c in clauses), params
 
 

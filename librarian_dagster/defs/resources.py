@@ -1,13 +1,30 @@
 """The resources every stage uses, all built from one `Settings` (see `build_resources`)."""
 
+import logging
+import time
 from functools import cache
 
 import dagster as dg
+from pydantic import Field
 
-from librarian_dagster.core.digest import Digester, OfflineDigester
-from librarian_dagster.core.embeddings import Embedder, local_embedder
-from librarian_dagster.core.settings import Settings
+from librarian_dagster.core.digest import Digester
+from librarian_dagster.core.embeddings import Embedder
+from librarian_dagster.core.providers import (
+    ProviderConfig,
+    digest_config,
+    embed_config,
+    make_digester,
+    make_embedder,
+)
+from librarian_dagster.core.settings import (
+    DEFAULT_GAP_MINUTES,
+    DEFAULT_QUIET_HOURS,
+    DEFAULT_TELEGRAM_BASE_URL,
+    DEFAULT_UI_URL,
+    Settings,
+)
 from librarian_dagster.core.store import Store, open_store
+from librarian_dagster.core.telegram import Notifier
 from librarian_dagster.defs.staging import StagingIOManager
 
 
@@ -39,26 +56,90 @@ class MirrorResource(dg.ConfigurableResource):
     """LIBRARIAN_EXCLUDE: globs over project folder names or paths, never ingested."""
 
 
-class DigesterResource(dg.ConfigurableResource):
-    """Who writes the digest. `offline` needs no key; LLM providers come as other values."""
+class _ProviderResource(dg.ConfigurableResource):
+    """What a model provider needs; the API key is bound by its variable's name (dg.EnvVar), so
+    the UI shows the name, never the key."""
+
+    provider: str
+    model: str = ""
+    api_key: str | None = None
+    project: str | None = None
+    location: str | None = None
+    base_url: str | None = None
+    attempts: int = 5
+    backoff_seconds: float = 2.0
+    max_wait_seconds: float = 60.0
+    timeout_seconds: float = 120.0
+
+    def _config(self, dimension: int = 0, input_token_budget: int = 200_000) -> ProviderConfig:
+        return ProviderConfig(
+            provider=self.provider,
+            model=self.model,
+            dimension=dimension,
+            api_key=self.api_key,
+            project=self.project,
+            location=self.location,
+            base_url=self.base_url,
+            attempts=self.attempts,
+            backoff_seconds=self.backoff_seconds,
+            max_wait_seconds=self.max_wait_seconds,
+            timeout_seconds=self.timeout_seconds,
+            input_token_budget=input_token_budget,
+        )
+
+
+class DigesterResource(_ProviderResource):
+    """Who writes the digest: `offline` (no key), `gemini` (Gemini API) or `vertex` (Vertex AI)."""
 
     provider: str = "offline"
+    input_token_budget: int = 200_000
+    daily_token_budget: int | None = None
 
     def get(self) -> Digester:
-        if self.provider == "offline":
-            return OfflineDigester()
-        raise dg.Failure(f"unknown digester provider {self.provider!r} (known: offline)")
+        try:
+            return _digester(self._config(input_token_budget=self.input_token_budget))
+        except ValueError as exc:
+            raise dg.Failure(str(exc), allow_retries=False) from None
 
 
-class EmbedderResource(dg.ConfigurableResource):
-    """Who embeds chunks. `local` is all-MiniLM-L6-v2 shipped in a wheel, run on the CPU."""
+class EmbedderResource(_ProviderResource):
+    """Who embeds chunks: `local` (all-MiniLM-L6-v2 from a wheel, CPU), `gemini` or `vertex`."""
 
     provider: str = "local"
+    dimension: int = 768
 
     def get(self) -> Embedder:
-        if self.provider == "local":
-            return local_embedder()
-        raise dg.Failure(f"unknown embedder provider {self.provider!r} (known: local)")
+        try:
+            return _embedder(self._config(dimension=self.dimension))
+        except ValueError as exc:
+            raise dg.Failure(str(exc), allow_retries=False) from None
+
+
+# One provider object per configuration and process: clients (and their connections) are reused.
+@cache
+def _digester(config: ProviderConfig) -> Digester:
+    return make_digester(config)
+
+
+@cache
+def _embedder(config: ProviderConfig) -> Embedder:
+    return make_embedder(config)
+
+
+def provider_fields(config: ProviderConfig, key_variable: str | None) -> dict:
+    """A provider resource's fields from the settings' values; the key as dg.EnvVar."""
+    return {
+        "provider": config.provider,
+        "model": config.model,
+        "api_key": dg.EnvVar(key_variable) if key_variable and config.api_key else None,
+        "project": config.project,
+        "location": config.location,
+        "base_url": config.base_url,
+        "attempts": config.attempts,
+        "backoff_seconds": config.backoff_seconds,
+        "max_wait_seconds": config.max_wait_seconds,
+        "timeout_seconds": config.timeout_seconds,
+    }
 
 
 class QualityResource(dg.ConfigurableResource):
@@ -67,6 +148,37 @@ class QualityResource(dg.ConfigurableResource):
     eval_dir: str
     recall_floor: float = 0.8
     min_relevance: float = 0.0
+
+
+class NotifierResource(dg.ConfigurableResource):
+    """Where alerts go: a Telegram chat when a bot token and a chat id are set, else the log."""
+
+    base_url: str = DEFAULT_TELEGRAM_BASE_URL
+    token: str | None = Field(default=None, repr=False)
+    chat_id: str | None = None
+    ui_url: str = DEFAULT_UI_URL
+    """The Dagster UI's address, for links to runs."""
+    notify_digests: bool = True
+    gap_minutes: float = DEFAULT_GAP_MINUTES
+    quiet_hours: float = DEFAULT_QUIET_HOURS
+
+    def notifier(self, log: logging.Logger | dg.DagsterLogManager) -> Notifier:
+        """A notifier for one tick or run, logging through `log` (the tick's or run's log)."""
+        return Notifier(
+            self.base_url, self.token, self.chat_id, log_info=log.info, log_warning=log.warning
+        )
+
+
+class ClockResource(dg.ConfigurableResource):
+    """What time it is for the alert sensors: the system clock, or a fixed instant in tests."""
+
+    frozen_at: float | None = None
+
+    def now(self) -> float:
+        return time.time() if self.frozen_at is None else self.frozen_at
+
+
+TELEGRAM_TOKEN_VAR = "TELEGRAM_BOT_TOKEN"
 
 
 def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | dg.IOManager]:
@@ -81,11 +193,29 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | d
             include_thinking=settings.include_thinking,
             exclude=list(settings.exclude),
         ),
-        "digester": DigesterResource(),
-        "embedder": EmbedderResource(),
+        "digester": DigesterResource(
+            **provider_fields(digest_config(settings), settings.gemini_api_key_variable),
+            input_token_budget=settings.digest_input_tokens,
+            daily_token_budget=settings.daily_token_budget,
+        ),
+        "embedder": EmbedderResource(
+            **provider_fields(embed_config(settings), settings.gemini_api_key_variable),
+            dimension=settings.embed_dimension,
+        ),
         "quality": QualityResource(
             eval_dir=str(settings.eval_dir),
             recall_floor=settings.recall_floor,
             min_relevance=settings.recall_threshold,
         ),
+        "notifier": NotifierResource(
+            base_url=settings.telegram_base_url,
+            # By name, not value: the UI's resource page then shows the variable, not the token.
+            token=dg.EnvVar(TELEGRAM_TOKEN_VAR) if settings.telegram_bot_token else None,
+            chat_id=settings.telegram_chat_id,
+            ui_url=settings.ui_url,
+            notify_digests=settings.notify_digests,
+            gap_minutes=settings.gap_minutes,
+            quiet_hours=settings.quiet_hours,
+        ),
+        "clock": ClockResource(),
     }

@@ -1,4 +1,5 @@
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -29,13 +30,22 @@ def mirror_sensor(
         mirror.settle_seconds,
         held=store.get().held_fingerprints(),
     )
-    if not plan.requests:
+    db = store.get()
+    # Digests deferred by a spent daily token budget on an earlier day: asked again, once a day.
+    planned = {s.files.session_id for s in plan.requests}
+    today = datetime.now(UTC).date().isoformat()
+    deferred = [
+        dg.RunRequest(partition_key=session_id, run_key=f"{session_id}:deferred:{today}")
+        for session_id in db.due_deferrals()
+        if session_id not in planned
+    ]
+    if not plan.requests and not deferred:
         return dg.SensorResult(
             skip_reason=f"nothing new ({plan.waiting} session(s) still settling)",
             cursor=plan.cursor,
         )
     # Record where each session's files are first: a run finds them by partition key alone.
-    store.get().record_sources([(s.files, s.fingerprint) for s in plan.requests])
+    db.record_sources([(s.files, s.fingerprint) for s in plan.requests])
     new_keys = [
         s.files.session_id
         for s in plan.requests
@@ -43,8 +53,11 @@ def mirror_sensor(
     ]
     return dg.SensorResult(
         run_requests=[
-            dg.RunRequest(partition_key=s.files.session_id, run_key=run_key(s))
-            for s in plan.requests
+            *(
+                dg.RunRequest(partition_key=s.files.session_id, run_key=run_key(s))
+                for s in plan.requests
+            ),
+            *deferred,
         ],
         dynamic_partitions_requests=[sessions_partitions.build_add_request(new_keys)]
         if new_keys

@@ -30,7 +30,7 @@ def test_backfill_a_project_then_reembed_it(tmp_path, database_url, monkeypatch,
     before = len(instance.get_run_records())
 
     assert main(["backfill", "--project", "other"]) == 0
-    assert "1 ingested, 0 skipped, 0 failed" in capsys.readouterr().out
+    assert "1 ingested, 0 skipped, 0 deferred, 0 failed" in capsys.readouterr().out
     [run] = instance.get_run_records(limit=1)
     assert run.dagster_run.tags["librarian/trigger"] == "cli-backfill"
     assert run.dagster_run.tags["dagster/partition"] == OTHER
@@ -48,5 +48,5 @@ def test_backfill_a_project_then_reembed_it(tmp_path, database_url, monkeypatch,
             reembed.dagster_run.run_id, of_type=dg.DagsterEventType.STEP_SUCCESS
         )
     }
-    assert steps == {"chunk_embeddings", "memory"}
+    assert steps == {"chunk_embeddings", "memory", "stored_session_checks"}
     instance.dispose()

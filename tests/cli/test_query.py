@@ -96,3 +96,22 @@ def test_the_threshold_is_a_setting(remembered, capsys, monkeypatch):
     assert _search_json(capsys, question)["results"] == []
     monkeypatch.setenv("LIBRARIAN_RECALL_THRESHOLD", "0")
     assert len(_search_json(capsys, question)["results"]) == 4  # both sessions, two chunks each
+
+
+def test_the_private_domain_only_with_include_private(remembered, capsys):
+    embedder = local_embedder()
+    bullet = "Raised SQLite busy_timeout for the family budget spreadsheet sync"
+    [vector] = embedder.embed_documents([bullet])
+    remembered.replace_memory(
+        memory_record("mine", domain="private", embedding_model=embedder.model_name),
+        [ChunkRecord("solution", 0, bullet, vector), ChunkRecord(EXCHANGE, 0, bullet, vector)],
+    )
+    question = "SQLite busy_timeout"
+    without = {r["session_id"] for r in _search_json(capsys, question, "--limit", "10")["results"]}
+    assert "sqlite" in without and "mine" not in without
+    with_private = _search_json(capsys, question, "--limit", "10", "--include-private")
+    assert {"sqlite", "mine"} <= {r["session_id"] for r in with_private["results"]}
+    assert main(["search", question, "--domain", "private"]) == 2
+    assert "--domain private needs --include-private" in capsys.readouterr().err
+    only = _search_json(capsys, question, "--domain", "private", "--include-private")
+    assert {r["session_id"] for r in only["results"]} == {"mine"}

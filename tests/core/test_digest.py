@@ -57,9 +57,7 @@ def test_offline_digest_fills_every_section_from_the_session():
 
 
 def test_digest_is_deterministic_and_hash_tracks_the_input():
-    [files] = session_files_for(
-        [TRANSCRIPTS / "simonw__claude-code-transcripts" / "sample_session.jsonl"]
-    )
+    [files] = session_files_for([TRANSCRIPTS / "obra__episodic-memory" / "tiny-conversation.jsonl"])
     session = parse_session(files)
     first = OfflineDigester().digest(session).digest
     assert first == OfflineDigester().digest(parse_session(files)).digest

@@ -9,14 +9,7 @@ from librarian_dagster.cli.main import main
 from librarian_dagster.core.library import apply_plan, demote_headings, plan_import
 
 REPO = Path(__file__).resolve().parents[2]
-SAMPLE = (
-    REPO.parent
-    / "shared"
-    / "data"
-    / "transcripts"
-    / "memory-bank-samples"
-    / "1w2w3y__gpt-image-1-playground"
-)
+SAMPLE = REPO / "tests" / "fixtures" / "memory-bank-samples" / "1w2w3y__gpt-image-1-playground"
 
 
 def test_real_memory_bank_imports(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""Leak-check tests: the shared secrets eval and hand-picked look-alikes."""
+"""Leak-check tests: the secrets dev set (tests/fixtures/eval) and hand-picked look-alikes."""
 
 import base64
 import json
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from librarian_dagster.core.redaction import find_secrets, redact, redact_many
 
-SECRETS_DEV = Path(__file__).resolve().parents[2].parent / "shared" / "eval" / "secrets-dev.jsonl"
+SECRETS_DEV = Path(__file__).resolve().parents[1] / "fixtures" / "eval" / "secrets-dev.jsonl"
 
 
 def _cases() -> list[dict]:
@@ -143,6 +143,156 @@ LOOKALIKES = [
     "bypass=true",
     "tls.crt: " + base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIE\n").decode(),
 ]
+
+
+# Passwords glued to or following a command-line flag (issue 9): the value after the flag of a
+# command that reads a password there, however weak, unless it is a placeholder.
+PW = "Xk9m" + "Q2pLr7Tz"
+CLI_SECRETS = [
+    ("cli_password", f"mysql -u root -p{PW} shop", PW),
+    ("cli_password", f"mysql -h db -uroot -p'{PW}' -e 'show databases'", PW),
+    ("cli_password", f'mysqldump -u app -p"{PW}" shop > dump.sql', PW),
+    ("cli_password", f"mariadb -uroot -p{PW}", PW),
+    ("cli_password", f"docker exec -it db mysql -uroot -p{PW} app", PW),
+    ("cli_password", f'"command": "mysql -uroot -p\\"{PW}\\" app"', PW),
+    ("cli_password", f'bash -c "mysqladmin -uroot -p{PW} status"', PW),
+    ("cli_password", "mysql -phunter22 shop", "hunter22"),
+    ("cli_password", f"sshpass -p {PW} ssh -p 2222 deploy@host", PW),
+    ("cli_password", f"sshpass -p'{PW}' scp -P 2222 f host:", PW),
+    ("cli_password", f"redis-cli -h cache -p 6379 -a {PW} ping", PW),
+    ("cli_password", "ssh db 'redis-cli -a hunter22 info'", "hunter22"),
+    ("cli_password", f"curl -u admin:{PW} https://api.internal/v1", PW),
+    ("cli_password", f"curl -s --user 'admin:{PW}' https://api.internal/v1", PW),
+    ("cli_password", f"curl --user=admin:{PW} https://api.internal/v1", PW),
+    ("cli_password", "curl -uadmin:hunter https://api.internal/v1", "hunter"),
+    ("cli_password", f"mongosh -u admin -p {PW} --authenticationDatabase admin", PW),
+    ("cli_password", f"mongodump --uri mongodb://db -u root -p '{PW}'", PW),
+    ("cli_password", f"htpasswd -b -c .htpasswd alice {PW}", PW),
+    ("cli_password", f"htpasswd -nbB alice {PW}", PW),
+    ("cli_password", f"docker login -u bob -p {PW} registry.example.com", PW),
+    ("cli_password", f"sqlcmd -S db -U sa -P '{PW}' -Q 'select 1'", PW),
+    ("cli_password", f"7z x backup.7z -p{PW}", PW),
+    ("cli_password", f"unzip -P {PW} archive.zip", PW),
+    ("cli_password", f"ldapsearch -x -D cn=admin,dc=ex -w {PW} -b dc=ex", PW),
+    ("cli_password", f"smbclient //srv/share -U bob%{PW}", PW),
+    ("cli_password", f"mosquitto_pub -h broker -u dev -P {PW} -t t -m hi", PW),
+    ("cli_password", f"sqlplus scott/{PW}@orcl", PW),
+    ("cli_password", f"rabbitmqctl add_user admin {PW}", PW),
+    ("generic_password", f"mysql --password={PW} shop", PW),
+    ("generic_password", "psql-admin --password=hunter22 --host db", "hunter22"),
+    ("generic_password", f"docker login --username bob --password {PW} ghcr.io", PW),
+    ("generic_password", f"app --db-password {PW}", PW),
+    ("generic_password", f"keytool -importkeystore -deststorepass {PW} -srckeystore a.p12", PW),
+    ("generic_password", f"openssl pkcs12 -export -passout pass:{PW} -out a.p12", PW),
+    ("generic_password", "PGPASSWORD=hunter22x psql -h db -U app", "hunter22x"),
+    ("generic_password", "export MYSQL_PWD='abc12345'", "abc12345"),
+    ("generic_password", "SSHPASS=qwerty123 sshpass -e ssh deploy@host", "qwerty123"),
+]
+CLI_LOOKALIKES = [
+    "docker run -p 8080:80 nginx",
+    "ssh -p 22 user@host",
+    "scp -P 2222 file host:/tmp",
+    "grep -p pattern file",
+    "mkdir -p build/output",
+    "pip -p python3.11 install x",
+    "tar -pxvf backup.tar",
+    "pg_dump -p 5432 shop",
+    "redis-cli -p 6379 ping",
+    "git push -u origin main",
+    "mysql -u root -p",
+    "mysql -u root -p shop",
+    "mysql -P 3306 -h db -p",
+    "mysql -P3306 -uroot -p shop",
+    "mysqldump -p --all-databases",
+    "mongosh -u admin -p --authenticationDatabase admin",
+    "docker run -d -p 3306:3306 mysql:8",
+    "mysql --password",
+    "mysql --password shop",
+    "app --password-file /run/secrets/db",
+    "echo $PW | docker login --password-stdin -u bob ghcr.io",
+    "curl -u user https://api.internal/v1",
+    "curl -u admin: https://api.internal/v1",
+    'curl -u "$USER:$PASS" https://api.internal/v1',
+    "curl -u ${USER}:${TOKEN} https://api.internal/v1",
+    'curl -s -u "$(cat creds)" https://api.internal/v1',
+    "docker run --user 1000:1000 image",
+    "mysql -p$PASSWORD shop",
+    "mysql -p${DB_PASS} shop",
+    "mysql -p<password> shop",
+    "mysql -p*** shop",
+    "mysql -p'$MYSQL_PWD'",
+    "mysql -pYOUR_PASSWORD",
+    "mysql -p{{ db_pass }}",
+    "mysql -proot",
+    "sshpass -p $SSHPASS ssh host",
+    "sshpass -e ssh -p 22 host",
+    "sshpass -f ~/.pw ssh -p 22 host",
+    "sshpass -p to pass a password",
+    "redis-cli -a $REDIS_PASSWORD",
+    "PGPASSWORD=$PGPASSWORD psql",
+    'PGPASSWORD="${DB_PASS}" psql',
+    "PGPASSWORD=postgres psql -h localhost",
+    "POSTGRES_PASSWORD=postgres",
+    "--password <password>",
+    "--password=PASSWORD",
+    "--password ***",
+    "--password=changeme",
+    "--password TEXT  the password to use",
+    "pass --password to the client",
+    "htpasswd -c .htpasswd alice",
+    "sqlplus / as sysdba",
+    "sqlplus /nolog",
+    'unzip -P "$ZIP_PW" f.zip',
+    "openssl enc -aes256 -pass env:ENC_PASS -in f",
+    "use `-p` with mysql to be asked for it",
+]
+
+
+def test_cli_passwords_redacted():
+    missed = []
+    for family, text, secret in CLI_SECRETS:
+        out, findings = redact(text)
+        if secret in out or f"[REDACTED:{family}]" not in out:
+            missed.append((text, [f.family for f in findings]))
+    assert missed == []
+
+
+def test_cli_lookalikes_untouched():
+    changed = [(t, redact(t)[0]) for t in CLI_LOOKALIKES if redact(t)[0] != t]
+    assert changed == []
+
+
+def test_cli_password_in_batch_and_after_unicode():
+    # Byte offsets of the command scan map back to characters; batches read each text alone.
+    texts = [f"é — mysql -uroot -p{PW} ok", "mkdir -p dir", f"curl -u a:{PW} x"]
+    outs, found = redact_many(texts)
+    assert outs == [redact(t)[0] for t in texts]
+    assert PW not in "".join(outs) and outs[1] == texts[1]
+    assert [f.family for fs in found for f in fs] == ["cli_password", "cli_password"]
+
+
+# Words that start like the token families found by the cross-check with maintained scanners.
+PREFIXED_LOOKALIKES = [
+    "dckr_pat_ is the prefix of Docker Hub tokens",
+    "vault login hvs.short",
+    "sbp_not_a_token_at_all_here_but_a_name",
+    "sgp_local_config_value_name_here",
+    "git checkout pul-request-template-v2-final-version",
+    "released v1.0-rc1-2024-build-0001 today",
+    "see ntn_reference_in_docs_here_only",
+    "lin_api_version_string_v2_is_the_current",
+    "the_dapi_endpoint_version is dapi1",
+    "xai-sdk-python-client-library-for-grok-models",
+    "AGE-SECRET-KEY-1 starts an age identity",
+    "pscale_pw_ and pscale_tkn_ are PlanetScale prefixes",
+    "mygsk_abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz",
+    "dp.pt.example",
+]
+
+
+def test_prefixed_lookalikes_untouched():
+    changed = [t for t in PREFIXED_LOOKALIKES if redact(t)[0] != t]
+    assert changed == []
 
 
 def test_every_family_detected_and_value_gone():

@@ -324,3 +324,36 @@ def test_queries_of_stop_words_or_tsquery_syntax_still_search(store, query):
     )
     hits = store.search(query, _unit(1, 0, 0), MODEL)
     assert [h.session_id for h in hits] == ["s1"]  # found by its vector alone
+
+
+def test_a_store_from_before_migration_4_gets_one_vector_index_per_layer(store):
+    store.replace_memory(
+        memory_record("s1"),
+        [ChunkRecord(EXCHANGE, 0, "an exchange", _unit(1, 0, 0)),
+         ChunkRecord("solution", 0, "a bullet", _unit(0, 1, 0))],
+    )  # fmt: skip
+    with psycopg.connect(store.url, autocommit=True) as conn:
+        # The layout up to migration 3: one index per dimension, both layers in it.
+        conn.execute("DROP INDEX indexed_chunks_3_exchange_hnsw, indexed_chunks_3_bullets_hnsw")
+        conn.execute("DROP FUNCTION librarian_ensure_vector_indexes")
+        conn.execute(
+            "CREATE INDEX indexed_chunks_embedding_3_hnsw ON indexed_chunks USING hnsw "
+            "((embedding::vector(3)) vector_cosine_ops) WHERE embedding_dim = 3"
+        )
+        # And what came after it (migrations 5 and 6), as a store of that time lacked them.
+        conn.execute("DROP TABLE llm_usage, deferred_digests")
+        conn.execute("ALTER TABLE memories DROP COLUMN source_fingerprint")
+        conn.execute("ALTER TABLE session_sources DROP COLUMN nothing_at_fingerprint")
+        conn.execute("DELETE FROM schema_migrations WHERE version >= 4")
+    store.migrate()
+    with psycopg.connect(store.url) as conn:
+        names = {
+            r[0]
+            for r in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE tablename = 'indexed_chunks'"
+            )
+        }
+    assert {"indexed_chunks_3_exchange_hnsw", "indexed_chunks_3_bullets_hnsw"} <= names
+    assert "indexed_chunks_embedding_3_hnsw" not in names
+    hits = store.search("exchange", _unit(1, 0, 0), MODEL)
+    assert hits[0].text == "an exchange"

@@ -14,6 +14,7 @@ from hookutil import FakeServer, answering, make_library, send, user_prompt_even
 from librarian_dagster.core.embeddings import local_embedder
 from librarian_dagster.core.store import ChunkRecord, Store
 from mcp_server.app import build_server, http_app
+from mcp_server.auth import TokenFileVerifier
 from tests.core.test_store import memory_record
 from tests.helpers import free_port, serve_http
 
@@ -87,7 +88,8 @@ def _remember(store: Store, embedder) -> None:
 
 def test_a_relevant_memory_from_the_real_endpoint_is_added(hooks, store, embedder, bare):
     _remember(store, embedder)
-    app = http_app(build_server(store, embedder), "127.0.0.1", token=TOKEN)
+    verifier = TokenFileVerifier(shared_token=TOKEN)  # the server's LIBRARIAN_MCP_TOKEN
+    app = http_app(build_server(store, embedder, verifier=verifier), "127.0.0.1")
     # A generous deadline here: this test is about the answer; deadlines are tested below.
     slack = {"LIBRARIAN_RECALL_TIMEOUT_MS": "5000"}
     with serve_http(app, free_port()) as url:

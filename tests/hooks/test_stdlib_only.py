@@ -47,6 +47,7 @@ def test_hooks_import_only_the_standard_library(hooks, tmp_path):
         "librarian_routing",
         "librarian_inject",
         "librarian_recall",
+        "librarian_pycache",
         "pre_tool_use",
         "stop",
         "user_prompt_submit",

@@ -7,7 +7,9 @@ from hookutil import make_library, stop_event
 
 
 def _snapshot(root):
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    """Every path under root but the hooks' own data folder (their bytecode cache) in HOME."""
+    paths = (str(p.relative_to(root)) for p in root.rglob("*"))
+    return sorted(p for p in paths if not p.startswith("home/.claude"))
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from librarian_dagster.core.recall import NOTHING_RELEVANT
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store import ChunkRecord, Store
 from mcp_server.app import build_server, http_app
+from mcp_server.auth import TokenFileVerifier
 from tests.core.test_store import memory_record
 from tests.helpers import free_port, serve_http
 from tests.mcp_server.test_tools import FakeEmbedder
@@ -80,6 +81,7 @@ def test_an_empty_memory_answers_nothing_relevant_with_a_note(store):
         ({"query": "lock", "limit": 11}, "limit"),
         ({"query": "lock", "limit": "3"}, "limit"),
         ({"query": 42}, "query"),
+        ({"query": "lock\x00"}, "NUL"),
         ({"query": "lock", "project": "alpha"}, "project"),
         (["lock"], "body"),
     ],
@@ -123,7 +125,8 @@ def test_a_foreign_host_header_is_refused_on_loopback(served):
 
 def test_with_a_token_the_endpoint_demands_it(store):
     _remember(store, 2)
-    app = http_app(build_server(store, FakeEmbedder()), "127.0.0.1", token=TOKEN)
+    server = build_server(store, FakeEmbedder(), verifier=TokenFileVerifier(shared_token=TOKEN))
+    app = http_app(server, "127.0.0.1")
     with serve_http(app, free_port()) as url:
         missing = _post(url, {"query": "lock"})
         wrong = _post(url, {"query": "lock"}, headers={"Authorization": "Bearer nope"})

@@ -49,30 +49,47 @@ def per_session(
     """
     done: dict[str, Out] = {}
     failed: list[str] = []  # "<key>: <first line of its error>"
+    errors: list[Exception] = []
     for key in context.partition_keys:
         if key not in items:
             # A run over a range records every partition of it as materialized: say why this
             # one holds nothing here (the UI shows it; nothing is staged or stored for it).
             context.add_asset_metadata({"absent": ABSENT}, partition_key=key)
-    for key, item in items.items():
+    # In the partitions' order (the order sessions were added), not the inputs' (a set's): the
+    # first sessions of a range spend the day's token budget first, as runs of one would.
+    order = [k for k in context.partition_keys if k in items]
+    order += [k for k in items if k not in set(context.partition_keys)]
+    for key in order:
         try:
-            result = work(key, item)
+            result = work(key, items[key])
         except Exception as exc:  # one session's error must not sink the others of its run
             message = first_line(exc)
             context.log.error(f"session {key}: {message}")
             context.add_asset_metadata({"error": message}, partition_key=key)
             failed.append(f"{key}: {message}")
+            errors.append(exc)
             continue
         if result is not None:
             value, metadata = result
             context.add_asset_metadata(dict(metadata), partition_key=key)
             done[key] = value
     if failed and not done:
+        if len(errors) == 1:
+            # A run of one session (the sensor's) fails exactly as the stage raised: its
+            # description, metadata and whether a retry could help (the retry policy) stand.
+            raise errors[0]
         raise dg.Failure(
             f"{len(failed)} session(s) failed at {context.asset_key.to_user_string()}: "
-            + "; ".join(failed)
+            + "; ".join(failed),
+            # Every session of the run failed: another try of the step helps only if it could
+            # help each of them (a model service that was down, not a reply that is no digest).
+            allow_retries=all(_retryable(e) for e in errors),
         )
     return done
+
+
+def _retryable(exc: Exception) -> bool:
+    return exc.allow_retries if isinstance(exc, dg.Failure) else True
 
 
 def first_line(exc: BaseException) -> str:

@@ -57,7 +57,9 @@ def memory(
         return metadata, metadata
 
     written = per_session(context, {k: k for k in common_keys(*inputs)}, write)
-    lost = _lost(context, db, set(written))
+    # Redacted but not digested, and in the deferral table: waiting for tomorrow's budget.
+    waiting = {k for k in redacted_session if k not in session_digest}
+    lost = _lost(context, db, set(written), waiting)
     for key in lost:
         context.add_asset_metadata({"lost": True}, partition_key=key)
     # Recorded first, each session with its own metadata; a failed step would record none.
@@ -71,15 +73,20 @@ def memory(
         )
 
 
-def _lost(context: dg.AssetExecutionContext, db, written: set[str]) -> list[str]:
-    """Sessions of the run that are neither stored now nor hold nothing to remember."""
+def _lost(context: dg.AssetExecutionContext, db, written: set[str], waiting: set[str]) -> list[str]:
+    """Sessions of the run that are neither stored now, nor hold nothing to remember, nor wait
+    for a later day's token budget (deferred: the sensor asks again, nothing is lost)."""
     missing = [k for k in context.partition_keys if k not in written]
     if not missing:
         return []
-    nothing = db.nothing_to_remember([session_id_of(k) for k in missing])
+    ids = [session_id_of(k) for k in missing]
+    nothing = db.nothing_to_remember(ids)
+    deferred = db.deferred([session_id_of(k) for k in missing if k in waiting])
     lost = []
     for key in missing:
         sid = session_id_of(key)
+        if sid in deferred:
+            continue
         try:
             unchanged = nothing.get(sid) == source_files(db, key).fingerprint()
         except dg.Failure:

@@ -1,0 +1,262 @@
+"""What is worth an alert, and when it has cleared: pure functions of the state and a clock.
+
+Three kinds of capture gap (the way memory is silently lost):
+
+- `ingest_gap`: settled sessions in the mirror still not handled `gap_minutes` after they were
+  due (settled, or requested by the mirror sensor, whichever is later). A session is handled once
+  a run got to it after its files last changed: its memory is newer than its files, or (for a
+  session with nothing to remember, or one whose run failed, which the failure alert covers) its
+  `transcript` stage ran after that.
+- `mirror_quiet`: the newest transcript in the mirror is older than `quiet_hours` (0: never
+  asked), or the mirror folder is gone: the copy from the laptop may have stopped.
+- `mirror_sensor_silent`: the mirror sensor has had no successful tick for ten minutes (stopped in
+  the UI, or every tick failing), so settled sessions are not even requested.
+
+The gap sensor keeps the open incidents in its cursor: one alert when an incident opens, one
+recovery message when it clears, nothing in between. An alert whose send failed is tried again
+on the next tick; a recovery is only sent for an alert that was delivered.
+"""
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from librarian_dagster.core.mirror import Snapshot
+
+INGEST_GAP = "ingest_gap"
+MIRROR_QUIET = "mirror_quiet"
+MIRROR_SENSOR_SILENT = "mirror_sensor_silent"
+SENSOR_SILENCE_SECONDS = 600.0
+"""The mirror sensor ticks every 30 s: ten minutes without a good tick is not a slow tick."""
+_SHOWN_SESSIONS = 3
+
+
+@dataclass(frozen=True)
+class Incident:
+    key: str
+    alert: str
+    recovery: str
+
+
+@dataclass(frozen=True)
+class Overdue:
+    session_id: str
+    project: str
+    due_since: float
+
+
+@dataclass
+class OpenIncident:
+    alert: str
+    recovery: str
+    opened_at: float
+    sent: bool
+
+
+@dataclass
+class GapState:
+    """The gap sensor's cursor: since when it watches, and the incidents open now."""
+
+    watching_since: float
+    open: dict[str, OpenIncident] = field(default_factory=dict)
+
+    def to_cursor(self) -> str:
+        return json.dumps(
+            {
+                "watching_since": self.watching_since,
+                "open": {k: asdict(v) for k, v in self.open.items()},
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_cursor(cls, cursor: str | None, now: float) -> "GapState":
+        try:
+            value = json.loads(cursor) if cursor else None
+            if not isinstance(value, dict):
+                raise ValueError(cursor)
+            return cls(
+                watching_since=float(value["watching_since"]),
+                open={str(k): OpenIncident(**v) for k, v in value["open"].items()},
+            )
+        except (ValueError, KeyError, TypeError, AttributeError):
+            # First tick, or an unreadable cursor: start watching now (an open incident is
+            # found again by its condition, and alerted once more at worst).
+            return cls(watching_since=now)
+
+
+# -- the gap conditions ---------------------------------------------------------------------------
+
+
+def due_sessions(
+    snapshots: Sequence[Snapshot],
+    handled: Mapping[str, float],
+    requested: Mapping[str, tuple[str, float]],
+    *,
+    now: float,
+    settle_seconds: float,
+    gap_minutes: float,
+) -> list[Overdue]:
+    """Sessions settled and not handled since their files last changed, `gap_minutes` past due.
+
+    `handled`: session id -> when a run last got to it (seconds since the epoch). `requested`:
+    session id -> (fingerprint, when) the mirror sensor last requested a run for it.
+    """
+    overdue = []
+    for snap in snapshots:
+        sid = snap.files.session_id
+        if now - snap.last_modified < settle_seconds:
+            continue  # still being written: not due yet
+        if handled.get(sid, float("-inf")) >= snap.last_modified:
+            continue
+        due_since = snap.last_modified + settle_seconds
+        fingerprint, requested_at = requested.get(sid, ("", 0.0))
+        if fingerprint == snap.fingerprint:
+            due_since = max(due_since, requested_at)  # a backfill's queue is not a gap at once
+        if now - due_since > gap_minutes * 60:
+            overdue.append(Overdue(sid, project_of(snap), due_since))
+    return sorted(overdue, key=lambda o: (o.due_since, o.session_id))
+
+
+def capture_incidents(
+    *,
+    now: float,
+    mirror: Path,
+    mirror_exists: bool,
+    snapshots: Sequence[Snapshot],
+    overdue: Sequence[Overdue],
+    sensor_watched: bool,
+    last_sensor_tick: float | None,
+    watching_since: float,
+    gap_minutes: float,
+    quiet_hours: float,
+) -> list[Incident]:
+    """The capture gaps open at `now`.
+
+    `sensor_watched`: whether the mirror sensor has a stored state at all. The daemon that runs
+    this check runs the mirror sensor too, so without one (a test, a direct evaluation) there is
+    nothing to judge yet; with one, its last good tick (or, if it never had one, the time this
+    watch began) must be recent.
+    """
+    incidents = []
+    if overdue:
+        oldest = overdue[0]
+        shown = ", ".join(f"{o.session_id} ({o.project})" for o in overdue[:_SHOWN_SESSIONS])
+        more = (
+            f" and {len(overdue) - _SHOWN_SESSIONS} more" if len(overdue) > _SHOWN_SESSIONS else ""
+        )
+        incidents.append(
+            Incident(
+                INGEST_GAP,
+                f"Librarian capture gap: {len(overdue)} settled session(s) in the mirror not "
+                f"ingested after {gap_minutes:g} min, the oldest due since "
+                f"{_when(oldest.due_since)}: {shown}{more}.",
+                f"Librarian recovered: every settled session in the mirror is ingested again "
+                f"(checked {_when(now)}).",
+            )
+        )
+    if not mirror_exists:
+        incidents.append(
+            Incident(
+                MIRROR_QUIET,
+                f"Librarian capture gap: the mirror folder {mirror} does not exist; no session "
+                "can be captured (LIBRARIAN_MIRROR, or the copy from the laptop).",
+                f"Librarian recovered: the mirror folder {mirror} is back.",
+            )
+        )
+    elif quiet_hours > 0:
+        newest = max((s.last_modified for s in snapshots), default=None)
+        quiet_since = newest if newest is not None else watching_since
+        if now - quiet_since > quiet_hours * 3600:
+            written = f"newest transcript written {_when(newest)}" if newest else "no transcripts"
+            incidents.append(
+                Incident(
+                    MIRROR_QUIET,
+                    f"Librarian capture gap: the mirror {mirror} has not changed for "
+                    f"{(now - quiet_since) / 3600:.0f} h ({written}); is the copy from the "
+                    "laptop still running?",
+                    f"Librarian recovered: the mirror {mirror} is filling again.",
+                )
+            )
+    silent_since = last_sensor_tick if last_sensor_tick is not None else watching_since
+    if sensor_watched and now - silent_since > SENSOR_SILENCE_SECONDS:
+        last = f"last good tick {_when(last_sensor_tick)}" if last_sensor_tick else "no good tick"
+        incidents.append(
+            Incident(
+                MIRROR_SENSOR_SILENT,
+                f"Librarian capture gap: the mirror sensor has not ticked for "
+                f"{(now - silent_since) / 60:.0f} min ({last}); new sessions are not requested. "
+                "Is it stopped in the UI, or failing (see its ticks)?",
+                "Librarian recovered: the mirror sensor is ticking again.",
+            )
+        )
+    return incidents
+
+
+# -- one alert per incident -----------------------------------------------------------------------
+
+
+def advance(
+    state: GapState, incidents: Sequence[Incident], now: float, send: Callable[[str], bool]
+) -> GapState:
+    """Alert what opened (or whose alert was not delivered yet), recover what cleared."""
+    current = {i.key: i for i in incidents}
+    still_open: dict[str, OpenIncident] = {}
+    for key, known in state.open.items():
+        if key in current:
+            if not known.sent:
+                known.sent = send(known.alert)
+            still_open[key] = known
+        elif known.sent:
+            send(known.recovery)  # attempted once: a lost recovery only leaves a stale alert
+    for key, incident in current.items():
+        if key not in still_open:
+            sent = send(incident.alert)
+            still_open[key] = OpenIncident(incident.alert, incident.recovery, now, sent)
+    return GapState(state.watching_since, still_open)
+
+
+# -- messages -------------------------------------------------------------------------------------
+
+
+def digest_message(project: str, summary: str, importance: int, session_id: str) -> str:
+    return f"New memory · {project} · importance {importance}/5\n{summary}\n(session {session_id})"
+
+
+def digest_rollup(count: int, projects: Mapping[str, int]) -> str:
+    top = ", ".join(f"{p} ({n})" for p, n in sorted(projects.items(), key=lambda x: -x[1])[:5])
+    return f"… and {count} more new memories this minute: {top}"
+
+
+def run_failure_message(job: str, session: str | None, error: str, run_id: str, ui_url: str) -> str:
+    where = f" for session {session}" if session else ""
+    return (
+        f"Librarian run failed: {job}{where}\n{first_line(error)}\n"
+        f"{ui_url.rstrip('/')}/runs/{run_id}"
+    )
+
+
+def first_line(text: str) -> str:
+    for line in text.strip().splitlines():
+        if line.strip():
+            return line.strip()[:300]
+    return "(no error message)"
+
+
+def project_of(snap: Snapshot) -> str:
+    files = snap.files
+    if files.main is not None:
+        return files.main.parent.name  # <project>/<session>.jsonl
+    if not files.subagents:
+        return "?"
+    path = files.subagents[0]
+    # <project>/<session>/subagents/agent-*.jsonl, or an old-layout <project>/agent-*.jsonl
+    return path.parents[2].name if path.parent.name == "subagents" else path.parent.name
+
+
+def _when(timestamp: float | None) -> str:
+    if timestamp is None:
+        return "never"
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M UTC")

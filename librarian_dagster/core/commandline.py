@@ -1,0 +1,66 @@
+"""What the `librarian` command and `python -m mcp_server` share: argument types, and how a
+setting or a resource that cannot be used is reported (one line on stderr, never a traceback).
+
+In core, not in cli/, because the MCP server must not import the `librarian` command.
+"""
+
+import argparse
+import sys
+from typing import NoReturn
+
+from librarian_dagster.core.settings import SettingsError, check_port
+
+# Where the classes of "cannot use what you gave me" errors live. Looked up only once one is
+# raised (sys.modules), so that a command that never opened a database never imports psycopg.
+_USER_ERRORS = (
+    ("librarian_dagster.core.database", "DatabaseError"),
+    ("librarian_dagster.core.store", "StoreError"),
+    ("psycopg", "OperationalError"),
+)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line (and where to read more) instead of the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def port(text: str) -> int:
+    """A TCP port, refused by argparse when it is out of range."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    try:
+        return check_port(value, "a port")
+    except SettingsError:
+        raise argparse.ArgumentTypeError(f"{value} is out of range (1 to 65535)") from None
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """The errors that mean a setting, a path or the database cannot be used, not a bug.
+
+    OSError covers a LIBRARIAN_HOME or a file that cannot be read or written, a full disk, a
+    port already taken. Everything else is a bug and keeps its traceback.
+    """
+    found: list[type[BaseException]] = [SettingsError, OSError]
+    for module_name, name in _USER_ERRORS:
+        module = sys.modules.get(module_name)
+        if module is not None:
+            found.append(getattr(module, name))
+    return tuple(found)
+
+
+def describe(exc: BaseException) -> str:
+    """One line for a user error: the message's first line, the file an OSError is about."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"{exc.filename}: {exc.strerror or exc}"
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def report(prog: str, exc: BaseException) -> int:
+    """Print the one line and return the exit code: 2 for a bad setting, 1 otherwise."""
+    print(f"{prog}: {describe(exc)}", file=sys.stderr)
+    return 2 if isinstance(exc, SettingsError) else 1

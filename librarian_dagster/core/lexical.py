@@ -1,0 +1,301 @@
+"""BM25 over the stored chunks, from an in-memory postings index kept in step with the store.
+
+Why in memory: BM25 in SQL read the lexemes of every chunk that shares a word with the question,
+and at 100,000 chunks that cost a second a query (docs/decisions/0017). Postings held in numpy
+arrays score the same chunks, with the same formula, in milliseconds. The index mirrors the store
+and decides nothing of its own: document frequencies and collection statistics still come from
+the store (counted at write time, `lexeme_df` and `chunk_stats`), and the index answers only
+which chunks hold a lexeme, how often, and how long each chunk is.
+
+It is made of segments, as a search engine's index is: the chunks there when it was built, then
+one small segment per refresh for the chunks written since. Chunk ids are never reused (a
+replaced session's chunks get new ids), so a refresh needs only the ids the store holds now: the
+ones the index lacks are new and loaded as a segment; the ones the store no longer has were
+deleted and are masked out. The store bumps `chunk_stats.generation` on every write, which says
+when to look. Segments are merged once they pile up, from memory, without the database.
+"""
+
+import threading
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, LiteralString
+
+import numpy as np
+import psycopg
+from psycopg.rows import tuple_row
+
+from librarian_dagster.core.chunking import EXCHANGE
+
+# BM25 as Lucene sets it; a chunk's length is its number of distinct lexemes (length(tsvector)).
+BM25_K1 = 1.2
+BM25_B = 0.75
+_MAX_SEGMENTS = 8
+
+_Rows = np.ndarray[Any, np.dtype[np.int64]]
+_POSTING = np.dtype([("id", ">i8"), ("tf", ">i2")])  # as int8send || int2send write them
+
+
+class Names:
+    """Strings numbered in the order first seen; append-only, so a number never changes."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._codes: dict[str, int] = {}
+
+    def code(self, name: str) -> int:
+        found = self._codes.get(name)
+        if found is None:
+            found = self._codes[name] = len(self.names)
+            self.names.append(name)
+        return found
+
+    def codes(self, names: Collection[str]) -> np.ndarray:
+        """The numbers of those of `names` seen so far."""
+        return np.array([self._codes[n] for n in names if n in self._codes], dtype=np.int32)
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Some chunks' postings. Immutable but for `live`, which a refresh replaces, never edits."""
+
+    ids: np.ndarray
+    """Chunk id per row, ascending."""
+    sessions: np.ndarray
+    """Session per row, numbered by the index's `Names`."""
+    exchange: np.ndarray
+    """Whether the row is an exchange window (else a digest bullet)."""
+    models: np.ndarray
+    """Embedding model per row (numbered): a chunk is searched only in its own model's space."""
+    length: np.ndarray
+    live: np.ndarray
+    """False for rows whose chunk the store has deleted since."""
+    postings: dict[str, tuple[np.ndarray, np.ndarray]]
+    """lexeme -> (rows holding it, ascending, int32; its term frequency in each, float32):
+    8 bytes a posting."""
+
+
+@dataclass(frozen=True)
+class Scored:
+    """Every chunk that holds one of the question's lexemes (and passes the filters)."""
+
+    ids: np.ndarray
+    sessions: np.ndarray
+    exchange: np.ndarray
+    score: np.ndarray
+    covered: np.ndarray
+    """The question's idf mass the chunk holds (relevance's coverage, before dividing)."""
+    names: Names
+
+    def top(self, exchange: bool, pool: int) -> list[tuple[int, str]]:
+        """The `pool` best (chunk id, session id) of one layer: score descending, then id."""
+        rows = np.flatnonzero(self.exchange == exchange)
+        if len(rows) > pool:
+            # All rows tied with the pool's last score are kept, so ties order by id, as in SQL.
+            cut = np.partition(self.score[rows], len(rows) - pool)[len(rows) - pool]
+            rows = rows[self.score[rows] >= cut]
+        rows = rows[np.lexsort((self.ids[rows], -self.score[rows]))][:pool]
+        names = self.names.names
+        return [(int(self.ids[r]), names[self.sessions[r]]) for r in rows]
+
+    def best_covered(self, sessions: Collection[str], exchange_only: bool) -> dict[str, float]:
+        """Per session, the idf mass held by its best-scoring chunk (of the exchange layer)."""
+        rows = np.flatnonzero(np.isin(self.sessions, self.names.codes(sessions)))
+        if exchange_only:
+            rows = rows[self.exchange[rows]]
+        best: dict[str, float] = {}
+        for row in rows[np.lexsort((self.ids[rows], -self.score[rows]))]:
+            best.setdefault(self.names.names[self.sessions[row]], float(self.covered[row]))
+        return best
+
+
+class LexicalIndex:
+    """BM25 postings of every chunk in one store; safe to share between threads."""
+
+    def __init__(self) -> None:
+        self._segments: tuple[Segment, ...] = ()
+        self._generation: int | None = None
+        self._lock = threading.Lock()
+        self._sessions = Names()
+        self._models = Names()
+
+    @property
+    def segments(self) -> int:
+        return len(self._segments)
+
+    def refresh(self, conn: psycopg.Connection[Any], generation: int) -> None:
+        """Catch up with the store when `generation` (chunk_stats') differs from ours.
+
+        `conn` must be in autocommit mode: the refresh reads in a transaction of its own.
+        """
+        if generation == self._generation:
+            return
+        with self._lock:
+            if generation == self._generation:  # another thread caught up meanwhile
+                return
+            # One snapshot: the live ids and the new chunks' postings agree with each other and
+            # with the generation recorded, whatever is written meanwhile.
+            with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+                cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                current = _value(cur.execute("SELECT generation FROM chunk_stats").fetchone(), 0)
+                live = _ids(cur.execute(
+                    "SELECT string_agg(int8send(id), ''::bytea ORDER BY id) FROM indexed_chunks"
+                ).fetchone())  # fmt: skip
+                segments = [_without_deleted(s, live) for s in self._segments]
+                known = np.concatenate([s.ids for s in segments]) if segments else live[:0]
+                new = np.setdiff1d(live, known, assume_unique=True)
+                if len(new):
+                    # Nothing known yet: all there is, without naming 100,000 ids.
+                    only = new if segments else None
+                    segments.append(_load_segment(cur, only, self._sessions, self._models))
+            segments = [s for s in segments if s.live.any()]
+            if len(segments) > _MAX_SEGMENTS:
+                segments = [_merge(segments)]
+            self._segments = tuple(segments)
+            self._generation = current
+
+    def score(
+        self,
+        terms: Sequence[tuple[str, float]],
+        avgdl: float,
+        model: str,
+        sessions: Collection[str] | None = None,
+    ) -> Scored:
+        """BM25 of every chunk of `model` (of `sessions`, when given) holding one of `terms`.
+
+        `terms` are the question's distinct lexemes with their idf, as the store counts them.
+        """
+        models = self._models.codes({model})
+        allowed = self._sessions.codes(sessions) if sessions is not None else None
+        parts: list[tuple[np.ndarray, ...]] = []
+        for segment in self._segments:
+            scores = np.zeros(len(segment.ids))
+            covered = np.zeros(len(segment.ids))
+            length_norm = BM25_K1 * (1 - BM25_B + BM25_B * segment.length / max(avgdl, 1.0))
+            for lexeme, idf in terms:
+                posting = segment.postings.get(lexeme)
+                if posting is None:
+                    continue
+                rows, tf = posting
+                tf = tf.astype(np.float64)  # stored as float32; scored in float64, as SQL does
+                # Rows are unique within one posting list, so fancy-index += adds each once.
+                scores[rows] += idf * tf * (BM25_K1 + 1) / (tf + length_norm[rows])
+                covered[rows] += idf
+            keep = segment.live & (covered > 0) & np.isin(segment.models, models)
+            if allowed is not None:
+                keep &= np.isin(segment.sessions, allowed)
+            rows = np.flatnonzero(keep)
+            parts.append((
+                segment.ids[rows], segment.sessions[rows], segment.exchange[rows],
+                scores[rows], covered[rows],
+            ))  # fmt: skip
+        if not parts:
+            none = np.zeros(0)
+            return Scored(none.astype(np.int64), none.astype(np.int32), none.astype(bool),
+                          none, none, self._sessions)  # fmt: skip
+        columns = zip(*parts, strict=True)
+        ids, sessions_, exchange, scores, covered = (np.concatenate(c) for c in columns)
+        return Scored(ids, sessions_, exchange, scores, covered, self._sessions)
+
+
+def _value(row: Any, default: Any) -> Any:
+    return row[0] if row is not None and row[0] is not None else default
+
+
+def _ids(row: Any) -> _Rows:
+    raw = _value(row, b"")
+    return np.frombuffer(raw, dtype=">i8").astype(np.int64)
+
+
+def _without_deleted(segment: Segment, live: _Rows) -> Segment:
+    still = segment.live & np.isin(segment.ids, live, assume_unique=True)
+    return segment if np.array_equal(still, segment.live) else replace(segment, live=still)
+
+
+# The chunks asked for, as a join (hashed) rather than `id = ANY(array)`, which PostgreSQL checks
+# by walking the array for each row: quadratic, a minute at 100,000 chunks.
+_ONLY_IDS: LiteralString = "JOIN unnest(%(ids)s::bigint[]) AS wanted (id) USING (id)"
+
+
+def _load_segment(
+    cur: psycopg.Cursor[tuple[Any, ...]], ids: _Rows | None, sessions: Names, models: Names
+) -> Segment:
+    """The postings of these chunks (`ids` None: of all), read from their stored tsvectors.
+
+    PostgreSQL groups the postings by lexeme and packs each list as bytes, which numpy reads as
+    they are: thousands of rows, not millions of Python objects.
+    """
+    only = _ONLY_IDS if ids is not None else ""
+    params = {"exchange": EXCHANGE, "ids": ids.tolist() if ids is not None else None}
+    rows = cur.execute(
+        "SELECT c.id, c.session_id, c.section = %(exchange)s, c.embedding_model,"
+        f" length(c.text_search) FROM indexed_chunks c {only} ORDER BY c.id",
+        params,
+    ).fetchall()
+    chunk_ids = np.array([r[0] for r in rows], dtype=np.int64)
+    postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    # Each posting packed as (chunk id, term frequency) in one aggregate, so the two can never
+    # part; unordered, since ordering each list costs PostgreSQL a sort per lexeme (4x slower).
+    for lexeme, packed in cur.execute(
+        f"""
+        SELECT u.lexeme, string_agg(int8send(c.id) || int2send(
+                   LEAST(GREATEST(cardinality(u.positions), 1), 32767)::int2), ''::bytea)
+        FROM indexed_chunks c {only}, unnest(c.text_search) u GROUP BY u.lexeme
+        """,
+        params,
+    ):
+        posting = np.frombuffer(packed, dtype=_POSTING)
+        at = np.searchsorted(chunk_ids, posting["id"])
+        order = np.argsort(at)
+        postings[lexeme] = (at[order].astype(np.int32), posting["tf"][order].astype(np.float32))
+    return Segment(
+        ids=chunk_ids,
+        sessions=np.array([sessions.code(r[1]) for r in rows], dtype=np.int32),
+        exchange=np.array([r[2] for r in rows], dtype=bool),
+        models=np.array([models.code(r[3]) for r in rows], dtype=np.int32),
+        length=np.array([r[4] for r in rows], dtype=np.float64),
+        live=np.ones(len(rows), dtype=bool),
+        postings=postings,
+    )
+
+
+def _merge(segments: Sequence[Segment]) -> Segment:
+    """One segment of the live rows of many, built in memory (rows in chunk id order)."""
+    kept = [np.flatnonzero(s.live) for s in segments]
+    ids = np.concatenate([s.ids[k] for s, k in zip(segments, kept, strict=True)])
+    order = np.argsort(ids, kind="stable")
+    # Where each old row lands: -1 if it was deleted.
+    place = np.empty(len(ids), dtype=np.int64)
+    place[order] = np.arange(len(ids))
+    moves, offset = [], 0
+    for s, k in zip(segments, kept, strict=True):
+        move = np.full(len(s.ids), -1, dtype=np.int64)
+        move[k] = place[offset : offset + len(k)]
+        moves.append(move)
+        offset += len(k)
+
+    def gather(field: str) -> np.ndarray:
+        pieces = [getattr(s, field)[k] for s, k in zip(segments, kept, strict=True)]
+        return np.concatenate(pieces)[order]
+
+    pieces: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+    for s, move in zip(segments, moves, strict=True):
+        for lexeme, (rows, tf) in s.postings.items():
+            moved = move[rows]
+            alive = moved >= 0
+            if alive.any():
+                pieces.setdefault(lexeme, []).append((moved[alive], tf[alive]))
+    postings = {}
+    for lexeme, parts in pieces.items():
+        rows = np.concatenate([r for r, _ in parts])
+        tf = np.concatenate([t for _, t in parts])
+        by_row = np.argsort(rows)
+        postings[lexeme] = (rows[by_row].astype(np.int32), tf[by_row])
+    return Segment(
+        ids=ids[order],
+        sessions=gather("sessions"),
+        exchange=gather("exchange"),
+        models=gather("models"),
+        length=gather("length"),
+        live=np.ones(len(ids), dtype=bool),
+        postings=postings,
+    )

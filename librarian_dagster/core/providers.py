@@ -1,0 +1,119 @@
+"""Which digester and embedder the settings ask for: the one place that turns names into objects.
+
+The Dagster resources, `librarian search`/`eval`/`status` and the MCP server all come here, so
+the write path and the read path always use the same embedding space.
+"""
+
+from dataclasses import dataclass
+
+from librarian_dagster.core.digest import Digester, OfflineDigester
+from librarian_dagster.core.embeddings import Embedder, GeminiEmbedder, local_embedder
+from librarian_dagster.core.gemini import ClientConfig, RetryBounds, Service
+from librarian_dagster.core.settings import Settings
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """What a provider needs, as plain values (a Dagster resource's fields map onto it)."""
+
+    provider: str
+    model: str = ""
+    dimension: int = 0
+    api_key: str | None = None
+    project: str | None = None
+    location: str | None = None
+    base_url: str | None = None
+    attempts: int = 5
+    backoff_seconds: float = 2.0
+    max_wait_seconds: float = 60.0
+    timeout_seconds: float = 120.0
+    input_token_budget: int = 200_000
+
+    def __repr__(self) -> str:
+        return f"ProviderConfig(provider={self.provider!r}, model={self.model!r})"
+
+    def client(self) -> ClientConfig:
+        service: Service = "vertex" if self.provider == "vertex" else "gemini"
+        return ClientConfig(
+            service=service,
+            api_key=self.api_key if service == "gemini" else None,
+            project=self.project,
+            location=self.location,
+            base_url=self.base_url,
+            timeout_seconds=self.timeout_seconds,
+        )
+
+    def bounds(self) -> RetryBounds:
+        return RetryBounds(self.attempts, self.backoff_seconds, self.max_wait_seconds)
+
+
+def digest_config(settings: Settings) -> ProviderConfig:
+    return _config(settings, settings.digest_provider, settings.digest_model, 0)
+
+
+def embed_config(settings: Settings) -> ProviderConfig:
+    return _config(
+        settings, settings.embed_provider, settings.embed_model, settings.embed_dimension
+    )
+
+
+def _config(settings: Settings, provider: str, model: str, dimension: int) -> ProviderConfig:
+    return ProviderConfig(
+        provider=provider,
+        model=model,
+        dimension=dimension,
+        api_key=settings.gemini_api_key,
+        project=settings.google_cloud_project,
+        location=settings.google_cloud_location,
+        base_url=settings.gemini_base_url,
+        attempts=settings.llm_attempts,
+        backoff_seconds=settings.llm_backoff_seconds,
+        max_wait_seconds=settings.llm_max_wait_seconds,
+        timeout_seconds=settings.llm_timeout_seconds,
+        input_token_budget=settings.digest_input_tokens,
+    )
+
+
+def make_digester(config: ProviderConfig) -> Digester:
+    if config.provider == "offline":
+        return OfflineDigester()
+    if config.provider in ("gemini", "vertex"):
+        from librarian_dagster.core.llm_digest import GeminiDigester
+
+        return GeminiDigester(
+            config.client(), config.model, config.bounds(), config.input_token_budget
+        )
+    raise ValueError(f"unknown digest provider {config.provider!r} (offline, gemini, vertex)")
+
+
+def make_embedder(config: ProviderConfig) -> Embedder:
+    if config.provider == "local":
+        return local_embedder()
+    if config.provider in ("gemini", "vertex"):
+        return GeminiEmbedder(config.client(), config.model, config.dimension, config.bounds())
+    raise ValueError(f"unknown embedding provider {config.provider!r} (local, gemini, vertex)")
+
+
+def configured_embedder(settings: Settings) -> Embedder:
+    """The embedder of these settings: the space searches are made in."""
+    return make_embedder(embed_config(settings))
+
+
+def describe(settings: Settings) -> dict[str, str]:
+    """Which providers and models are in use, for `librarian status` (never a key)."""
+    digest = (
+        "offline (extracts, no model)"
+        if settings.digest_provider == "offline"
+        else f"{settings.digest_provider} {settings.digest_model}"
+    )
+    embed = (
+        "local all-MiniLM-L6-v2 (384-d)"
+        if settings.embed_provider == "local"
+        else f"{settings.embed_provider} {settings.embed_model} ({settings.embed_dimension}-d)"
+    )
+    where = []
+    if settings.uses_vertex:
+        where.append(f"vertex {settings.google_cloud_project}/{settings.google_cloud_location}")
+    if settings.gemini_base_url:
+        where.append(f"base URL {settings.gemini_base_url}")
+    return {"digests": digest, "embeddings": embed, "endpoint": ", ".join(where)}

@@ -1,0 +1,234 @@
+"""Alerts: a message per new digest, one per failed run, one per capture gap and its recovery.
+
+All three are sensors of their own, so an alert never runs inside (and never fails) an ingest
+run, and each shows its messages in its tick log in the UI. Without Telegram settings that log is
+where the alerts are. What is worth an alert is decided in `core/alerts.py`; these functions only
+gather the state and send.
+"""
+
+from collections import Counter
+from pathlib import Path
+
+import dagster as dg
+
+from librarian_dagster.core.alerts import (
+    GapState,
+    advance,
+    capture_incidents,
+    digest_message,
+    digest_rollup,
+    due_sessions,
+    run_failure_message,
+)
+from librarian_dagster.core.integrity import ingested_at, requested_at
+from librarian_dagster.core.mirror import snapshot
+from librarian_dagster.core.transcripts import discover_sessions
+from librarian_dagster.defs.resources import (
+    ClockResource,
+    MirrorResource,
+    NotifierResource,
+    StoreResource,
+)
+
+MEMORY = dg.AssetKey("memory")
+SESSION_DIGEST = dg.AssetKey("session_digest")
+TRANSCRIPT = dg.AssetKey("transcript")
+MIRROR_SENSOR = "mirror_sensor"
+DIGEST_MESSAGES_PER_TICK = 5
+"""A backfill writes hundreds of memories a tick: past this many, one roll-up message."""
+_PAGE = 200
+
+
+@dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
+def digest_alerts(
+    context: dg.SensorEvaluationContext, notifier: NotifierResource, store: StoreResource
+):
+    """Announces each new memory (project, summary, importance); off with NOTIFY_DIGESTS=false."""
+    instance = context.instance
+    if context.cursor is None:
+        # First tick: start from now, not with an announcement of every memory already stored.
+        latest = instance.fetch_materializations(MEMORY, limit=1).records
+        return dg.SensorResult(
+            cursor=str(latest[0].storage_id if latest else 0),
+            skip_reason="watching for new memories from now on",
+        )
+    result = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=MEMORY, after_storage_id=int(context.cursor)),
+        limit=_PAGE,
+        ascending=True,
+    )
+    records = result.records
+    cursor = str(records[-1].storage_id) if records else context.cursor
+    if not records:
+        return dg.SensorResult(cursor=cursor, skip_reason="no new memory")
+    if not notifier.notify_digests:
+        return dg.SensorResult(
+            cursor=cursor, skip_reason=f"{len(records)} new, not announced (NOTIFY_DIGESTS off)"
+        )
+    db, send = store.get(), notifier.notifier(context.log).send
+    messages, rolled_up = [], Counter()
+    for record in records:
+        session_id = record.partition_key
+        if session_id is None or _digest_reused(instance, session_id, record.run_id):
+            continue  # the same digest stored again: nothing new to say
+        memory = db.memory_record(session_id)
+        if memory is None:
+            continue  # deleted since
+        if len(messages) < DIGEST_MESSAGES_PER_TICK:
+            messages.append(
+                digest_message(memory.project, memory.summary, memory.importance, session_id)
+            )
+        else:
+            rolled_up[memory.project] += 1
+    if rolled_up:
+        messages.append(digest_rollup(sum(rolled_up.values()), rolled_up))
+    for message in messages:
+        send(message)
+    return dg.SensorResult(
+        cursor=cursor, skip_reason=f"{len(records)} new memories, {len(messages)} message(s)"
+    )
+
+
+def _digest_reused(instance: dg.DagsterInstance, session_id: str, run_id: str) -> bool:
+    [latest, *_] = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=SESSION_DIGEST, asset_partitions=[session_id]), limit=1
+    ).records or [None]
+    if latest is None or latest.run_id != run_id or latest.asset_materialization is None:
+        return False
+    reused = latest.asset_materialization.metadata.get("reused")
+    return reused is not None and reused.value is True
+
+
+@dg.run_failure_sensor(
+    name="run_failure_alerts",
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="One alert per failed run: job, session, the error's first line, a link to it.",
+)
+def run_failure_alerts(context: dg.RunFailureSensorContext, notifier: NotifierResource):
+    run = context.dagster_run
+    session = run.tags.get("dagster/partition") or _partition_range(run.tags)
+    notifier.notifier(context.log).send(
+        run_failure_message(run.job_name, session, _error(context), run.run_id, notifier.ui_url)
+    )
+
+
+def _partition_range(tags) -> str | None:
+    start, end = (
+        tags.get("dagster/asset_partition_range_start"),
+        tags.get("dagster/asset_partition_range_end"),
+    )
+    if start and end:
+        return start if start == end else f"{start} … {end}"
+    return None
+
+
+def _error(context: dg.RunFailureSensorContext) -> str:
+    for event in context.get_step_failure_events():
+        data = event.step_failure_data
+        if data is not None and data.error is not None:
+            error = data.error
+            while error.cause is not None:  # the user's exception, not Dagster's wrapper
+                error = error.cause
+            text = error.message.strip()
+            # "dagster._core.definitions.events.Failure: why" -> "Failure: why"
+            qualified, colon, why = text.partition(": ")
+            if colon and "." in qualified and qualified.endswith(f".{error.cls_name}"):
+                text = f"{error.cls_name}: {why}"
+            return f"{event.step_key}: {text}"
+    return context.failure_event.message or "run failed"
+
+
+@dg.sensor(minimum_interval_seconds=300, default_status=dg.DefaultSensorStatus.RUNNING)
+def capture_gap_alerts(
+    context: dg.SensorEvaluationContext,
+    mirror: MirrorResource,
+    store: StoreResource,
+    notifier: NotifierResource,
+    clock: ClockResource,
+):
+    """Alerts once when sessions go uncaptured (not ingested, mirror quiet, mirror sensor silent),
+    and once when that clears."""
+    now = clock.now()
+    state = GapState.from_cursor(context.cursor, now)
+    root = Path(mirror.path)
+    exists = root.is_dir()
+    snapshots = snapshot(discover_sessions(root)) if exists else []
+    db = store.get()
+    handled, requested = ingested_at(db), requested_at(db)
+    settings = {
+        "now": now,
+        "settle_seconds": mirror.settle_seconds,
+        "gap_minutes": notifier.gap_minutes,
+    }
+    candidates = due_sessions(snapshots, handled, requested, **settings)
+    if candidates:
+        # Sessions with nothing to remember (or whose run failed: alerted already) have no
+        # memory, but their `transcript` stage ran: handled too. Asked in pages, for the late only.
+        for session_id, ran in _transcripts_ran(
+            context.instance, [c.session_id for c in candidates]
+        ).items():
+            handled[session_id] = max(ran, handled.get(session_id, ran))
+        wanted = {c.session_id for c in candidates}
+        late_snapshots = [s for s in snapshots if s.files.session_id in wanted]
+        candidates = due_sessions(late_snapshots, handled, requested, **settings)
+    incidents = capture_incidents(
+        now=now,
+        mirror=root,
+        mirror_exists=exists,
+        snapshots=snapshots,
+        overdue=candidates,
+        sensor_watched=_sensor_known(context.instance, MIRROR_SENSOR),
+        last_sensor_tick=_last_good_tick(context.instance, MIRROR_SENSOR),
+        watching_since=state.watching_since,
+        gap_minutes=notifier.gap_minutes,
+        quiet_hours=notifier.quiet_hours,
+    )
+    after = advance(state, incidents, now, notifier.notifier(context.log).send)
+    summary = ", ".join(sorted(after.open)) or "none"
+    return dg.SensorResult(cursor=after.to_cursor(), skip_reason=f"open incidents: {summary}")
+
+
+def _transcripts_ran(instance: dg.DagsterInstance, session_ids: list[str]) -> dict[str, float]:
+    """Session id -> when its `transcript` stage last ran, in a few queries for any number."""
+    latest: dict[str, float] = {}
+    for start in range(0, len(session_ids), _PAGE):
+        records_filter = dg.AssetRecordsFilter(
+            asset_key=TRANSCRIPT, asset_partitions=session_ids[start : start + _PAGE]
+        )
+        cursor = None
+        while True:
+            result = instance.fetch_materializations(records_filter, limit=1000, cursor=cursor)
+            for record in result.records:
+                if record.partition_key is not None:
+                    latest[record.partition_key] = max(
+                        record.timestamp, latest.get(record.partition_key, 0.0)
+                    )
+            if not result.has_more:
+                break
+            cursor = result.cursor
+    return latest
+
+
+def _sensor_states(instance: dg.DagsterInstance, name: str):
+    # The instance's scheduling API (the one the UI's sensor page reads): the sensor's stored
+    # state, which exists once the daemon has evaluated it or a user has turned it on or off.
+    return [
+        s
+        for s in instance.all_instigator_state()
+        if s.instigator_name == name and s.instigator_type.value == "SENSOR"
+    ]
+
+
+def _sensor_known(instance: dg.DagsterInstance, name: str) -> bool:
+    return bool(_sensor_states(instance, name))
+
+
+def _last_good_tick(instance: dg.DagsterInstance, name: str) -> float | None:
+    """When the sensor last evaluated without an error (a skip is a good tick), if ever."""
+    latest = None
+    for state in _sensor_states(instance, name):
+        for tick in instance.get_ticks(state.instigator_origin_id, state.selector_id, limit=50):
+            if tick.status.value in ("SUCCESS", "SKIPPED"):
+                latest = max(latest or 0.0, tick.timestamp)
+                break
+    return latest

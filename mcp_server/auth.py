@@ -1,0 +1,93 @@
+"""Who may read what: bearer tokens through the mcp SDK's own auth hooks, and the private domain.
+
+Over HTTP, with tokens configured, every request (/mcp, /sse, /recall) passes the SDK's
+`BearerAuthBackend`, which asks `TokenFileVerifier` about the `Authorization: Bearer` header;
+/mcp and /sse refuse a request without a valid token with a 401 (`RequireAuthMiddleware`), and
+/recall does the same itself. A token is valid if it is in the token file (`librarian token
+add`, core/tokens.py), or if it equals `LIBRARIAN_MCP_TOKEN`, which counts as a token of the
+default scope: the plugin's .mcp.json and the prompt hook send that variable.
+
+The tools read the caller's scopes with the SDK's `get_access_token()`: the `private` domain
+goes only to a token with the `private` scope. Without a token (stdio, the in-memory client, an
+open loopback server) the server's `private_without_token` decides.
+"""
+
+import hmac
+import logging
+from pathlib import Path
+
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken, TokenVerifier
+from mcp.server.auth.settings import AuthSettings
+from pydantic import AnyHttpUrl
+
+from librarian_dagster.core import tokens
+from librarian_dagster.core.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+SHARED_TOKEN_NAME = "LIBRARIAN_MCP_TOKEN"
+"""The client id a request authenticated with LIBRARIAN_MCP_TOKEN carries."""
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+class TokenFileVerifier(TokenVerifier):
+    """The SDK's `TokenVerifier` over the token file and the shared LIBRARIAN_MCP_TOKEN."""
+
+    def __init__(self, token_file: Path | None = None, shared_token: str | None = None) -> None:
+        # Read once now, so a broken file stops the server at start with its message.
+        self._file = tokens.TokenFile(token_file) if token_file is not None else None
+        self._shared = shared_token.encode("utf-8") if shared_token else None
+
+    def configured(self) -> bool:
+        """Whether any token is known: if not, there is nothing to check a request against."""
+        return self._shared is not None or bool(self._file and self._file.entries())
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        token = token.strip()
+        entry = None
+        if self._file is not None:
+            try:
+                entry = self._file.find(token)
+            except tokens.TokenFileError as exc:
+                # Edited into something unreadable while we run: refuse its tokens, say why.
+                logger.error("refusing the token file's tokens: %s", exc)
+        if entry is not None:
+            return _access(entry.name, entry.scopes)
+        # compare_digest: the time taken does not tell how much of a guess was right.
+        if self._shared is not None and hmac.compare_digest(token.encode("utf-8"), self._shared):
+            return _access(SHARED_TOKEN_NAME, (tokens.READ,))
+        return None
+
+
+def _access(name: str, scopes: tuple[str, ...]) -> AccessToken:
+    # `token` holds the name, not the secret: the AccessToken lives on in the request's context,
+    # and nothing needs the secret once it is checked.
+    return AccessToken(token=name, client_id=name, scopes=list(scopes))
+
+
+def verifier_for(settings: Settings) -> TokenFileVerifier | None:
+    """The verifier the settings configure, or None when no token is configured at all."""
+    verifier = TokenFileVerifier(settings.tokens_file, settings.mcp_token)
+    return verifier if verifier.configured() else None
+
+
+def auth_settings(issuer_url: str) -> AuthSettings:
+    """The SDK's auth settings for a server that checks its own tokens (no OAuth discovery:
+    tokens are made with `librarian token add`, not fetched from an authorization server)."""
+    return AuthSettings(issuer_url=AnyHttpUrl(issuer_url), resource_server_url=None)
+
+
+def may_read_private(private_without_token: bool) -> bool:
+    """Whether this request may see the private domain: its token's scopes decide; without a
+    token, the server's own setting."""
+    access = get_access_token()
+    if access is None:
+        return private_without_token
+    return tokens.PRIVATE in access.scopes
+
+
+def authenticated() -> bool:
+    """Whether the SDK's bearer backend accepted this request's token."""
+    return get_access_token() is not None

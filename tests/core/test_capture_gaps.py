@@ -1,0 +1,169 @@
+"""The capture-gap rules and the one-alert-per-incident bookkeeping, on an injected clock."""
+
+from pathlib import Path
+
+from librarian_dagster.core.alerts import (
+    INGEST_GAP,
+    MIRROR_QUIET,
+    MIRROR_SENSOR_SILENT,
+    GapState,
+    Incident,
+    advance,
+    capture_incidents,
+    due_sessions,
+    first_line,
+    project_of,
+    run_failure_message,
+)
+from librarian_dagster.core.mirror import Snapshot
+from librarian_dagster.core.transcripts import SessionFiles
+
+T0 = 1_800_000_000.0
+MIN, HOUR = 60.0, 3600.0
+MIRROR = Path("/mirror")
+
+
+def _snap(sid: str, modified: float, fingerprint: str = "f1", project: str = "-work-app"):
+    return Snapshot(SessionFiles(sid, MIRROR / project / f"{sid}.jsonl"), fingerprint, modified)
+
+
+def _due(snaps, handled=None, requested=None, now=T0, gap=60.0):
+    return due_sessions(
+        snaps, handled or {}, requested or {}, now=now, settle_seconds=120, gap_minutes=gap
+    )
+
+
+def test_a_session_is_late_gap_minutes_after_it_settled_unless_handled_since():
+    snaps = [_snap("a", T0 - 2 * HOUR), _snap("b", T0 - 30 * MIN), _snap("c", T0 - 60)]
+    assert [o.session_id for o in _due(snaps)] == ["a"]  # b is not late yet, c still settling
+    [late] = _due(snaps)
+    assert late.due_since == T0 - 2 * HOUR + 120 and late.project == "-work-app"
+    assert _due(snaps, handled={"a": T0 - HOUR}) == []  # a run got to it after its last write
+    assert [o.session_id for o in _due(snaps, handled={"a": T0 - 3 * HOUR})] == ["a"]  # before
+    assert [o.session_id for o in _due(snaps, now=T0 + HOUR)] == ["a", "b"]
+
+
+def test_a_requested_session_waits_in_the_queue_from_its_request_not_its_write():
+    snaps = [_snap("a", T0 - 30 * 24 * HOUR)]  # an old session, first seen by a backfill
+    assert _due(snaps, requested={"a": ("f1", T0 - 10 * MIN)}) == []
+    assert len(_due(snaps, requested={"a": ("f1", T0 - 2 * HOUR)})) == 1
+    # Requested at another fingerprint: this version was never requested, so it is late.
+    assert len(_due(snaps, requested={"a": ("f0", T0 - 10 * MIN)})) == 1
+
+
+def _incidents(now=T0, snaps=(), overdue=(), watched=True, tick=T0, exists=True, quiet=24.0):
+    return {
+        i.key: i
+        for i in capture_incidents(
+            now=now,
+            mirror=MIRROR,
+            mirror_exists=exists,
+            snapshots=list(snaps),
+            overdue=list(overdue),
+            sensor_watched=watched,
+            last_sensor_tick=tick,
+            watching_since=T0 - HOUR,
+            gap_minutes=60,
+            quiet_hours=quiet,
+        )
+    }
+
+
+def test_the_three_kinds_of_gap():
+    fresh = [_snap("a", T0 - HOUR)]
+    assert _incidents(snaps=fresh) == {}
+    late = _due([_snap(f"s{i}", T0 - 3 * HOUR) for i in range(5)])
+    gap = _incidents(snaps=fresh, overdue=late)[INGEST_GAP]
+    assert "5 settled session(s)" in gap.alert and "s0 (-work-app)" in gap.alert
+    assert "and 2 more" in gap.alert
+
+    quiet = _incidents(snaps=[_snap("a", T0 - 30 * HOUR)])
+    assert "has not changed for 30 h" in quiet[MIRROR_QUIET].alert
+    assert _incidents(snaps=[_snap("a", T0 - 30 * HOUR)], quiet=0) == {}
+    assert "does not exist" in _incidents(exists=False, quiet=0)[MIRROR_QUIET].alert
+
+    silent = _incidents(snaps=fresh, tick=T0 - 11 * MIN)[MIRROR_SENSOR_SILENT]
+    assert "has not ticked for 11 min" in silent.alert
+    assert _incidents(snaps=fresh, tick=T0 - 9 * MIN) == {}
+    # Never a good tick: silent since the watch began (an hour ago here).
+    assert MIRROR_SENSOR_SILENT in _incidents(snaps=fresh, tick=None)
+    # No stored state for the mirror sensor (no daemon ran it): nothing to judge.
+    assert _incidents(snaps=fresh, tick=None, watched=False) == {}
+
+
+def test_one_alert_per_incident_one_recovery_and_a_retry_until_delivered():
+    sent: list[str] = []
+    up = True
+
+    def send(text: str) -> bool:
+        if up:
+            sent.append(text)
+        return up
+
+    gap = Incident(INGEST_GAP, "gap!", "gap over")
+    quiet = Incident(MIRROR_QUIET, "quiet!", "quiet over")
+    state = GapState.from_cursor(None, T0)
+    assert state.watching_since == T0 and state.open == {}
+    state = advance(state, [gap], T0, send)
+    state = GapState.from_cursor(state.to_cursor(), T0 + 1)  # through the cursor, as a tick does
+    state = advance(state, [gap], T0 + 300, send)
+    assert sent == ["gap!"]
+
+    up = False  # Telegram down: the new alert is kept as not delivered
+    state = advance(GapState.from_cursor(state.to_cursor(), 0), [gap, quiet], T0 + 600, send)
+    assert state.open[MIRROR_QUIET].sent is False
+    up = True
+    state = advance(GapState.from_cursor(state.to_cursor(), 0), [gap, quiet], T0 + 900, send)
+    assert sent == ["gap!", "quiet!"]
+    state = advance(state, [quiet], T0 + 1200, send)
+    assert sent == ["gap!", "quiet!", "gap over"]
+    state = advance(state, [], T0 + 1500, send)
+    state = advance(state, [], T0 + 1800, send)
+    assert sent == ["gap!", "quiet!", "gap over", "quiet over"]
+    assert state.watching_since == T0
+
+    # An incident that cleared before its alert was ever delivered gets no recovery message.
+    up = False
+    state = advance(state, [gap], T0 + 2100, send)
+    up = True
+    advance(state, [], T0 + 2400, send)
+    assert sent[-1] == "quiet over"
+
+
+def test_an_unreadable_cursor_starts_a_new_watch():
+    for cursor in ("", "not json", "[]", '{"open": {}}', '{"watching_since": 1, "open": 3}'):
+        assert GapState.from_cursor(cursor, T0) == GapState(T0)
+
+
+def test_messages():
+    message = run_failure_message(
+        "ingest_session", "s1", "\n\nValueError: bad\n  trace", "r1", "http://ui:3000/"
+    )
+    assert (
+        message
+        == "Librarian run failed: ingest_session for session s1\nValueError: bad\nhttp://ui:3000/runs/r1"
+    )
+    assert first_line("  ") == "(no error message)"
+    sub = Snapshot(
+        SessionFiles("s", None, (MIRROR / "-p" / "s" / "subagents" / "agent-1.jsonl",)), "f", 0
+    )
+    old = Snapshot(SessionFiles("s", None, (MIRROR / "-q" / "agent-1.jsonl",)), "f", 0)
+    assert (project_of(sub), project_of(old)) == ("-p", "-q")
+
+
+def test_without_telegram_a_gap_is_logged_once_not_every_tick():
+    from librarian_dagster.core.telegram import Notifier
+
+    logged: list[str] = []
+    notifier = Notifier("http://127.0.0.1:9", None, None, log_warning=logged.append)
+    gap = Incident(INGEST_GAP, "gap!", "gap over")
+    state = GapState.from_cursor(None, T0)
+    for minute in range(0, 30, 5):
+        state = advance(
+            GapState.from_cursor(state.to_cursor(), 0), [gap], T0 + minute * 60, notifier.send
+        )
+    state = advance(state, [], T0 + HOUR, notifier.send)
+    assert logged == [
+        "alert (Telegram not configured, log only): gap!",
+        "alert (Telegram not configured, log only): gap over",
+    ]

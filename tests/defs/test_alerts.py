@@ -1,0 +1,256 @@
+"""The alert sensors against a fake Telegram on 127.0.0.1, a real instance and a real store.
+
+A failed run gives exactly one alert with its link; a capture gap one alert and, once the
+session is ingested, one recovery; a new digest one message; a Telegram outage loses no run.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from librarian_dagster.core.dagster_home import prepare_dagster_home
+from librarian_dagster.core.settings import Settings
+from librarian_dagster.core.store import Store
+from librarian_dagster.core.transcripts import session_files_for
+from librarian_dagster.definitions import build_definitions
+from librarian_dagster.defs.alerts import _last_good_tick, _sensor_known
+from librarian_dagster.defs.jobs import INGEST_SESSION
+from librarian_dagster.defs.partitions import SESSIONS
+from librarian_dagster.defs.resources import ClockResource, build_resources
+from librarian_dagster.ingest import ingest_sessions, open_instance
+from tests.helpers import age, write_transcript
+from tests.telegram_fake import CHAT_ID, TOKEN, fake_telegram
+
+SESSION = "55555555-5555-4555-8555-555555555555"
+HOUR = 3600.0
+
+
+@pytest.fixture
+def telegram():
+    with fake_telegram() as fake:
+        yield fake
+
+
+@pytest.fixture
+def env(tmp_path, database_url, telegram, monkeypatch):
+    """Settings from the environment, as the code location reads them, pointing at the fake."""
+    folder = tmp_path / "mirror" / "-work-app"
+    values = {
+        "LIBRARIAN_HOME": str(tmp_path / "home"),
+        "LIBRARIAN_MIRROR": str(folder.parent),
+        "LIBRARIAN_DATABASE_URL": database_url,
+        "TELEGRAM_BOT_TOKEN": TOKEN,
+        "TELEGRAM_CHAT_ID": CHAT_ID,
+        "LIBRARIAN_TELEGRAM_BASE_URL": telegram.url,
+        "LIBRARIAN_UI_URL": "http://dagster.test:3000",
+    }
+    for key, value in values.items():
+        monkeypatch.setenv(key, value)
+    settings = Settings.from_env()
+    instance = open_instance(settings)
+    yield settings, instance, folder
+    instance.dispose()
+
+
+def _tick(settings: Settings, instance, name: str, cursor: str | None, now: float | None = None):
+    definitions = build_definitions(settings)
+    resources = {**build_resources(settings), "clock": ClockResource(frozen_at=now)}
+    with dg.build_sensor_context(
+        instance=instance, cursor=cursor, definitions=definitions, resources=resources
+    ) as context:
+        return definitions.resolve_sensor_def(name)(context)
+
+
+def _fail_a_run(settings: Settings, instance, session=SESSION) -> dg.ExecuteInProcessResult:
+    # A partition whose files were never recorded: the first stage fails, as it says.
+    instance.add_dynamic_partitions(SESSIONS, [session])
+    job = build_definitions(settings).resolve_job_def(INGEST_SESSION)
+    result = job.execute_in_process(partition_key=session, instance=instance, raise_on_error=False)
+    assert not result.success
+    return result
+
+
+def _alert_run_failure(settings: Settings, instance, result: dg.ExecuteInProcessResult) -> None:
+    sensor = build_definitions(settings).resolve_sensor_def("run_failure_alerts")
+    context = dg.build_run_status_sensor_context(
+        sensor_name="run_failure_alerts",
+        dagster_event=result.get_run_failure_event(),
+        dagster_instance=instance,
+        dagster_run=result.dagster_run,
+        resources=build_resources(settings),
+    ).for_run_failure()
+    sensor(context)
+
+
+def test_a_failed_run_gives_exactly_one_alert_with_its_link(env, telegram):
+    settings, instance, _folder = env
+    result = _fail_a_run(settings, instance)
+    _alert_run_failure(settings, instance, result)
+    [message] = telegram.messages
+    assert message["chat_id"] == CHAT_ID
+    lines = message["text"].splitlines()
+    assert lines[0] == f"Librarian run failed: ingest_session for session {SESSION}"
+    assert lines[1].startswith(f"transcript: Failure: no transcript recorded for session {SESSION}")
+    assert lines[2] == f"http://dagster.test:3000/runs/{result.run_id}"
+
+
+def test_a_capture_gap_gives_one_alert_and_one_recovery(env, telegram):
+    settings, instance, folder = env
+    age(write_transcript(folder, SESSION, "Why is the cache cold?", "The TTL was 0."), 600)
+    start = time.time()
+
+    first = _tick(settings, instance, "capture_gap_alerts", None, start)
+    assert telegram.texts == []  # settled 8 minutes ago: not late yet
+    late = _tick(settings, instance, "capture_gap_alerts", first.cursor, start + 2 * HOUR)
+    [alert] = telegram.texts
+    assert alert.startswith("Librarian capture gap: 1 settled session(s) in the mirror not ")
+    assert f"{SESSION} (-work-app)" in alert and "after 60 min" in alert
+    again = _tick(settings, instance, "capture_gap_alerts", late.cursor, start + 2.1 * HOUR)
+    assert len(telegram.texts) == 1  # the same incident: no second alert
+
+    [outcome] = ingest_sessions(session_files_for([folder]), settings, instance)
+    assert outcome.status == "ingested"
+    cleared = _tick(settings, instance, "capture_gap_alerts", again.cursor, start + 2.2 * HOUR)
+    assert len(telegram.texts) == 2
+    assert telegram.texts[1].startswith("Librarian recovered: every settled session")
+    _tick(settings, instance, "capture_gap_alerts", cleared.cursor, start + 2.3 * HOUR)
+    assert len(telegram.texts) == 2
+
+
+def test_a_session_with_nothing_to_remember_is_no_gap(env, telegram):
+    settings, instance, folder = env
+    folder.mkdir(parents=True)
+    empty = folder / f"{SESSION}.jsonl"
+    empty.write_text("", encoding="utf-8")
+    age(empty, 600)
+    [outcome] = ingest_sessions(session_files_for([folder]), settings, instance)
+    assert outcome.status == "skipped"
+    start = time.time()
+    first = _tick(settings, instance, "capture_gap_alerts", None, start)
+    _tick(settings, instance, "capture_gap_alerts", first.cursor, start + 3 * HOUR)
+    assert telegram.texts == []
+
+
+def test_a_quiet_mirror_is_a_gap_and_zero_quiet_hours_turn_it_off(env, telegram, monkeypatch):
+    settings, instance, folder = env
+    age(write_transcript(folder, SESSION, "Which port?", "3201."), 600)
+    ingest_sessions(session_files_for([folder]), settings, instance)
+    start = time.time()
+    first = _tick(settings, instance, "capture_gap_alerts", None, start)
+    quiet = _tick(settings, instance, "capture_gap_alerts", first.cursor, start + 25 * HOUR)
+    [alert] = telegram.texts
+    assert "has not changed for 25 h" in alert and str(folder.parent) in alert
+    age(write_transcript(folder, "66666666-6666-4666-8666-666666666666", "New?", "Yes."), 0)
+    _tick(settings, instance, "capture_gap_alerts", quiet.cursor, time.time())
+    assert telegram.texts[1] == f"Librarian recovered: the mirror {folder.parent} is filling again."
+
+    ingest_sessions(session_files_for([folder]), settings, instance)  # no ingest gap either
+    monkeypatch.setenv("LIBRARIAN_QUIET_HOURS", "0")
+    off = Settings.from_env()
+    first = _tick(off, instance, "capture_gap_alerts", None, start)
+    _tick(off, instance, "capture_gap_alerts", first.cursor, start + 300 * HOUR)
+    assert len(telegram.texts) == 2
+
+
+def test_a_new_digest_gives_one_message(env, telegram, monkeypatch):
+    settings, instance, folder = env
+    baseline = _tick(settings, instance, "digest_alerts", None)
+    write_transcript(folder, SESSION, "Why does the cache test hang on CI?", "The lock was held.")
+    files = session_files_for([folder])
+    ingest_sessions(files, settings, instance)
+    announced = _tick(settings, instance, "digest_alerts", baseline.cursor)
+    [text] = telegram.texts
+    memory = Store(settings.database_url or "").memory_record(SESSION)
+    assert memory is not None and memory.project == "app"  # from the session's cwd
+    assert text == (
+        f"New memory · app · importance {memory.importance}/5\n{memory.summary}\n"
+        f"(session {SESSION})"
+    )
+    # The same session ingested again, unchanged: its digest is reused, nothing new to say.
+    ingest_sessions(files, settings, instance)
+    quiet = _tick(settings, instance, "digest_alerts", announced.cursor)
+    assert len(telegram.texts) == 1 and quiet.cursor != announced.cursor
+
+    monkeypatch.setenv("LIBRARIAN_NOTIFY_DIGESTS", "false")
+    off = Settings.from_env()
+    write_transcript(folder, SESSION, "Why does the cache test hang on CI?", "Fixed: timeout.")
+    ingest_sessions(files, off, instance)
+    _tick(off, instance, "digest_alerts", quiet.cursor)
+    assert len(telegram.texts) == 1
+
+
+def test_a_telegram_outage_loses_no_run_and_the_gap_alert_comes_later(env, telegram):
+    settings, instance, folder = env
+    telegram.fail_with = 500
+    write_transcript(folder, SESSION, "Why is the cache cold?", "The TTL was 0.")
+    baseline = _tick(settings, instance, "digest_alerts", None)
+    [outcome] = ingest_sessions(session_files_for([folder]), settings, instance)
+    assert outcome.status == "ingested"  # the run does not wait for or depend on Telegram
+    after = _tick(settings, instance, "digest_alerts", baseline.cursor)
+    assert after.cursor != baseline.cursor  # the tick ended normally, the message was logged
+    failed = _fail_a_run(settings, instance, "88888888-8888-4888-8888-888888888888")
+    _alert_run_failure(settings, instance, failed)  # does not raise
+    assert telegram.messages == [] and telegram.calls >= 3
+
+    other = "77777777-7777-4777-8777-777777777777"
+    age(write_transcript(folder, other, "Still there?", "Yes."), 600)
+    start = time.time()
+    first = _tick(settings, instance, "capture_gap_alerts", None, start)
+    down = _tick(settings, instance, "capture_gap_alerts", first.cursor, start + 2 * HOUR)
+    assert telegram.messages == []
+    telegram.fail_with = None  # Telegram is back: the undelivered alert goes out, once
+    back = _tick(settings, instance, "capture_gap_alerts", down.cursor, start + 2.1 * HOUR)
+    _tick(settings, instance, "capture_gap_alerts", back.cursor, start + 2.2 * HOUR)
+    [alert] = telegram.texts
+    assert other in alert and SESSION not in alert
+    assert Store(settings.database_url or "").memory_record(SESSION) is not None
+
+
+def test_the_alert_sensors_are_on_by_default_and_the_token_is_bound_by_name(env):
+    settings, _instance, _folder = env
+    defs = build_definitions(settings)
+    for name in ("digest_alerts", "run_failure_alerts", "capture_gap_alerts"):
+        assert defs.resolve_sensor_def(name).default_status == dg.DefaultSensorStatus.RUNNING
+    notifier = (defs.resources or {})["notifier"]
+    # The resource holds the variable's name, so the UI's resource page never shows the token.
+    assert (
+        isinstance(notifier.token, dg.EnvVar)
+        and notifier.token.env_var_name == "TELEGRAM_BOT_TOKEN"
+    )
+    assert TOKEN not in repr(notifier) and notifier.chat_id == CHAT_ID
+    unset = build_resources(Settings.from_env({"LIBRARIAN_HOME": str(settings.home)}))
+    assert unset["notifier"].token is None  # type: ignore[union-attr]
+
+
+def test_a_real_daemon_s_mirror_sensor_ticks_are_seen_and_their_silence_alerted(env, telegram):
+    settings, instance, folder = env
+    folder.mkdir(parents=True)
+    daemon = subprocess.Popen(
+        [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-m",
+         "librarian_dagster.definitions"],
+        env={**os.environ, **prepare_dagster_home(settings)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        while (tick := _last_good_tick(instance, "mirror_sensor")) is None:
+            assert daemon.poll() is None, "dagster-daemon exited"
+            assert time.monotonic() < deadline, "the mirror sensor never ticked"
+            time.sleep(1)
+    finally:
+        os.killpg(daemon.pid, signal.SIGTERM)
+        daemon.wait(timeout=60)
+    assert _sensor_known(instance, "mirror_sensor") and abs(time.time() - tick) < 300
+    first = _tick(settings, instance, "capture_gap_alerts", None, tick + 60)
+    assert not any("mirror sensor" in t for t in telegram.texts)
+    _tick(settings, instance, "capture_gap_alerts", first.cursor, tick + 11 * 60)
+    [silent] = [t for t in telegram.texts if "mirror sensor" in t]
+    assert silent.startswith("Librarian capture gap: the mirror sensor has not ticked for 11 min")
