@@ -23,6 +23,7 @@ import dagster as dg
 from librarian_dagster.core.dagster_home import prepare_dagster_home
 from librarian_dagster.core.mirror import is_excluded
 from librarian_dagster.core.settings import Settings
+from librarian_dagster.core.skips import SkipList, last_active
 from librarian_dagster.core.store import open_store
 from librarian_dagster.core.transcripts import SessionFiles, session_files_for
 from librarian_dagster.definitions import build_definitions
@@ -63,12 +64,20 @@ def ingest_paths(
     paths: Iterable[Path], settings: Settings, per_run: int = SESSIONS_PER_RUN
 ) -> list[IngestOutcome]:
     # Absolute, as the sensor sees the mirror: the fingerprint names the files' paths.
-    sessions = [
+    found = [
         s
         for s in session_files_for(Path(p).absolute() for p in paths)
         if not is_excluded(s, settings.exclude)
     ]
-    return ingest_sessions(sessions, settings, per_run=per_run) if sessions else []
+    skips = open_store(settings).skip_list() if found else SkipList()
+    skipped, sessions = [], []
+    for files in found:
+        reason = skips.reason(files.session_id, last_active(files))
+        if reason:
+            skipped.append(IngestOutcome(files.session_id, "skipped", reason, 0, 0.0))
+        else:
+            sessions.append(files)
+    return skipped + (ingest_sessions(sessions, settings, per_run=per_run) if sessions else [])
 
 
 def ingest_sessions(
@@ -136,15 +145,27 @@ def backfill(
     ingest: what a backfill from the UI over the same partitions would do.
     """
     # A re-embed starts from the staged chunks: only remembered sessions have them.
-    keys = open_store(settings).backfill_sessions(project, since, remembered_only=reembed)
+    store = open_store(settings)
+    keys = store.backfill_sessions(project, since, remembered_only=reembed)
     if on_start is not None:
         on_start(len(keys))
+    skips = store.skip_list()
+    skipped: list[IngestOutcome] = []
+    if skips.session_ids or skips.before is not None:
+        for key in list(keys):
+            files = store.session_source(key)
+            reason = skips.reason(key, last_active(files) if files else None)
+            if reason:
+                keys.remove(key)
+                skipped.append(IngestOutcome(key, "skipped", reason, 0, 0.0))
+                if on_outcome is not None:
+                    on_outcome(skipped[-1])
     if not keys:
-        return []
+        return skipped
     instance = instance or open_instance(settings)
     known = set(instance.get_dynamic_partitions(SESSIONS))
     instance.add_dynamic_partitions(SESSIONS, [k for k in keys if k not in known])
-    return run_partitions(
+    return skipped + run_partitions(
         keys,
         settings,
         instance,

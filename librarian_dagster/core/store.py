@@ -51,6 +51,7 @@ from librarian_dagster.core.models import (
 )
 from librarian_dagster.core.relevance import relevance
 from librarian_dagster.core.settings import Settings
+from librarian_dagster.core.skips import SkipList, before_entry
 from librarian_dagster.core.transcripts import SessionFiles
 
 # Versioned, append-only: never edit a released step, add a new one.
@@ -204,6 +205,18 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         ALTER TABLE session_sources ADD COLUMN nothing_at_fingerprint text;
         """,
     ),
+    (
+        7,
+        """
+        -- What `librarian skip` keeps out of the memory (core/skips.py): a session by its id
+        -- (skip_before NULL), or every session last active before a date ('before:DATE').
+        CREATE TABLE skip_list (
+            entry       text PRIMARY KEY,
+            skip_before timestamptz,
+            added_at    timestamptz NOT NULL DEFAULT now()
+        );
+        """,
+    ),
 )
 
 # Serialises migrations between processes that start together (webserver, daemon, MCP server).
@@ -233,6 +246,13 @@ _QUERY_TERMS = """
     FROM corpus LEFT JOIN query_lexemes q ON true LEFT JOIN lexeme_df d ON d.lexeme = q.lexeme
     GROUP BY corpus.generation, corpus.avgdl
 """
+
+
+@dataclass(frozen=True)
+class SkipEntry:
+    entry: str
+    """A session id, or `before:DATE`."""
+    added_at: datetime
 
 
 @dataclass(frozen=True)
@@ -515,6 +535,54 @@ class Store:
             params = {"project": project, "since": since}
         with self.connect() as conn:
             return [row["session_id"] for row in conn.execute(query, params).fetchall()]
+
+    def skip_list(self) -> SkipList:
+        """The skip list as the sensor, ingest and backfills apply it (core/skips.py)."""
+        with self.connect() as conn:
+            rows = conn.execute("SELECT entry, skip_before FROM skip_list").fetchall()
+        befores = [r["skip_before"] for r in rows if r["skip_before"] is not None]
+        return SkipList(
+            session_ids=frozenset(r["entry"] for r in rows if r["skip_before"] is None),
+            # Every session before the latest date is before the earlier ones too.
+            before=max(befores) if befores else None,
+        )
+
+    def skip_entries(self) -> list[SkipEntry]:
+        with self.connect() as conn, conn.cursor(row_factory=class_row(SkipEntry)) as cur:
+            return cur.execute(
+                "SELECT entry, added_at FROM skip_list ORDER BY added_at, entry"
+            ).fetchall()
+
+    def skip_sessions(self, session_ids: Sequence[str]) -> None:
+        with self.connect() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO skip_list (entry) VALUES (%s) ON CONFLICT (entry) DO NOTHING",
+                [(s,) for s in session_ids],
+            )
+
+    def skip_before(self, moment: datetime) -> str:
+        """Skip every session last active before `moment`; returns the list's entry for it."""
+        entry = before_entry(moment)
+        with self.connect() as conn, conn.transaction():
+            conn.execute(
+                "INSERT INTO skip_list (entry, skip_before) VALUES (%s, %s)"
+                " ON CONFLICT (entry) DO NOTHING",
+                (entry, moment),
+            )
+        return entry
+
+    def remove_skip(self, entry: str) -> bool:
+        """Take one entry (a session id or `before:DATE`) off the list; False if it was not on."""
+        with self.connect() as conn, conn.transaction():
+            return conn.execute("DELETE FROM skip_list WHERE entry = %s", (entry,)).rowcount > 0
+
+    def remembered(self, session_ids: Sequence[str]) -> set[str]:
+        """Which of these sessions have a memory."""
+        with self.connect() as conn:
+            rows = conn.execute(
+                "SELECT session_id FROM memories WHERE session_id = ANY(%s)", (list(session_ids),)
+            ).fetchall()
+        return {r["session_id"] for r in rows}
 
     def held_fingerprints(self) -> set[tuple[str, str]]:
         """(session id, fingerprint) of transcript files whose outcome the store already holds.

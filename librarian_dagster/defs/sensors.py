@@ -23,21 +23,26 @@ def mirror_sensor(
     root = Path(mirror.path)
     if not root.is_dir():
         return dg.SkipReason(f"mirror folder {root} does not exist (set LIBRARIAN_MIRROR)")
+    db = store.get()
+    skips = db.skip_list()
     plan = plan_ingest(
-        snapshot(s for s in discover_sessions(root) if not is_excluded(s, mirror.exclude or ())),
+        snapshot(
+            s
+            for s in discover_sessions(root)
+            if not is_excluded(s, mirror.exclude or ()) and not skips.skips(s)
+        ),
         context.cursor,
         time.time(),
         mirror.settle_seconds,
-        held=store.get().held_fingerprints(),
+        held=db.held_fingerprints(),
     )
-    db = store.get()
     # Digests deferred by a spent daily token budget on an earlier day: asked again, once a day.
     planned = {s.files.session_id for s in plan.requests}
     today = datetime.now(UTC).date().isoformat()
     deferred = [
         dg.RunRequest(partition_key=session_id, run_key=f"{session_id}:deferred:{today}")
         for session_id in db.due_deferrals()
-        if session_id not in planned
+        if session_id not in planned and session_id not in skips.session_ids
     ]
     if not plan.requests and not deferred:
         return dg.SensorResult(

@@ -7,12 +7,14 @@ drops out of what the stage hands on, and the others go on to their memories. Th
 fails the run at the end if any session of it was lost on the way, so no failure goes unseen.
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import dagster as dg
 
 from librarian_dagster.core.chunking import Chunk
+from librarian_dagster.core.mirror import is_excluded
+from librarian_dagster.core.skips import SkipList, last_active
 from librarian_dagster.core.store import Store
 from librarian_dagster.core.transcripts import SessionFiles
 from librarian_dagster.defs.partitions import session_id_of
@@ -35,6 +37,13 @@ def source_files(store: Store, partition_key: str) -> SessionFiles:
             "`librarian ingest PATH` records where a session's files are before its first run"
         )
     return files
+
+
+def kept_out(files: SessionFiles, exclude: Sequence[str], skips: SkipList) -> str | None:
+    """Why the session is not to be ingested (LIBRARIAN_EXCLUDE, `librarian skip`), or None."""
+    if is_excluded(files, exclude):
+        return EXCLUDED
+    return skips.reason(files.session_id, last_active(files))
 
 
 def per_session(

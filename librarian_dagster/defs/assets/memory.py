@@ -5,6 +5,7 @@ import dagster as dg
 from librarian_dagster.core.chunking import Chunk, ChunkVectors
 from librarian_dagster.core.digest import DigestRecord
 from librarian_dagster.core.models import memory_of
+from librarian_dagster.core.skips import last_active
 from librarian_dagster.core.store import ChunkRecord
 from librarian_dagster.core.transcripts import Session
 from librarian_dagster.defs.assets._common import GROUP, common_keys, per_session, source_files
@@ -82,15 +83,19 @@ def _lost(context: dg.AssetExecutionContext, db, written: set[str], waiting: set
     ids = [session_id_of(k) for k in missing]
     nothing = db.nothing_to_remember(ids)
     deferred = db.deferred([session_id_of(k) for k in missing if k in waiting])
+    skips = db.skip_list()
     lost = []
     for key in missing:
         sid = session_id_of(key)
         if sid in deferred:
             continue
         try:
-            unchanged = nothing.get(sid) == source_files(db, key).fingerprint()
+            files = source_files(db, key)
         except dg.Failure:
-            unchanged = False
-        if not unchanged:
+            lost.append(key)
+            continue
+        # Nothing to remember at these files, or kept out on purpose (`librarian skip`).
+        held = nothing.get(sid) == files.fingerprint()
+        if not held and skips.reason(sid, last_active(files)) is None:
             lost.append(key)
     return lost

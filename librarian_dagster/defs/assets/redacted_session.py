@@ -4,10 +4,15 @@ from collections.abc import Iterator
 import dagster as dg
 from pydantic import TypeAdapter
 
-from librarian_dagster.core.mirror import is_excluded
 from librarian_dagster.core.redaction import find_secrets, redact_session
 from librarian_dagster.core.transcripts import Session, parse_session
-from librarian_dagster.defs.assets._common import EXCLUDED, GROUP, per_session, source_files
+from librarian_dagster.defs.assets._common import (
+    EXCLUDED,
+    GROUP,
+    kept_out,
+    per_session,
+    source_files,
+)
 from librarian_dagster.defs.partitions import BATCH, sessions_partitions
 from librarian_dagster.defs.resources import MirrorResource, StoreResource
 
@@ -29,12 +34,17 @@ def redacted_session(
     reason is in the `transcript` stage's metadata.
     """
     db = store.get()
+    skips = db.skip_list()
 
     def redact(key: str, _: str):
         files = source_files(db, key)
-        if is_excluded(files, mirror.exclude or ()):
+        reason = kept_out(files, mirror.exclude or (), skips)
+        if reason == EXCLUDED:
             db.record_nothing_to_remember(files.session_id, files.fingerprint())
-            context.add_asset_metadata({"absent": EXCLUDED}, partition_key=key)
+        if reason:
+            # A skipped session is not marked "nothing to remember": once taken off the skip
+            # list, the sensor asks for it again.
+            context.add_asset_metadata({"absent": reason}, partition_key=key)
             return None
         session = parse_session(files, include_thinking=mirror.include_thinking)
         if session.skip_reason:

@@ -1,8 +1,7 @@
 import dagster as dg
 
-from librarian_dagster.core.mirror import is_excluded
 from librarian_dagster.core.transcripts import parse_session
-from librarian_dagster.defs.assets._common import EXCLUDED, GROUP, per_session, source_files
+from librarian_dagster.defs.assets._common import GROUP, kept_out, per_session, source_files
 from librarian_dagster.defs.partitions import BATCH, sessions_partitions
 from librarian_dagster.defs.resources import MirrorResource, StoreResource
 
@@ -21,11 +20,13 @@ def transcript(
     materializes it.
     """
     db = store.get()
+    skips = db.skip_list()
 
     def parse(key: str, _: str):
         files = source_files(db, key)
-        if is_excluded(files, mirror.exclude or ()):
-            return None, {"files": [str(p) for p in files.paths], "skip_reason": EXCLUDED}
+        reason = kept_out(files, mirror.exclude or (), skips)
+        if reason:
+            return None, {"files": [str(p) for p in files.paths], "skip_reason": reason}
         session = parse_session(files, include_thinking=mirror.include_thinking)
         stats = session.stats
         return None, {
