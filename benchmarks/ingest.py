@@ -1,15 +1,19 @@
 """Ingest the dev corpus with the offline providers, through the same Dagster assets as the CLI.
 
-Prints sessions/s, MB/s, peak memory, and where the time went. Usage:
+A fresh backfill of the corpus twice in one go, each into a home of its own: one session per run
+(what the sensor does for a session that settles) and many sessions per run (`librarian ingest`,
+`librarian backfill` and UI backfills, docs/decisions/0014). Prints sessions/s, MB/s, peak memory
+and the machine's load (it is shared: a busy machine makes both slower). Usage:
 
-    uv run python benchmarks/ingest.py [--home DIR] [--limit N]
+    uv run python benchmarks/ingest.py [--limit N] [--per-run 25] [--only single|many] [--home DIR]
 
---home keeps the ingested memory (benchmarks/recall.py can then score it); by default a
-temporary home is used and removed. The embedded PostgreSQL runs in its own process: its memory
+--home keeps the many-per-run memory (benchmarks/recall.py can then score it); by default
+temporary homes are used and removed. The embedded PostgreSQL runs in its own process: its memory
 is not in the peak figure, which is this (Python) process's maximum resident set.
 """
 
 import argparse
+import os
 import resource
 import shutil
 import statistics
@@ -22,14 +26,18 @@ from _corpus import unpack_corpus
 
 from librarian_dagster.core.database import release_embedded_server
 from librarian_dagster.core.settings import Settings
-from librarian_dagster.core.transcripts import session_files_for
+from librarian_dagster.core.store import open_store
+from librarian_dagster.core.transcripts import SessionFiles, session_files_for
+from librarian_dagster.defs.partitions import SESSIONS_PER_RUN
 from librarian_dagster.ingest import ingest_sessions, open_instance
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--home", type=Path, help="keep the result here (default: a temp folder)")
+    parser.add_argument("--home", type=Path, help="keep the many-per-run result here")
     parser.add_argument("--limit", type=int, default=0, help="only the first N sessions")
+    parser.add_argument("--per-run", type=int, default=SESSIONS_PER_RUN)
+    parser.add_argument("--only", choices=("single", "many"), help="run one of the two modes")
     args = parser.parse_args()
 
     corpus = unpack_corpus()
@@ -38,43 +46,75 @@ def main() -> int:
         sessions = sessions[: args.limit]
     size = sum(p.stat().st_size for s in sessions for p in s.paths)
     largest = max(p.stat().st_size for s in sessions for p in s.paths)
+    print(f"corpus:          {len(sessions)} sessions, {size / 1e6:.1f} MB, "
+          f"largest file {largest / 1e6:.1f} MB")  # fmt: skip
 
-    home = args.home or Path(tempfile.mkdtemp(prefix="librarian-bench-"))
+    modes = [("one session per run", 1, None), (f"{args.per_run} per run", args.per_run, args.home)]
+    if args.only:
+        modes = [modes[0] if args.only == "single" else modes[1]]
+    failed = 0
+    rates = []
+    for label, per_run, keep in modes:
+        rate, failures = _backfill(label, sessions, corpus, per_run, size, keep)
+        rates.append(rate)
+        failed += failures
+    if len(rates) == 2:
+        print(f"\nmany per run / one per run: {rates[1] / rates[0]:.1f}x")
+    return 1 if failed else 0
+
+
+def _backfill(
+    label: str,
+    sessions: list[SessionFiles],
+    corpus: Path,
+    per_run: int,
+    size: int,
+    keep: Path | None,
+) -> tuple[float, int]:
+    home = keep or Path(tempfile.mkdtemp(prefix="librarian-bench-"))
     settings = Settings.from_env({"LIBRARIAN_HOME": str(home), "LIBRARIAN_MIRROR": str(corpus)})
     instance = open_instance(settings)
+    load_before = os.getloadavg()
     started = time.perf_counter()
-    outcomes = ingest_sessions(sessions, settings, instance)
+    outcomes = ingest_sessions(sessions, settings, instance, per_run=per_run)
     elapsed = time.perf_counter() - started
+    load_after = os.getloadavg()
+    runs = len(instance.get_run_records())
     instance.dispose()
+    stats = open_store(settings).stats()
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
     by_status: dict[str, int] = {}
     for o in outcomes:
         by_status[o.status] = by_status.get(o.status, 0) + 1
-    per_session = [o.seconds for o in outcomes]
+    ingested = by_status.get("ingested", 0)
     chunks = sum(o.chunks for o in outcomes)
+    rate = len(outcomes) / elapsed
+    print(f"\n== {label} ==")
     print(
         f"sessions:        {len(outcomes)} ({', '.join(f'{n} {s}' for s, n in by_status.items())})"
+        f" in {runs} runs"
     )
-    print(f"input:           {size / 1e6:.1f} MB, largest file {largest / 1e6:.1f} MB")
-    print(f"chunks:          {chunks}")
+    print(f"memories:        {stats.sessions} in the store for {ingested} ingested"
+          f" ({'exactly one each' if stats.sessions == ingested else 'MISMATCH'}),"
+          f" {stats.chunks} chunks ({chunks} reported)")  # fmt: skip
     print(f"wall time:       {elapsed:.1f} s")
-    rate = f"{len(outcomes) / elapsed:.2f} sessions/s, {size / 1e6 / elapsed:.2f} MB/s"
-    print(f"throughput:      {rate}")
-    print(
-        f"per session:     median {statistics.median(per_session):.2f} s, "
-        f"max {max(per_session):.2f} s"
-    )
-    print(f"peak memory:     {peak_mb:.0f} MB (this process; PostgreSQL not included)")
+    print(f"throughput:      {rate:.2f} sessions/s, {size / 1e6 / elapsed:.2f} MB/s")
+    print(f"per session:     median {statistics.median(o.seconds for o in outcomes):.2f} s "
+          "(a run's wall time shared by its sessions)")  # fmt: skip
+    print(f"load average:    {load_before[0]:.1f} before, {load_after[0]:.1f} after "
+          f"({os.cpu_count()} cores)")  # fmt: skip
+    print(f"peak memory:     {peak_mb:.0f} MB (this process so far; PostgreSQL not included)")
     for o in outcomes:
         if o.status == "failed":
             print(f"FAILED {o.session_id}: {o.detail}")
-    if args.home is None:
+    if keep is None:
         release_embedded_server(settings)
         shutil.rmtree(home, ignore_errors=True)
     else:
         print(f"memory kept in:  {home}")
-    return 1 if by_status.get("failed") else 0
+    mismatch = stats.sessions != ingested
+    return rate, by_status.get("failed", 0) + int(mismatch)
 
 
 if __name__ == "__main__":

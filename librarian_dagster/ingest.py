@@ -1,15 +1,21 @@
-"""`librarian ingest`: run the `ingest_session` job now, in this process, one run per session.
+"""`librarian ingest` and `librarian backfill`: run the `ingest_session` job now, in this process.
 
 The same job the mirror sensor and a backfill from the UI start, with the same resources. The runs
 land in the Dagster instance the UI shows (DAGSTER_HOME under LIBRARIAN_HOME), so an ingest from
 the command line has the same lineage, metadata and checks as a sensor run.
+
+Many sessions go in one run (a range of consecutive partitions, at most `per_run`): Dagster's
+bookkeeping of a run is paid once per run instead of once per session (docs/decisions/0014).
+Each stage still works and reports session by session; a session a run could not store is run
+again on its own, so its failure is its own and never costs another session its memory.
 """
 
 import logging
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -17,12 +23,27 @@ import dagster as dg
 
 from librarian_dagster.core.dagster_home import prepare_dagster_home
 from librarian_dagster.core.database import unreachable
+from librarian_dagster.core.mirror import is_excluded
 from librarian_dagster.core.settings import Settings
+from librarian_dagster.core.skips import SkipList, last_active
 from librarian_dagster.core.store import open_store
 from librarian_dagster.core.transcripts import SessionFiles, session_files_for
 from librarian_dagster.definitions import build_definitions
 from librarian_dagster.defs.jobs import INGEST_SESSION
-from librarian_dagster.defs.partitions import SESSIONS
+from librarian_dagster.defs.partitions import SESSIONS, SESSIONS_PER_RUN, session_id_of
+
+# The tags Dagster's own backfills put on a run over a range of partitions.
+RANGE_START_TAG = "dagster/asset_partition_range_start"
+RANGE_END_TAG = "dagster/asset_partition_range_end"
+STAGES = (
+    "transcript",
+    "redacted_session",
+    "session_digest",
+    "digest_chunks",
+    "exchange_chunks",
+    "chunk_embeddings",
+    "memory",
+)
 
 
 @dataclass(frozen=True)
@@ -32,6 +53,7 @@ class IngestOutcome:
     detail: str
     chunks: int
     seconds: float
+    """The session's share of its run's wall time."""
 
 
 def open_instance(settings: Settings) -> dg.DagsterInstance:
@@ -40,37 +62,164 @@ def open_instance(settings: Settings) -> dg.DagsterInstance:
     return dg.DagsterInstance.from_config(env["DAGSTER_HOME"])
 
 
-def ingest_paths(paths: Iterable[Path], settings: Settings) -> list[IngestOutcome]:
-    sessions = session_files_for(paths)
-    return ingest_sessions(sessions, settings) if sessions else []
+def ingest_paths(
+    paths: Iterable[Path], settings: Settings, per_run: int = SESSIONS_PER_RUN
+) -> list[IngestOutcome]:
+    # Absolute, as the sensor sees the mirror: the fingerprint names the files' paths.
+    found = [
+        s
+        for s in session_files_for(Path(p).absolute() for p in paths)
+        if not is_excluded(s, settings.exclude)
+    ]
+    skips = open_store(settings).skip_list() if found else SkipList()
+    skipped, sessions = [], []
+    for files in found:
+        reason = skips.reason(files.session_id, last_active(files))
+        if reason:
+            skipped.append(IngestOutcome(files.session_id, "skipped", reason, 0, 0.0))
+        else:
+            sessions.append(files)
+    return skipped + (ingest_sessions(sessions, settings, per_run=per_run) if sessions else [])
 
 
 def ingest_sessions(
-    sessions: list[SessionFiles], settings: Settings, instance: dg.DagsterInstance | None = None
+    sessions: list[SessionFiles],
+    settings: Settings,
+    instance: dg.DagsterInstance | None = None,
+    per_run: int = SESSIONS_PER_RUN,
+    on_outcome: Callable[[IngestOutcome], None] | None = None,
 ) -> list[IngestOutcome]:
     # Where each session's files are, as the sensor records it: the run finds them by key alone.
     open_store(settings).record_sources([(s, s.fingerprint()) for s in sessions])
     # dagster-postgres warns of each retry of a lost connection on the root logger, several
-    # lines each; a database that stays away is reported once, as one line (see _ingest_one).
+    # lines each; a database that stays away is reported once, as one line (see _run).
     logging.getLogger().addFilter(_not_a_connection_retry)
     instance = instance or open_instance(settings)
-    instance.add_dynamic_partitions(SESSIONS, [s.session_id for s in sessions])
+    keys = [s.session_id for s in sessions]
+    known = set(instance.get_dynamic_partitions(SESSIONS))
+    instance.add_dynamic_partitions(SESSIONS, [k for k in keys if k not in known])
+    return run_partitions(keys, settings, instance, per_run=per_run, on_outcome=on_outcome)
+
+
+def run_partitions(
+    keys: Sequence[str],
+    settings: Settings,
+    instance: dg.DagsterInstance,
+    *,
+    per_run: int = SESSIONS_PER_RUN,
+    assets: Sequence[str] = STAGES,
+    trigger: str = "cli-ingest",
+    on_outcome: Callable[[IngestOutcome], None] | None = None,
+) -> list[IngestOutcome]:
+    """Materialize `assets` for these existing partitions, `per_run` consecutive ones per run."""
     job = build_definitions(settings).resolve_job_def(INGEST_SESSION)
-    return [_ingest_one(job, s.session_id, instance, settings) for s in sessions]
+    selection = [dg.AssetKey(a) for a in assets]
+    outcomes: dict[str, IngestOutcome] = {}
+    order = instance.get_dynamic_partitions(SESSIONS)
+    for batch in batches(keys, order, per_run):
+        results = _run(job, batch, instance, selection, trigger, settings)
+        if len(batch) > 1:
+            # A session the run lost is tried on its own: its failure, seen alone, is its own.
+            for key in [k for k in batch if results[k].status == "failed"]:
+                results[key] = _run(job, [key], instance, selection, trigger, settings)[key]
+        for key in batch:
+            outcomes[key] = results[key]
+            if on_outcome is not None:
+                on_outcome(results[key])
+    return [outcomes[k] for k in keys if k in outcomes]
 
 
-def _ingest_one(
-    job: dg.JobDefinition, session_id: str, instance: dg.DagsterInstance, settings: Settings
-) -> IngestOutcome:
+REEMBED_STAGES = ("chunk_embeddings", "memory")
+
+
+def backfill(
+    settings: Settings,
+    *,
+    project: str | None = None,
+    since: datetime | None = None,
+    reembed: bool = False,
+    per_run: int = SESSIONS_PER_RUN,
+    instance: dg.DagsterInstance | None = None,
+    on_start: Callable[[int], None] | None = None,
+    on_outcome: Callable[[IngestOutcome], None] | None = None,
+) -> list[IngestOutcome]:
+    """Run the sessions the store knows (of a project, active since a date, or all) again.
+
+    Every stage (a digest whose input and digester are unchanged is reused), or with `reembed`
+    only the vectors and the memory, from the staged chunks. The same job and batches as an
+    ingest: what a backfill from the UI over the same partitions would do.
+    """
+    # A re-embed starts from the staged chunks: only remembered sessions have them.
+    store = open_store(settings)
+    keys = store.backfill_sessions(project, since, remembered_only=reembed)
+    if on_start is not None:
+        on_start(len(keys))
+    skips = store.skip_list()
+    skipped: list[IngestOutcome] = []
+    if skips.session_ids or skips.before is not None:
+        for key in list(keys):
+            files = store.session_source(key)
+            reason = skips.reason(key, last_active(files) if files else None)
+            if reason:
+                keys.remove(key)
+                skipped.append(IngestOutcome(key, "skipped", reason, 0, 0.0))
+                if on_outcome is not None:
+                    on_outcome(skipped[-1])
+    if not keys:
+        return skipped
+    instance = instance or open_instance(settings)
+    known = set(instance.get_dynamic_partitions(SESSIONS))
+    instance.add_dynamic_partitions(SESSIONS, [k for k in keys if k not in known])
+    return skipped + run_partitions(
+        keys,
+        settings,
+        instance,
+        per_run=per_run,
+        assets=REEMBED_STAGES if reembed else STAGES,
+        trigger="cli-backfill",
+        on_outcome=on_outcome,
+    )
+
+
+def batches(keys: Sequence[str], order: Sequence[str], per_run: int) -> list[list[str]]:
+    """The keys cut into runs of at most `per_run` partitions consecutive in `order`.
+
+    A run covers a range of the dynamic partitions (in the order they were added), so a batch
+    never spans a partition that is not asked for.
+    """
+    position = {key: i for i, key in enumerate(order)}
+    wanted = sorted({k for k in keys if k in position}, key=position.__getitem__)
+    out: list[list[str]] = []
+    for key in wanted:
+        last = out[-1] if out else None
+        if last and len(last) < max(1, per_run) and position[last[-1]] + 1 == position[key]:
+            last.append(key)
+        else:
+            out.append([key])
+    return out
+
+
+def _run(
+    job: dg.JobDefinition,
+    batch: list[str],
+    instance: dg.DagsterInstance,
+    selection: list[dg.AssetKey],
+    trigger: str,
+    settings: Settings,
+) -> dict[str, IngestOutcome]:
     started = time.perf_counter()
+    tags = {"librarian/trigger": trigger}
+    if len(batch) > 1:
+        tags |= {RANGE_START_TAG: batch[0], RANGE_END_TAG: batch[-1]}
     try:
         result = job.execute_in_process(
-            partition_key=session_id,
+            partition_key=batch[0] if len(batch) == 1 else None,
             instance=instance,
             raise_on_error=False,
+            asset_selection=selection,
             # The run's events are all in the Dagster UI; the terminal gets one line per session.
             run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-            tags={"librarian/trigger": "cli-ingest"},
+            tags=tags,
         )
     except Exception as exc:
         # The database went away during the run: Dagster's own storage (on the same server)
@@ -80,33 +229,53 @@ def _ingest_one(
         if lost is None:
             raise
         raise unreachable(settings, lost) from None
-    seconds = time.perf_counter() - started
+    share = (time.perf_counter() - started) / len(batch)
     if not result.success and _interrupted(result):
         # Dagster turns SIGTERM or Ctrl-C during a run into this run's failure; the user asked
         # the whole ingest to stop, not to skip to the next session.
         raise KeyboardInterrupt
-    if not result.success:
-        return IngestOutcome(session_id, "failed", _failure(result), 0, seconds)
-    stored = result.asset_materializations_for_node("memory")
-    if stored:
-        metadata = stored[-1].metadata
-        chunks = metadata["chunks"].value
+    by_stage = {
+        stage: {m.partition: m.metadata for m in result.asset_materializations_for_node(stage)}
+        for stage in STAGES
+    }
+    deferred = {
+        seen.partition: seen.metadata["deferred"].value
+        for seen in result.asset_observations_for_node("session_digest")
+        if "deferred" in seen.metadata
+    }
+    run_failure = "" if result.success else _failure(result)
+    return {key: _outcome(key, by_stage, deferred, run_failure, share) for key in batch}
+
+
+def _outcome(
+    key: str, by_stage: dict[str, dict], deferred: dict, run_failure: str, seconds: float
+) -> IngestOutcome:
+    sid = session_id_of(key)
+    stored = by_stage["memory"].get(key)
+    if stored is not None and "chunks" in stored:
+        chunks = stored["chunks"].value
         return IngestOutcome(
-            session_id,
+            sid,
             "ingested",
-            str(metadata["summary"].value),
+            str(stored["summary"].value),
             chunks if isinstance(chunks, int) else 0,
             seconds,
         )
-    for seen in result.asset_observations_for_node("session_digest"):
-        deferred = seen.metadata.get("deferred")
-        if deferred is not None:
-            return IngestOutcome(session_id, "deferred", str(deferred.value), 0, seconds)
-    [parsed] = result.asset_materializations_for_node("transcript")
-    reason = parsed.metadata["skip_reason"].value
-    if reason:
-        return IngestOutcome(session_id, "skipped", str(reason), 0, seconds)
-    return IngestOutcome(session_id, "failed", "not stored: a blocking check failed", 0, seconds)
+    for stage in STAGES:
+        error = (by_stage[stage].get(key) or {}).get("error")
+        if error is not None:
+            return IngestOutcome(sid, "failed", f"{stage}: {error.value}", 0, seconds)
+    if key in deferred:
+        return IngestOutcome(sid, "deferred", str(deferred[key]), 0, seconds)
+    parsed = by_stage["transcript"].get(key) or {}
+    reason = parsed.get("skip_reason")
+    if reason is not None and reason.value:
+        return IngestOutcome(sid, "skipped", str(reason.value), 0, seconds)
+    if run_failure:
+        return IngestOutcome(sid, "failed", run_failure, 0, seconds)
+    if stored is not None:  # a stage after transcript only (--reembed): the run succeeded
+        return IngestOutcome(sid, "ingested", "", 0, seconds)
+    return IngestOutcome(sid, "failed", "not stored: a blocking check failed", 0, seconds)
 
 
 def _not_a_connection_retry(record: logging.LogRecord) -> bool:

@@ -18,7 +18,17 @@ from librarian_dagster.core.commandline import Parser, report, user_errors
 warnings.filterwarnings("ignore", category=UserWarning, module="platformdirs")
 
 # Module names under librarian_dagster.cli, in the order their commands appear in --help.
-COMMAND_MODULES = ("run", "query", "evaluate", "parse", "redact", "library", "tokens")
+COMMAND_MODULES = (
+    "run",
+    "backfill",
+    "skip",
+    "query",
+    "evaluate",
+    "parse",
+    "redact",
+    "library",
+    "tokens",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,11 +4,14 @@ A session is requested when its files have settled (unchanged for `settle_second
 Claude Code is still writing waits) and its fingerprint (sizes and mtimes of all its files)
 differs from the one last requested. The cursor is the map session id -> fingerprint requested,
 so an unchanged file is never requested twice and a grown (resumed) one exactly once more.
+What the store already holds at the same fingerprint (ingested by `librarian ingest`, a backfill
+or an earlier sensor whose cursor is gone) is not requested either.
 """
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 
 from librarian_dagster.core.transcripts import SessionFiles
 
@@ -42,14 +45,33 @@ def snapshot(sessions: Iterable[SessionFiles]) -> list[Snapshot]:
     return result
 
 
+def is_excluded(files: SessionFiles, patterns: Sequence[str]) -> bool:
+    """Whether a glob of LIBRARIAN_EXCLUDE matches the session's project folder name (the slug
+    Claude Code names it by, e.g. `-Users-me-private`) or the full path of one of its files."""
+    if not patterns:
+        return False
+    names = {p.parent.name for p in files.paths[:1]}
+    names.update(str(p) for p in files.paths)
+    return any(fnmatchcase(name, pattern) for pattern in patterns for name in names)
+
+
 def plan_ingest(
-    snapshots: Sequence[Snapshot], cursor: str | None, now: float, settle_seconds: float
+    snapshots: Sequence[Snapshot],
+    cursor: str | None,
+    now: float,
+    settle_seconds: float,
+    held: Collection[tuple[str, str]] = (),
 ) -> IngestPlan:
+    """`held`: (session id, fingerprint) pairs the store already holds the outcome of."""
     requested = parse_cursor(cursor)
     requests: list[Snapshot] = []
     waiting = 0
     for snap in snapshots:
-        if requested.get(snap.files.session_id) == snap.fingerprint:
+        sid = snap.files.session_id
+        if requested.get(sid) == snap.fingerprint:
+            continue
+        if (sid, snap.fingerprint) in held:
+            requested[sid] = snap.fingerprint
             continue
         if now - snap.last_modified < settle_seconds:
             waiting += 1

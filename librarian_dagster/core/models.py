@@ -46,6 +46,9 @@ class MemoryRecord(SessionFacts):
     session_output_tokens: int = 0
     digest_input_tokens: int = 0
     digest_output_tokens: int = 0
+    source_fingerprint: str | None = None
+    """The transcript files' fingerprint this memory was made from: the sensor does not ask
+    for a session again while its files still have it (None: written before it was kept)."""
 
     def digest_record(self) -> DigestRecord:
         """The digest as the digest stage handed it on: `memory_of` read backwards."""
@@ -85,6 +88,7 @@ def memory_of(session: Session, digested: DigestRecord, embedding_model: str) ->
         digest_input_tokens=digested.input_tokens,
         digest_output_tokens=digested.output_tokens,
         turns=len(session.turns),
+        source_fingerprint=session.fingerprint or None,
     )
 
 

@@ -60,6 +60,8 @@ class Settings:
     """How much more a session from today weighs in ranking than an old one (store.Boosts)."""
     importance_boost: float = 0.002
     """How much more each point of importance above 3 weighs in ranking (store.Boosts)."""
+    exclude: tuple[str, ...] = ()
+    """Globs over project folder names or transcript paths never ingested (core/mirror.py)."""
     mcp_token: str | None = field(default=None, repr=False)
     """A bearer token the recall server's HTTP endpoints accept with the default scope, beside
     the token file's; kept out of repr (and logs)."""
@@ -178,6 +180,9 @@ class Settings:
             recency_boost=_share(env, "LIBRARIAN_RECENCY_BOOST", 0.005),
             importance_boost=_share(env, "LIBRARIAN_IMPORTANCE_BOOST", 0.002),
             mcp_token=env.get("LIBRARIAN_MCP_TOKEN") or None,
+            exclude=tuple(
+                g.strip() for g in (env.get("LIBRARIAN_EXCLUDE") or "").split(",") if g.strip()
+            ),
             telegram_bot_token=env.get("TELEGRAM_BOT_TOKEN") or None,
             telegram_chat_id=env.get("TELEGRAM_CHAT_ID") or None,
             telegram_base_url=_url(env, "LIBRARIAN_TELEGRAM_BASE_URL", DEFAULT_TELEGRAM_BASE_URL),

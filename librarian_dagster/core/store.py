@@ -53,6 +53,7 @@ from librarian_dagster.core.models import (
 )
 from librarian_dagster.core.relevance import relevance
 from librarian_dagster.core.settings import Settings
+from librarian_dagster.core.skips import SkipList, before_entry
 from librarian_dagster.core.transcripts import SessionFiles
 
 # Versioned, append-only: never edit a released step, add a new one.
@@ -197,6 +198,27 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         );
         """,
     ),
+    (
+        6,
+        """
+        -- What the store already holds, by the transcript files' fingerprint: a memory made
+        -- from them, or "nothing to remember" in them. The sensor asks for neither again.
+        ALTER TABLE memories ADD COLUMN source_fingerprint text;
+        ALTER TABLE session_sources ADD COLUMN nothing_at_fingerprint text;
+        """,
+    ),
+    (
+        7,
+        """
+        -- What `librarian skip` keeps out of the memory (core/skips.py): a session by its id
+        -- (skip_before NULL), or every session last active before a date ('before:DATE').
+        CREATE TABLE skip_list (
+            entry       text PRIMARY KEY,
+            skip_before timestamptz,
+            added_at    timestamptz NOT NULL DEFAULT now()
+        );
+        """,
+    ),
 )
 
 # Serialises migrations between processes that start together (webserver, daemon, MCP server).
@@ -229,6 +251,13 @@ _QUERY_TERMS = """
     FROM corpus LEFT JOIN query_lexemes q ON true LEFT JOIN lexeme_df d ON d.lexeme = q.lexeme
     GROUP BY corpus.generation, corpus.avgdl
 """
+
+
+@dataclass(frozen=True)
+class SkipEntry:
+    entry: str
+    """A session id, or `before:DATE`."""
+    added_at: datetime
 
 
 @dataclass(frozen=True)
@@ -467,6 +496,113 @@ class Store:
                     for files, fingerprint in sessions
                 ],
             )
+
+    def record_nothing_to_remember(self, session_id: str, fingerprint: str) -> None:
+        """The session's files at `fingerprint` hold nothing to remember (empty, summary-only)."""
+        with self.connect() as conn:
+            conn.execute(
+                "UPDATE session_sources SET nothing_at_fingerprint = %s WHERE session_id = %s",
+                (fingerprint, session_id),
+            )
+
+    def nothing_to_remember(self, session_ids: Sequence[str]) -> dict[str, str]:
+        """Session id -> the fingerprint its files had when they held nothing to remember."""
+        with self.connect() as conn:
+            rows = conn.execute(
+                "SELECT session_id, nothing_at_fingerprint FROM session_sources"
+                " WHERE session_id = ANY(%s) AND nothing_at_fingerprint IS NOT NULL",
+                (list(session_ids),),
+            ).fetchall()
+        return {row["session_id"]: row["nothing_at_fingerprint"] for row in rows}
+
+    def backfill_sessions(
+        self,
+        project: str | None = None,
+        since: datetime | None = None,
+        remembered_only: bool = False,
+    ) -> list[str]:
+        """Session ids to run again, oldest first: all whose files are recorded, or only the
+        remembered ones (of a project and/or active since a date, as their memory says)."""
+        if project is None and since is None and not remembered_only:
+            query = "SELECT session_id FROM session_sources ORDER BY recorded_at, session_id"
+            params: dict[str, Any] = {}
+        else:
+            query = (
+                "SELECT m.session_id FROM memories m JOIN session_sources USING (session_id)"
+                " WHERE (%(project)s::text IS NULL OR m.project = %(project)s)"
+                " AND (%(since)s::timestamptz IS NULL"
+                "      OR COALESCE(m.ended_at, m.started_at, m.ingested_at) >= %(since)s)"
+                " ORDER BY COALESCE(m.started_at, m.ingested_at), m.session_id"
+            )
+            params = {"project": project, "since": since}
+        with self.connect() as conn:
+            return [row["session_id"] for row in conn.execute(query, params).fetchall()]
+
+    def skip_list(self) -> SkipList:
+        """The skip list as the sensor, ingest and backfills apply it (core/skips.py)."""
+        with self.connect() as conn:
+            rows = conn.execute("SELECT entry, skip_before FROM skip_list").fetchall()
+        befores = [r["skip_before"] for r in rows if r["skip_before"] is not None]
+        return SkipList(
+            session_ids=frozenset(r["entry"] for r in rows if r["skip_before"] is None),
+            # Every session before the latest date is before the earlier ones too.
+            before=max(befores) if befores else None,
+        )
+
+    def skip_entries(self) -> list[SkipEntry]:
+        with self.connect() as conn, conn.cursor(row_factory=class_row(SkipEntry)) as cur:
+            return cur.execute(
+                "SELECT entry, added_at FROM skip_list ORDER BY added_at, entry"
+            ).fetchall()
+
+    def skip_sessions(self, session_ids: Sequence[str]) -> None:
+        with self.connect() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO skip_list (entry) VALUES (%s) ON CONFLICT (entry) DO NOTHING",
+                [(s,) for s in session_ids],
+            )
+
+    def skip_before(self, moment: datetime) -> str:
+        """Skip every session last active before `moment`; returns the list's entry for it."""
+        entry = before_entry(moment)
+        with self.connect() as conn, conn.transaction():
+            conn.execute(
+                "INSERT INTO skip_list (entry, skip_before) VALUES (%s, %s)"
+                " ON CONFLICT (entry) DO NOTHING",
+                (entry, moment),
+            )
+        return entry
+
+    def remove_skip(self, entry: str) -> bool:
+        """Take one entry (a session id or `before:DATE`) off the list; False if it was not on."""
+        with self.connect() as conn, conn.transaction():
+            return conn.execute("DELETE FROM skip_list WHERE entry = %s", (entry,)).rowcount > 0
+
+    def remembered(self, session_ids: Sequence[str]) -> set[str]:
+        """Which of these sessions have a memory."""
+        with self.connect() as conn:
+            rows = conn.execute(
+                "SELECT session_id FROM memories WHERE session_id = ANY(%s)", (list(session_ids),)
+            ).fetchall()
+        return {r["session_id"] for r in rows}
+
+    def held_fingerprints(self) -> set[tuple[str, str]]:
+        """(session id, fingerprint) of transcript files whose outcome the store already holds.
+
+        A memory made from them, or the note that they hold nothing to remember: asking for
+        such a session again while its files are unchanged would only repeat the work.
+        """
+        with self.connect() as conn:
+            rows = conn.execute(
+                """
+                SELECT session_id, nothing_at_fingerprint AS fingerprint FROM session_sources
+                WHERE nothing_at_fingerprint IS NOT NULL
+                UNION
+                SELECT session_id, source_fingerprint FROM memories
+                WHERE source_fingerprint IS NOT NULL
+                """
+            ).fetchall()
+        return {(row["session_id"], row["fingerprint"]) for row in rows}
 
     def session_source(self, session_id: str) -> SessionFiles | None:
         with self.connect() as conn:
@@ -833,6 +969,15 @@ class Store:
     def clear_deferral(self, session_id: str) -> None:
         with self.connect() as conn, conn.transaction():
             conn.execute("DELETE FROM deferred_digests WHERE session_id = %s", (session_id,))
+
+    def deferred(self, session_ids: Sequence[str]) -> set[str]:
+        """Which of these sessions' digests wait for a later day's token budget."""
+        with self.connect() as conn:
+            rows = conn.execute(
+                "SELECT session_id FROM deferred_digests WHERE session_id = ANY(%s)",
+                (list(session_ids),),
+            ).fetchall()
+        return {r["session_id"] for r in rows}
 
     def due_deferrals(self) -> list[str]:
         """Sessions deferred on an earlier day (UTC): their digest may be tried again now."""

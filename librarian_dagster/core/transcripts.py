@@ -275,6 +275,9 @@ class Session:
     stats: ParseStats = field(default_factory=ParseStats)
     skip_reason: str | None = None
     files: tuple[str, ...] = ()
+    fingerprint: str = ""
+    """The files' fingerprint (`SessionFiles.fingerprint`) taken before they were read: a file
+    that grows while it is parsed then differs from it, and is taken again later."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -916,6 +919,7 @@ def parse_session(
     `titles` (leafUuid -> summary, from `summary_titles`) supplies a title written into another
     session's file; the session's own summaries and `custom-title` come first.
     """
+    fingerprint = files.fingerprint()
     state = _SessionState(include_thinking)
     main_builder = _Builder(state, None)
     agents: dict[str, _Builder] = {}
@@ -1012,6 +1016,7 @@ def parse_session(
         stats=stats,
         skip_reason=skip,
         files=tuple(str(p) for p in files.paths),
+        fingerprint=fingerprint,
     )
 
 

@@ -7,6 +7,7 @@ The leak check, which must block, stays beside `redacted_session`.
 """
 
 import warnings
+from collections.abc import Iterator
 from datetime import timedelta
 
 import dagster as dg
@@ -15,7 +16,7 @@ from pydantic import ValidationError
 from librarian_dagster.core.chunking import EXCHANGE
 from librarian_dagster.core.digest import DIGEST_VERSION, SECTIONS, DigestRecord
 from librarian_dagster.core.integrity import session_integrity
-from librarian_dagster.defs.partitions import sessions_partitions
+from librarian_dagster.defs.partitions import session_id_of, sessions_partitions
 from librarian_dagster.defs.resources import EmbedderResource, StoreResource
 from librarian_dagster.defs.staging import StagingIOManager
 
@@ -43,43 +44,80 @@ def _spec(name: str, asset: str, description: str) -> dg.AssetCheckSpec:
         )
 
 
-@dg.multi_asset_check(
-    specs=[
-        _spec(
-            DIGEST_SCHEMA,
-            "session_digest",
-            "The staged digest, read back from its file, is valid against the Digest schema "
-            "(fields, types, domain, importance 1-5), of the current version, with a summary.",
-        ),
-        _spec(
-            CHUNK_COUNT,
-            "memory",
-            f"Digest chunks between {DIGEST_CHUNKS[0]} and {DIGEST_CHUNKS[1]}, exchange windows "
-            f"between {EXCHANGE_CHUNKS[0]} and {EXCHANGE_CHUNKS[1]} (the dev corpus's range); a "
-            "warning outside.",
-        ),
-        _spec(
-            EMBEDDING_DIMENSION,
-            "memory",
-            "Every stored vector of the session has the embedder's dimension, and that "
-            "dimension has its HNSW index.",
-        ),
-        _spec(
-            NO_ORPHANS,
-            "memory",
-            "No chunk in the store without its memory, and no chunk of this session left from an "
-            "older version (positions are 0..n-1 in every section).",
-        ),
-        _spec(ONE_MEMORY, "memory", "Exactly one `memories` row for the digested session."),
-    ],
-)
+_SPECS = [
+    _spec(
+        DIGEST_SCHEMA,
+        "session_digest",
+        "The staged digest, read back from its file, is valid against the Digest schema "
+        "(fields, types, domain, importance 1-5), of the current version, with a summary.",
+    ),
+    _spec(
+        CHUNK_COUNT,
+        "memory",
+        f"Digest chunks between {DIGEST_CHUNKS[0]} and {DIGEST_CHUNKS[1]}, exchange windows "
+        f"between {EXCHANGE_CHUNKS[0]} and {EXCHANGE_CHUNKS[1]} (the dev corpus's range); a "
+        "warning outside.",
+    ),
+    _spec(
+        EMBEDDING_DIMENSION,
+        "memory",
+        "Every stored vector of the session has the embedder's dimension, and that "
+        "dimension has its HNSW index.",
+    ),
+    _spec(
+        NO_ORPHANS,
+        "memory",
+        "No chunk in the store without its memory, and no chunk of this session left from an "
+        "older version (positions are 0..n-1 in every section).",
+    ),
+    _spec(ONE_MEMORY, "memory", "Exactly one `memories` row for the digested session."),
+]
+
+
+# Subsettable: a re-embed (`librarian backfill --reembed`) selects `memory` without its digest.
+@dg.multi_asset_check(specs=_SPECS, can_subset=True)
 def stored_session_checks(
     context: dg.AssetCheckExecutionContext,
     store: StoreResource,
     embedder: EmbedderResource,
     io_manager: dg.ResourceParam[StagingIOManager],
 ):
-    session_id = context.partition_key
+    # A run over a range of sessions (docs/decisions/0014) gets one result per check for the
+    # range, as Dagster records it: failed if any session fails it, naming those sessions.
+    selected = {k.name for k in context.selected_asset_check_keys}
+    keys = context.partition_keys
+    if len(keys) == 1:
+        for result in _session_checks(store, embedder, io_manager, session_id_of(keys[0])):
+            if result.check_name in selected:
+                yield result
+        return
+    by_check: dict[str, list[tuple[str, dg.AssetCheckResult]]] = {}
+    for key in keys:
+        session_id = session_id_of(key)
+        if store.get().memory_record(session_id) is None:
+            continue  # nothing stored for it in this run (nothing to remember, or lost)
+        for result in _session_checks(store, embedder, io_manager, session_id):
+            by_check.setdefault(str(result.check_name), []).append((session_id, result))
+    for asset, check_name in [
+        (s.asset_key.to_user_string(), s.name) for s in _SPECS if s.name in selected
+    ]:
+        results = by_check.get(check_name, [])
+        failing = [sid for sid, r in results if not r.passed]
+        yield dg.AssetCheckResult(
+            asset_key=asset,
+            check_name=check_name,
+            passed=not failing,
+            severity=results[0][1].severity if results else dg.AssetCheckSeverity.ERROR,
+            metadata={"sessions": len(results), "failing": failing[:50]},
+        )
+
+
+def _session_checks(
+    store: StoreResource,
+    embedder: EmbedderResource,
+    io_manager: StagingIOManager,
+    session_id: str,
+) -> Iterator[dg.AssetCheckResult]:
     yield _digest_schema(io_manager, session_id)
     stored = session_integrity(store.get(), session_id)
     digest = sum(n for section, n in stored.chunks_by_section.items() if section != EXCHANGE)

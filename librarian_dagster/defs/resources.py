@@ -52,6 +52,8 @@ class MirrorResource(dg.ConfigurableResource):
     path: str
     settle_seconds: float = 120.0
     include_thinking: bool = False
+    exclude: list[str] | None = None
+    """LIBRARIAN_EXCLUDE: globs over project folder names or paths, never ingested."""
 
 
 class _ProviderResource(dg.ConfigurableResource):
@@ -189,6 +191,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | d
             path=str(settings.mirror),
             settle_seconds=settings.settle_seconds,
             include_thinking=settings.include_thinking,
+            exclude=list(settings.exclude),
         ),
         "digester": DigesterResource(
             **provider_fields(digest_config(settings), settings.gemini_api_key_variable),

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from librarian_dagster.core.mirror import plan_ingest, run_key, snapshot
+from librarian_dagster.core.mirror import is_excluded, plan_ingest, run_key, snapshot
 from librarian_dagster.core.transcripts import discover_sessions
 from librarian_dagster.defs.jobs import ingest_session_job
 from librarian_dagster.defs.partitions import SESSIONS, sessions_partitions
@@ -23,17 +23,26 @@ def mirror_sensor(
     root = Path(mirror.path)
     if not root.is_dir():
         return dg.SkipReason(f"mirror folder {root} does not exist (set LIBRARIAN_MIRROR)")
-    plan = plan_ingest(
-        snapshot(discover_sessions(root)), context.cursor, time.time(), mirror.settle_seconds
-    )
     db = store.get()
+    skips = db.skip_list()
+    plan = plan_ingest(
+        snapshot(
+            s
+            for s in discover_sessions(root)
+            if not is_excluded(s, mirror.exclude or ()) and not skips.skips(s)
+        ),
+        context.cursor,
+        time.time(),
+        mirror.settle_seconds,
+        held=db.held_fingerprints(),
+    )
     # Digests deferred by a spent daily token budget on an earlier day: asked again, once a day.
     planned = {s.files.session_id for s in plan.requests}
     today = datetime.now(UTC).date().isoformat()
     deferred = [
         dg.RunRequest(partition_key=session_id, run_key=f"{session_id}:deferred:{today}")
         for session_id in db.due_deferrals()
-        if session_id not in planned
+        if session_id not in planned and session_id not in skips.session_ids
     ]
     if not plan.requests and not deferred:
         return dg.SensorResult(

@@ -5,25 +5,32 @@ stored here: the `transcript` stage hands on nothing but its metadata, so `redac
 the first stage that stores, and the one unredacted copy of a session stays the file Claude Code
 wrote.
 
-Each value is (de)serialised by a pydantic `TypeAdapter` for the type the asset declares (its
-return annotation when stored, the downstream parameter's annotation when loaded), so a stage
-reads back the same dataclass or model it was handed, with no hand-written converters. Writes are
-atomic (temporary file + rename): a crashed stage never leaves half a file for the next one.
+A run may cover many sessions (a partition range, docs/decisions/0014), so every stage hands on a
+`dict` partition key -> value: one file per entry. A session of the run missing from the dict
+(nothing to remember, or it failed at this stage) has its file of this stage removed, so a later
+stage never reads a stale one; loading gives the sessions of the run that have a file.
 
-A plain `ConfigurableIOManager` rather than `UPathIOManager`: the files are always local, one
-partition is loaded at a time, and the session key is checked against a strict pattern before it
-becomes a file name (docs/decisions/0009).
+Each value is (de)serialised by a pydantic `TypeAdapter` for the value type the asset declares
+(of its return annotation when stored, of the downstream parameter's annotation when loaded), so
+a stage reads back the same dataclass or model it was handed, with no hand-written converters.
+Writes are atomic (temporary file + rename): a crashed stage never leaves half a file.
+
+A plain `ConfigurableIOManager` rather than `UPathIOManager`: the files are always local, and the
+session id is checked against a strict pattern before it becomes a file name (0009).
 """
 
 import os
 import re
 import tempfile
+import typing
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 from pydantic import TypeAdapter
+
+from librarian_dagster.defs.partitions import session_id_of
 
 _SAFE_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$")
 
@@ -33,43 +40,75 @@ class StagingIOManager(dg.ConfigurableIOManager):
 
     home: str
 
-    def path_for(self, asset: str, session_id: str) -> Path:
+    def path_for(self, asset: str, partition_key: str) -> Path:
+        session_id = session_id_of(partition_key)
         if not _SAFE_KEY.match(session_id):
-            raise ValueError(f"not a usable session key: {session_id!r}")
+            raise ValueError(f"not a usable session key: {partition_key!r}")
         return Path(self.home) / "staging" / asset / f"{session_id}.json"
 
-    def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
-        target = self.path_for(context.asset_key.path[-1], context.partition_key)
-        payload = _adapter(context.dagster_type.typing_type).dump_json(obj)
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}.", suffix=".tmp")
-        except OSError as exc:
-            raise _cannot_stage(target, exc) from None
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(payload)
-            os.replace(tmp, target)
-        except BaseException as exc:
-            Path(tmp).unlink(missing_ok=True)
-            if isinstance(exc, OSError):
-                raise _cannot_stage(target, exc) from None
-            raise
-        context.add_output_metadata({"path": dg.MetadataValue.path(str(target))})
+    def handle_output(self, context: dg.OutputContext, obj: dict[str, Any]) -> None:
+        asset = context.asset_key.path[-1]
+        adapter = _adapter(_value_type(context.dagster_type.typing_type))
+        for key in context.asset_partition_keys:
+            target = self.path_for(asset, key)
+            if key in obj:
+                _write_atomically(target, adapter.dump_json(obj[key]))
+            else:
+                target.unlink(missing_ok=True)
+        if len(obj) == 1:
+            [key] = obj
+            context.add_output_metadata(
+                {"path": dg.MetadataValue.path(str(self.path_for(asset, key)))}
+            )
 
-    def load_input(self, context: dg.InputContext) -> Any:
+    def load_input(self, context: dg.InputContext) -> dict[str, Any]:
         upstream = context.upstream_output
         if upstream is None:
             raise dg.Failure(f"input {context.name} has no upstream asset to load")
         asset = upstream.asset_key.path[-1]
-        target = self.path_for(asset, context.partition_key)
-        try:
-            data = target.read_bytes()
-        except FileNotFoundError:
+        adapter = _adapter(_value_type(context.dagster_type.typing_type))
+        loaded: dict[str, Any] = {}
+        for key in context.asset_partition_keys:
+            try:
+                loaded[key] = adapter.validate_json(self.path_for(asset, key).read_bytes())
+            except FileNotFoundError:
+                continue  # nothing to remember, or failed upstream: the session drops out
+        if not loaded:
             raise dg.Failure(
-                f"no {asset} output for session {context.partition_key}: materialize {asset} first"
-            ) from None
-        return _adapter(context.dagster_type.typing_type).validate_json(data)
+                f"no {asset} output for session(s) {', '.join(context.asset_partition_keys)}: "
+                f"materialize {asset} first"
+            )
+        return loaded
+
+
+def _write_atomically(target: Path, payload: bytes) -> None:
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}.", suffix=".tmp")
+    except OSError as exc:
+        raise _cannot_stage(target, exc) from None
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(payload)
+        os.replace(tmp, target)
+    except BaseException as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _cannot_stage(target, exc) from None
+        raise
+
+
+def _value_type(declared: Any) -> Any:
+    """`V` of a declared `dict[str, V]`: what one session's file holds.
+
+    A generator stage's output is typed `Any` by Dagster: written as what it is, it is read
+    back through the downstream parameter's `dict[str, V]`.
+    """
+    if declared is Any:
+        return Any
+    if typing.get_origin(declared) is not dict:
+        raise TypeError(f"a stage hands on dict[str, V] (partition key -> value), not {declared}")
+    return typing.get_args(declared)[1]
 
 
 def _cannot_stage(target: Path, exc: OSError) -> dg.Failure:

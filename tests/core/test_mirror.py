@@ -35,3 +35,23 @@ def test_a_grown_session_is_requested_again_with_a_new_run_key():
 def test_an_unreadable_cursor_starts_over_instead_of_failing():
     assert parse_cursor("{not json") == {}
     assert parse_cursor("[1, 2]") == {}
+
+
+def test_what_the_store_holds_at_the_same_fingerprint_is_not_requested():
+    snaps = [_snap("a", "f1", 100.0), _snap("b", "f2", 100.0)]
+    plan = plan_ingest(snaps, None, now=1000.0, settle_seconds=0, held={("a", "f1"), ("b", "f1")})
+    assert [s.files.session_id for s in plan.requests] == ["b"]
+    assert json.loads(plan.cursor) == {"a": "f1", "b": "f2"}
+
+
+def test_exclude_globs_match_a_project_folder_or_a_path():
+    from librarian_dagster.core.mirror import is_excluded
+    from librarian_dagster.core.settings import Settings
+
+    files = SessionFiles("s", Path("/m/-Users-me-private/s.jsonl"))
+    settings = Settings.from_env({"LIBRARIAN_EXCLUDE": " -Users-me-private , */scratch/*"})
+    assert settings.exclude == ("-Users-me-private", "*/scratch/*")
+    assert is_excluded(files, settings.exclude)
+    assert is_excluded(SessionFiles("t", Path("/m/-x/scratch/t.jsonl")), settings.exclude)
+    assert not is_excluded(SessionFiles("u", Path("/m/-Users-me-work/u.jsonl")), settings.exclude)
+    assert not is_excluded(files, ())

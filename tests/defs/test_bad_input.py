@@ -17,6 +17,7 @@ from tests.conftest import TRANSCRIPTS
 from tests.helpers import age, make_settings, sensor_tick
 
 TRUNCATED = TRANSCRIPTS / "derived" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.truncated.jsonl"
+EMPTY = "22222222-2222-2222-2222-222222222222"
 SUMMARY_ONLY = (
     TRANSCRIPTS / "daaain__claude-code-log" / "4e27c414-a885-46a0-b5c8-d58e1417377d.jsonl"
 )
@@ -66,19 +67,32 @@ def test_each_bad_file_is_ingested_or_skipped_with_its_reason(tmp_path, database
     assert metadata["malformed_lines"].value >= 1
     skipped = _latest_metadata(instance, "transcript", "22222222-2222-2222-2222-222222222222")
     assert "empty" in skipped["skip_reason"].value
-    # A skipped session is not materialized past the transcript: nothing is stored for it.
+    # Nothing is staged or stored for a skipped session. The four went in one run (a range):
+    # the later stages' partitions of a skipped session say why they hold nothing.
+    assert not list((settings.home / "staging").rglob("22222222-*"))
     for later in ("redacted_session", "session_digest", "memory"):
-        assert not instance.fetch_materializations(
-            dg.AssetRecordsFilter(
-                asset_key=dg.AssetKey(later),
-                asset_partitions=["22222222-2222-2222-2222-222222222222"],
-            ),
-            limit=1,
-        ).records
+        assert "nothing to remember" in _latest_metadata(instance, later, EMPTY)["absent"].value
 
     store = Store(database_url)
     assert store.get_memory("03eb5929-52b3-4b13-ada3-b93ae35806b8") is not None
     assert store.get_memory("22222222-2222-2222-2222-222222222222") is None
+    instance.dispose()
+
+
+def test_a_skipped_session_alone_is_not_materialized_past_the_transcript(
+    tmp_path, database_url, bad_mirror
+):
+    settings = make_settings(tmp_path, database_url, bad_mirror.parent)
+    instance = open_instance(settings)
+    [outcome] = ingest_sessions(
+        session_files_for([bad_mirror / f"{EMPTY}.jsonl"]), settings, instance
+    )
+    assert outcome.status == "skipped"
+    for later in ("redacted_session", "session_digest", "memory"):
+        assert not instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey(later), asset_partitions=[EMPTY]),
+            limit=1,
+        ).records
     instance.dispose()
 
 

@@ -4,7 +4,14 @@ import dagster as dg
 
 from librarian_dagster.core.store import Store
 from librarian_dagster.core.transcripts import session_files_for
-from librarian_dagster.ingest import ingest_sessions, open_instance
+from librarian_dagster.ingest import (
+    RANGE_END_TAG,
+    RANGE_START_TAG,
+    batches,
+    ingest_sessions,
+    open_instance,
+    run_partitions,
+)
 from tests.helpers import make_settings, write_transcript
 
 SESSION = "44444444-4444-4444-4444-444444444444"
@@ -38,3 +45,66 @@ def test_ingest_runs_the_ingest_session_job_and_reuses_an_unchanged_digest(tmp_p
     assert _digest_metadata(instance, latest)["reused"].value is True
     assert Store(database_url).get_memory(SESSION) is not None
     instance.dispose()
+
+
+def test_batches_are_runs_of_consecutive_partitions():
+    order = ["a", "b", "c", "d", "e", "f"]
+    assert batches(["a", "b", "c", "d", "e"], order, 2) == [["a", "b"], ["c", "d"], ["e"]]
+    # A run covers a range: a partition not asked for is never inside one.
+    assert batches(["f", "a", "b", "d"], order, 10) == [["a", "b"], ["d"], ["f"]]
+    assert batches(["a", "zz"], order, 10) == [["a"]]
+
+
+def test_many_sessions_in_one_run_and_one_bad_session_costs_no_other_its_memory(
+    tmp_path, database_url
+):
+    folder = tmp_path / "mirror" / "-work-app"
+    ids = [f"7777777{i}-7777-7777-7777-777777777777" for i in range(3)]
+    for i, sid in enumerate(ids):
+        write_transcript(folder, sid, f"Question number {i} about caching?", f"Answer {i}.")
+    settings = make_settings(tmp_path, database_url, folder.parent)
+    instance = open_instance(settings)
+    outcomes = ingest_sessions(session_files_for([folder]), settings, instance, per_run=10)
+    assert [o.status for o in outcomes] == ["ingested"] * 3
+    [run] = instance.get_run_records()  # all three in one run
+    assert run.dagster_run.tags[RANGE_START_TAG] == ids[0]
+    assert run.dagster_run.tags[RANGE_END_TAG] == ids[2]
+    # One memory per session, each with its own metadata.
+    summaries = {
+        m.partition: m.metadata["summary"].value
+        for m in _memory_materializations(instance, run.dagster_run.run_id)
+    }
+    assert set(summaries) == set(ids) and len(set(summaries.values())) == 3
+
+    # The middle session's source is forgotten: its stages fail, the others' memories stand.
+    store = Store(database_url)
+    with store.connect() as conn:
+        conn.execute("DELETE FROM session_sources WHERE session_id = %s", (ids[1],))
+        conn.execute("DELETE FROM memories")
+    again = {o.session_id: o for o in run_partitions(ids, settings, instance, per_run=10)}
+    assert again[ids[1]].status == "failed" and "no transcript recorded" in again[ids[1]].detail
+    assert again[ids[0]].status == again[ids[2]].status == "ingested"
+    assert {s.session_id for s in store.list_sessions().sessions} == {ids[0], ids[2]}
+    batch_run, single_run = sorted(
+        instance.get_run_records()[:2], key=lambda r: len(r.dagster_run.tags)
+    )[::-1]
+    assert (
+        batch_run.dagster_run.status == single_run.dagster_run.status == dg.DagsterRunStatus.FAILURE
+    )
+    # The batch run failed (so the loss is seen); each session's memory partition says what it
+    # holds: the two stored with their chunks, the lost one marked so.
+    recorded = {
+        m.partition: m.metadata
+        for m in _memory_materializations(instance, batch_run.dagster_run.run_id)
+    }
+    assert recorded[ids[0]]["chunks"].value > 0 and recorded[ids[2]]["chunks"].value > 0
+    assert recorded[ids[1]]["lost"].value is True and "chunks" not in recorded[ids[1]]
+    assert single_run.dagster_run.tags["dagster/partition"] == ids[1]
+    instance.dispose()
+
+
+def _memory_materializations(instance, run_id):
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("memory")), limit=100
+    ).records
+    return [r.asset_materialization for r in records if r.run_id == run_id]

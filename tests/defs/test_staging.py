@@ -35,13 +35,23 @@ def _session() -> Session:
     )
 
 
+def _by_session(python_type) -> dg.DagsterType:
+    """The type a stage declares: dict[str, V], partition key -> value."""
+    return dg.DagsterType(
+        type_check_fn=lambda _context, _value: True,
+        name="BySession",
+        typing_type=dict[str, python_type],
+    )
+
+
 def _store(manager: StagingIOManager, key: str, value, python_type) -> None:
+    # A stage hands on partition key -> value, for the sessions of its run.
     context = dg.build_output_context(
         asset_key="redacted_session",
         partition_key=key,
-        dagster_type=dg.PythonObjectDagsterType(python_type),
+        dagster_type=_by_session(python_type),
     )
-    manager.handle_output(context, value)
+    manager.handle_output(context, {key: value})
 
 
 def _load(manager: StagingIOManager, key: str, python_type):
@@ -50,9 +60,9 @@ def _load(manager: StagingIOManager, key: str, python_type):
         upstream_output=upstream,
         partition_key=key,
         asset_key="session_digest",
-        dagster_type=dg.PythonObjectDagsterType(python_type),
+        dagster_type=_by_session(python_type),
     )
-    return manager.load_input(context)
+    return manager.load_input(context)[key]
 
 
 def test_a_session_comes_back_as_it_was_stored(tmp_path):

@@ -1,15 +1,35 @@
-"""Small pieces the stage assets share."""
+"""Small pieces the stage assets share, and how a stage goes over the sessions of its run.
+
+A run covers one session (the sensor, a re-materialization) or a range of them (a backfill, many
+sessions per run: docs/decisions/0014). Every stage does its work session by session with
+`per_session`: one session's error is logged and shown on that session's partition, the session
+drops out of what the stage hands on, and the others go on to their memories. The `memory` stage
+fails the run at the end if any session of it was lost on the way, so no failure goes unseen.
+"""
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import dagster as dg
 
 from librarian_dagster.core.chunking import Chunk
+from librarian_dagster.core.mirror import is_excluded
+from librarian_dagster.core.skips import SkipList, last_active
 from librarian_dagster.core.store import Store
 from librarian_dagster.core.transcripts import SessionFiles
+from librarian_dagster.defs.partitions import session_id_of
 
 GROUP = "sessions"
 
+EXCLUDED = "excluded by LIBRARIAN_EXCLUDE"
+ABSENT = "nothing to remember, or it failed at an earlier stage (see its `error` there)"
 
-def source_files(store: Store, session_id: str) -> SessionFiles:
+In = TypeVar("In")
+Out = TypeVar("Out")
+
+
+def source_files(store: Store, partition_key: str) -> SessionFiles:
+    session_id = session_id_of(partition_key)
     files = store.session_source(session_id)
     if files is None:
         raise dg.Failure(
@@ -17,6 +37,78 @@ def source_files(store: Store, session_id: str) -> SessionFiles:
             "`librarian ingest PATH` records where a session's files are before its first run"
         )
     return files
+
+
+def kept_out(files: SessionFiles, exclude: Sequence[str], skips: SkipList) -> str | None:
+    """Why the session is not to be ingested (LIBRARIAN_EXCLUDE, `librarian skip`), or None."""
+    if is_excluded(files, exclude):
+        return EXCLUDED
+    return skips.reason(files.session_id, last_active(files))
+
+
+def per_session(
+    context: dg.AssetExecutionContext,
+    items: Mapping[str, In],
+    work: Callable[[str, In], tuple[Out, Mapping[str, Any]] | None],
+) -> dict[str, Out]:
+    """`work(partition key, item)` for each session: (value, its metadata), or None for nothing.
+
+    Returns the values by partition key. Raises only when every session failed: then there is
+    nothing to hand on that could carry the failure to the `memory` stage.
+    """
+    done: dict[str, Out] = {}
+    failed: list[str] = []  # "<key>: <first line of its error>"
+    errors: list[Exception] = []
+    for key in context.partition_keys:
+        if key not in items:
+            # A run over a range records every partition of it as materialized: say why this
+            # one holds nothing here (the UI shows it; nothing is staged or stored for it).
+            context.add_asset_metadata({"absent": ABSENT}, partition_key=key)
+    # In the partitions' order (the order sessions were added), not the inputs' (a set's): the
+    # first sessions of a range spend the day's token budget first, as runs of one would.
+    order = [k for k in context.partition_keys if k in items]
+    order += [k for k in items if k not in set(context.partition_keys)]
+    for key in order:
+        try:
+            result = work(key, items[key])
+        except Exception as exc:  # one session's error must not sink the others of its run
+            message = first_line(exc)
+            context.log.error(f"session {key}: {message}")
+            context.add_asset_metadata({"error": message}, partition_key=key)
+            failed.append(f"{key}: {message}")
+            errors.append(exc)
+            continue
+        if result is not None:
+            value, metadata = result
+            context.add_asset_metadata(dict(metadata), partition_key=key)
+            done[key] = value
+    if failed and not done:
+        if len(errors) == 1:
+            # A run of one session (the sensor's) fails exactly as the stage raised: its
+            # description, metadata and whether a retry could help (the retry policy) stand.
+            raise errors[0]
+        raise dg.Failure(
+            f"{len(failed)} session(s) failed at {context.asset_key.to_user_string()}: "
+            + "; ".join(failed),
+            # Every session of the run failed: another try of the step helps only if it could
+            # help each of them (a model service that was down, not a reply that is no digest).
+            allow_retries=all(_retryable(e) for e in errors),
+        )
+    return done
+
+
+def _retryable(exc: Exception) -> bool:
+    return exc.allow_retries if isinstance(exc, dg.Failure) else True
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:500]
+
+
+def common_keys(*inputs: Mapping[str, object]) -> list[str]:
+    """The sessions every input has, in the order of the first."""
+    return [k for k in inputs[0] if all(k in other for other in inputs[1:])]
 
 
 def chunk_counts(chunks: list[Chunk]) -> dict[str, int | float]:

@@ -1,21 +1,33 @@
 from collections import Counter
+from collections.abc import Iterator
 
 import dagster as dg
 
 from librarian_dagster.core.chunking import Chunk, chunk_digest
 from librarian_dagster.core.digest import DigestRecord
-from librarian_dagster.defs.assets._common import GROUP, chunk_counts
-from librarian_dagster.defs.partitions import sessions_partitions
+from librarian_dagster.defs.assets._common import GROUP, chunk_counts, per_session
+from librarian_dagster.defs.partitions import BATCH, sessions_partitions
 
 
-@dg.asset(partitions_def=sessions_partitions, kinds={"python"}, group_name=GROUP)
-def digest_chunks(session_digest: DigestRecord) -> dg.Output[list[Chunk]]:
+@dg.asset(
+    partitions_def=sessions_partitions,
+    kinds={"python"},
+    group_name=GROUP,
+    output_required=False,
+    backfill_policy=BATCH,
+)
+def digest_chunks(
+    context: dg.AssetExecutionContext, session_digest: dict[str, DigestRecord]
+) -> Iterator[dg.Output[dict[str, list[Chunk]]]]:
     """The digest cut into searchable chunks: one bullet is one chunk, plus the summary."""
-    chunks = chunk_digest(session_digest.digest)
-    return dg.Output(
-        chunks,
-        metadata={
+
+    def cut(_key: str, record: DigestRecord):
+        chunks = chunk_digest(record.digest)
+        return chunks, {
             **chunk_counts(chunks),
             "chunks_by_section": dict(Counter(c.section for c in chunks)),
-        },
-    )
+        }
+
+    chunks = per_session(context, session_digest, cut)
+    if chunks:
+        yield dg.Output(chunks)

@@ -1,16 +1,29 @@
+from collections.abc import Iterator
+
 import dagster as dg
 
 from librarian_dagster.core.chunking import Chunk, chunk_exchanges
 from librarian_dagster.core.transcripts import Session
-from librarian_dagster.defs.assets._common import GROUP, chunk_counts
-from librarian_dagster.defs.partitions import sessions_partitions
+from librarian_dagster.defs.assets._common import GROUP, chunk_counts, per_session
+from librarian_dagster.defs.partitions import BATCH, sessions_partitions
 
 
-@dg.asset(partitions_def=sessions_partitions, kinds={"python"}, group_name=GROUP)
-def exchange_chunks(redacted_session: Session) -> dg.Output[list[Chunk]]:
+@dg.asset(
+    partitions_def=sessions_partitions,
+    kinds={"python"},
+    group_name=GROUP,
+    output_required=False,
+    backfill_policy=BATCH,
+)
+def exchange_chunks(
+    context: dg.AssetExecutionContext, redacted_session: dict[str, Session]
+) -> Iterator[dg.Output[dict[str, list[Chunk]]]]:
     """The redacted exchanges themselves, in windows: what the digest did not distil, searchable."""
-    chunks = chunk_exchanges(redacted_session)
-    return dg.Output(
-        chunks,
-        metadata=chunk_counts(chunks),
-    )
+
+    def cut(_key: str, session: Session):
+        chunks = chunk_exchanges(session)
+        return chunks, chunk_counts(chunks)
+
+    chunks = per_session(context, redacted_session, cut)
+    if chunks:
+        yield dg.Output(chunks)

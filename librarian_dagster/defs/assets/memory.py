@@ -1,50 +1,101 @@
+from collections.abc import Iterator
+
 import dagster as dg
 
 from librarian_dagster.core.chunking import Chunk, ChunkVectors
 from librarian_dagster.core.digest import DigestRecord
 from librarian_dagster.core.models import memory_of
+from librarian_dagster.core.skips import last_active
 from librarian_dagster.core.store import ChunkRecord
 from librarian_dagster.core.transcripts import Session
-from librarian_dagster.defs.assets._common import GROUP
-from librarian_dagster.defs.partitions import sessions_partitions
+from librarian_dagster.defs.assets._common import GROUP, common_keys, per_session, source_files
+from librarian_dagster.defs.partitions import BATCH, session_id_of, sessions_partitions
 from librarian_dagster.defs.resources import StoreResource
 
 
-@dg.asset(partitions_def=sessions_partitions, kinds={"postgres"}, group_name=GROUP)
+@dg.asset(
+    partitions_def=sessions_partitions, kinds={"postgres"}, group_name=GROUP, backfill_policy=BATCH
+)
 def memory(
     context: dg.AssetExecutionContext,
-    redacted_session: Session,
-    session_digest: DigestRecord,
-    digest_chunks: list[Chunk],
-    exchange_chunks: list[Chunk],
-    chunk_embeddings: ChunkVectors,
+    redacted_session: dict[str, Session],
+    session_digest: dict[str, DigestRecord],
+    digest_chunks: dict[str, list[Chunk]],
+    exchange_chunks: dict[str, list[Chunk]],
+    chunk_embeddings: dict[str, ChunkVectors],
     store: StoreResource,
-) -> dg.MaterializeResult:
+) -> Iterator[dg.MaterializeResult]:
     """The session's row in `memories` and its chunks in `indexed_chunks`, in one transaction."""
-    session, digest = redacted_session, session_digest.digest
-    chunks, vectors = [*digest_chunks, *exchange_chunks], chunk_embeddings.vectors
-    if len(vectors) != len(chunks):
-        raise dg.Failure(
-            f"{len(chunks)} chunks but {len(vectors)} vectors for session "
-            f"{context.partition_key}: re-materialize chunk_embeddings"
+    db = store.get()
+    inputs = (redacted_session, session_digest, digest_chunks, exchange_chunks, chunk_embeddings)
+
+    def write(key: str, _: str):
+        session, digested = redacted_session[key], session_digest[key]
+        chunks = [*digest_chunks[key], *exchange_chunks[key]]
+        embedded = chunk_embeddings[key]
+        if len(embedded.vectors) != len(chunks):
+            raise dg.Failure(
+                f"{len(chunks)} chunks but {len(embedded.vectors)} vectors for session "
+                f"{key}: re-materialize chunk_embeddings"
+            )
+        db.replace_memory(
+            memory_of(session, digested, embedded.model),
+            [
+                ChunkRecord(c.section, c.position, c.text, vector)
+                for c, vector in zip(chunks, embedded.vectors, strict=True)
+            ],
         )
-    record = memory_of(session, session_digest, chunk_embeddings.model)
-    store.get().replace_memory(
-        record,
-        [
-            ChunkRecord(c.section, c.position, c.text, vector)
-            for c, vector in zip(chunks, vectors, strict=True)
-        ],
-    )
-    return dg.MaterializeResult(
-        metadata={
-            "session_id": context.partition_key,
+        metadata = {
+            "session_id": session.session_id,
             "project": session.project,
             "chunks": len(chunks),
-            "digest_chunks": len(digest_chunks),
-            "exchange_chunks": len(exchange_chunks),
-            "summary": digest.summary,
-            "embedding_model": chunk_embeddings.model,
-            "digest_model": session_digest.model,
+            "digest_chunks": len(digest_chunks[key]),
+            "exchange_chunks": len(exchange_chunks[key]),
+            "summary": digested.digest.summary,
+            "embedding_model": embedded.model,
+            "digest_model": digested.model,
         }
-    )
+        return metadata, metadata
+
+    written = per_session(context, {k: k for k in common_keys(*inputs)}, write)
+    # Redacted but not digested, and in the deferral table: waiting for tomorrow's budget.
+    waiting = {k for k in redacted_session if k not in session_digest}
+    lost = _lost(context, db, set(written), waiting)
+    for key in lost:
+        context.add_asset_metadata({"lost": True}, partition_key=key)
+    # Recorded first, each session with its own metadata; a failed step would record none.
+    yield dg.MaterializeResult()
+    if lost:
+        # Then the run fails, so the loss is seen (and alerted on).
+        raise dg.Failure(
+            f"{len(lost)} of {len(context.partition_keys)} session(s) not stored "
+            f"(see each stage's `error` metadata): {', '.join(lost)}; "
+            f"the other {len(written)} are",
+        )
+
+
+def _lost(context: dg.AssetExecutionContext, db, written: set[str], waiting: set[str]) -> list[str]:
+    """Sessions of the run that are neither stored now, nor hold nothing to remember, nor wait
+    for a later day's token budget (deferred: the sensor asks again, nothing is lost)."""
+    missing = [k for k in context.partition_keys if k not in written]
+    if not missing:
+        return []
+    ids = [session_id_of(k) for k in missing]
+    nothing = db.nothing_to_remember(ids)
+    deferred = db.deferred([session_id_of(k) for k in missing if k in waiting])
+    skips = db.skip_list()
+    lost = []
+    for key in missing:
+        sid = session_id_of(key)
+        if sid in deferred:
+            continue
+        try:
+            files = source_files(db, key)
+        except dg.Failure:
+            lost.append(key)
+            continue
+        # Nothing to remember at these files, or kept out on purpose (`librarian skip`).
+        held = nothing.get(sid) == files.fingerprint()
+        if not held and skips.reason(sid, last_active(files)) is None:
+            lost.append(key)
+    return lost

@@ -1,12 +1,14 @@
 import dagster as dg
 
 from librarian_dagster.core.transcripts import parse_session
-from librarian_dagster.defs.assets._common import GROUP, source_files
-from librarian_dagster.defs.partitions import sessions_partitions
+from librarian_dagster.defs.assets._common import GROUP, kept_out, per_session, source_files
+from librarian_dagster.defs.partitions import BATCH, sessions_partitions
 from librarian_dagster.defs.resources import MirrorResource, StoreResource
 
 
-@dg.asset(partitions_def=sessions_partitions, kinds={"python"}, group_name=GROUP)
+@dg.asset(
+    partitions_def=sessions_partitions, kinds={"python"}, group_name=GROUP, backfill_policy=BATCH
+)
 def transcript(
     context: dg.AssetExecutionContext, store: StoreResource, mirror: MirrorResource
 ) -> dg.MaterializeResult:
@@ -17,11 +19,17 @@ def transcript(
     to remember (empty, summary-only, not JSON) says why in `skip_reason`, and no later stage
     materializes it.
     """
-    files = source_files(store.get(), context.partition_key)
-    session = parse_session(files, include_thinking=mirror.include_thinking)
-    stats = session.stats
-    return dg.MaterializeResult(
-        metadata={
+    db = store.get()
+    skips = db.skip_list()
+
+    def parse(key: str, _: str):
+        files = source_files(db, key)
+        reason = kept_out(files, mirror.exclude or (), skips)
+        if reason:
+            return None, {"files": [str(p) for p in files.paths], "skip_reason": reason}
+        session = parse_session(files, include_thinking=mirror.include_thinking)
+        stats = session.stats
+        return None, {
             "files": [str(p) for p in files.paths],
             "records": sum(stats.records_by_type.values()),
             "records_by_type": dict(stats.records_by_type),
@@ -34,4 +42,6 @@ def transcript(
             "project": session.project,
             "skip_reason": session.skip_reason or "",
         }
-    )
+
+    per_session(context, {k: k for k in context.partition_keys}, parse)
+    return dg.MaterializeResult()
