@@ -30,20 +30,20 @@ from librarian_dagster.core.store import open_store
 from librarian_dagster.core.transcripts import SessionFiles, session_files_for
 from librarian_dagster.definitions import build_definitions
 from librarian_dagster.defs.jobs import INGEST_SESSION
-from librarian_dagster.defs.partitions import SESSIONS, SESSIONS_PER_RUN, session_id_of
+from librarian_dagster.defs.partitions import (
+    SESSIONS,
+    SESSIONS_PER_RUN,
+    STAGES,
+    ensure_partitions,
+    keys_by_session,
+    keys_for_ids,
+    migrate_partition_keys,
+    session_id_of,
+)
 
 # The tags Dagster's own backfills put on a run over a range of partitions.
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
-STAGES = (
-    "transcript",
-    "redacted_session",
-    "session_digest",
-    "digest_chunks",
-    "exchange_chunks",
-    "chunk_embeddings",
-    "memory",
-)
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,10 @@ class IngestOutcome:
 def open_instance(settings: Settings) -> dg.DagsterInstance:
     env = prepare_dagster_home(settings)
     os.environ["DAGSTER_HOME"] = env["DAGSTER_HOME"]
-    return dg.DagsterInstance.from_config(env["DAGSTER_HOME"])
+    instance = dg.DagsterInstance.from_config(env["DAGSTER_HOME"])
+    # Partitions of a store from before `<project>/<month>/<id>` keys: re-keyed once.
+    migrate_partition_keys(instance, open_store(settings))
+    return instance
 
 
 def ingest_paths(
@@ -95,9 +98,7 @@ def ingest_sessions(
     # lines each; a database that stays away is reported once, as one line (see _run).
     logging.getLogger().addFilter(_not_a_connection_retry)
     instance = instance or open_instance(settings)
-    keys = [s.session_id for s in sessions]
-    known = set(instance.get_dynamic_partitions(SESSIONS))
-    instance.add_dynamic_partitions(SESSIONS, [k for k in keys if k not in known])
+    keys = ensure_partitions(instance, sessions)
     return run_partitions(keys, settings, instance, per_run=per_run, on_outcome=on_outcome)
 
 
@@ -116,6 +117,9 @@ def run_partitions(
     selection = [dg.AssetKey(a) for a in assets]
     outcomes: dict[str, IngestOutcome] = {}
     order = instance.get_dynamic_partitions(SESSIONS)
+    # A session id names its partition too, whatever the partition's key.
+    by_id, held = keys_by_session(order), set(order)
+    keys = [k if k in held else by_id.get(session_id_of(k), k) for k in keys]
     for batch in batches(keys, order, per_run):
         results = _run(job, batch, instance, selection, trigger, settings)
         if len(batch) > 1:
@@ -168,10 +172,8 @@ def backfill(
     if not keys:
         return skipped
     instance = instance or open_instance(settings)
-    known = set(instance.get_dynamic_partitions(SESSIONS))
-    instance.add_dynamic_partitions(SESSIONS, [k for k in keys if k not in known])
     return skipped + run_partitions(
-        keys,
+        keys_for_ids(instance, store, keys),
         settings,
         instance,
         per_run=per_run,

@@ -11,6 +11,7 @@ from librarian_dagster.core.database import database_url as resolve_url
 from librarian_dagster.core.embeddings import local_embedder
 from librarian_dagster.core.store import Store
 from librarian_dagster.definitions import defs as load_defs
+from librarian_dagster.defs.partitions import session_id_of
 from librarian_dagster.ingest import open_instance
 from mcp_server.app import build_server, http_app
 from tests.conftest import TRANSCRIPTS
@@ -62,10 +63,10 @@ def test_mirror_to_mcp_answer_and_resumed_session(env):
     settings, definitions, instance, mirror = env
 
     first = sensor_tick(definitions, instance, None)
-    assert sorted(r.partition_key for r in first.run_requests) == sorted([CSS, CI])
+    assert sorted(session_id_of(r.partition_key) for r in first.run_requests) == sorted([CSS, CI])
     assert len({r.run_key for r in first.run_requests}) == 2
     _run(definitions, instance, first)
-    assert set(instance.get_dynamic_partitions("sessions")) == {CSS, CI}
+    assert {session_id_of(k) for k in instance.get_dynamic_partitions("sessions")} == {CSS, CI}
 
     store = Store(resolve_url(settings))
     server = build_server(store, local_embedder())
@@ -106,9 +107,9 @@ def test_mirror_to_mcp_answer_and_resumed_session(env):
         out.write(json.dumps(record) + "\n")
     age(grown, 600)
     grown_tick = sensor_tick(definitions, instance, again.cursor)
-    assert [r.partition_key for r in grown_tick.run_requests] == [CSS]
+    assert [session_id_of(r.partition_key) for r in grown_tick.run_requests] == [CSS]
     assert grown_tick.run_requests[0].run_key != next(
-        r.run_key for r in first.run_requests if r.partition_key == CSS
+        r.run_key for r in first.run_requests if session_id_of(r.partition_key) == CSS
     )
     _run(definitions, instance, grown_tick)
     assert sensor_tick(definitions, instance, grown_tick.cursor).run_requests == []
@@ -123,7 +124,7 @@ def test_a_session_still_being_written_waits_until_it_settles(env):
     fresh = mirror / "-Users-dain-site" / f"{CSS}.jsonl"
     age(fresh, 5)  # written 5 s ago, settle time is 120 s
     result = sensor_tick(definitions, instance, None)
-    assert [r.partition_key for r in result.run_requests] == [CI]
+    assert [session_id_of(r.partition_key) for r in result.run_requests] == [CI]
     age(fresh, 600)
     later = sensor_tick(definitions, instance, result.cursor)
-    assert [r.partition_key for r in later.run_requests] == [CSS]
+    assert [session_id_of(r.partition_key) for r in later.run_requests] == [CSS]

@@ -61,6 +61,7 @@ __all__ = [
     "iter_records",
     "parse_session",
     "session_files_for",
+    "session_head",
     "summary_titles",
 ]
 
@@ -117,6 +118,41 @@ def _first_session_id(path: Path) -> str | None:
     except OSError:
         return None
     return None
+
+
+@dataclass(frozen=True)
+class SessionHead:
+    """What the head of a session's main file says about where and when it began."""
+
+    project: str
+    started_at: datetime | None
+
+
+# Enough leading lines to pass the summary and file-history records that may come first.
+_HEAD_SCAN_LINES = 100
+
+
+def session_head(files: SessionFiles) -> SessionHead:
+    """The project (as `Session.project` names it) and the first timestamp, from the head of
+    the main file alone: cheap, and both stay the same as the file grows."""
+    path = files.main or (files.subagents[0] if files.subagents else None)
+    cwd: str | None = None
+    first: str | None = None
+    if path is not None:
+        try:
+            with path.open("rb") as fh:
+                for i, raw in enumerate(fh):
+                    if i >= _HEAD_SCAN_LINES or (cwd and first):
+                        break
+                    for rec in _decode_line(raw)[0]:
+                        if cwd is None and isinstance(rec.get("cwd"), str) and rec["cwd"]:
+                            cwd = rec["cwd"]
+                        ts = rec.get("timestamp")
+                        if first is None and isinstance(ts, str) and ts:
+                            first = ts
+        except OSError:
+            pass
+    return SessionHead(project=_project_from(cwd, path), started_at=_parse_ts(first))
 
 
 def _is_hidden_or_spill(path: Path, root: Path) -> bool:

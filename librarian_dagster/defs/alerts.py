@@ -23,6 +23,7 @@ from librarian_dagster.core.alerts import (
 from librarian_dagster.core.integrity import ingested_at, requested_at
 from librarian_dagster.core.mirror import snapshot
 from librarian_dagster.core.transcripts import discover_sessions
+from librarian_dagster.defs.partitions import SESSIONS, keys_by_session, session_id_of
 from librarian_dagster.defs.resources import (
     ClockResource,
     MirrorResource,
@@ -68,9 +69,13 @@ def digest_alerts(
     db, send = store.get(), notifier.notifier(context.log).send
     messages, rolled_up = [], Counter()
     for record in records:
-        session_id = record.partition_key
-        if session_id is None or _digest_reused(instance, session_id, record.run_id):
+        key = record.partition_key
+        event = record.asset_materialization
+        if event is not None and "migrated_from" in event.metadata:
+            continue  # a partition re-keyed (defs/partitions.py), not a new memory
+        if key is None or _digest_reused(instance, key, record.run_id):
             continue  # the same digest stored again: nothing new to say
+        session_id = session_id_of(key)
         memory = db.memory_record(session_id)
         if memory is None:
             continue  # deleted since
@@ -89,9 +94,9 @@ def digest_alerts(
     )
 
 
-def _digest_reused(instance: dg.DagsterInstance, session_id: str, run_id: str) -> bool:
+def _digest_reused(instance: dg.DagsterInstance, key: str, run_id: str) -> bool:
     [latest, *_] = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=SESSION_DIGEST, asset_partitions=[session_id]), limit=1
+        dg.AssetRecordsFilter(asset_key=SESSION_DIGEST, asset_partitions=[key]), limit=1
     ).records or [None]
     if latest is None or latest.run_id != run_id or latest.asset_materialization is None:
         return False
@@ -191,18 +196,19 @@ def capture_gap_alerts(
 def _transcripts_ran(instance: dg.DagsterInstance, session_ids: list[str]) -> dict[str, float]:
     """Session id -> when its `transcript` stage last ran, in a few queries for any number."""
     latest: dict[str, float] = {}
-    for start in range(0, len(session_ids), _PAGE):
+    by_session = keys_by_session(instance.get_dynamic_partitions(SESSIONS))
+    keys = [by_session.get(s, s) for s in session_ids]
+    for start in range(0, len(keys), _PAGE):
         records_filter = dg.AssetRecordsFilter(
-            asset_key=TRANSCRIPT, asset_partitions=session_ids[start : start + _PAGE]
+            asset_key=TRANSCRIPT, asset_partitions=keys[start : start + _PAGE]
         )
         cursor = None
         while True:
             result = instance.fetch_materializations(records_filter, limit=1000, cursor=cursor)
             for record in result.records:
                 if record.partition_key is not None:
-                    latest[record.partition_key] = max(
-                        record.timestamp, latest.get(record.partition_key, 0.0)
-                    )
+                    session_id = session_id_of(record.partition_key)
+                    latest[session_id] = max(record.timestamp, latest.get(session_id, 0.0))
             if not result.has_more:
                 break
             cursor = result.cursor

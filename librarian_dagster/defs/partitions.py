@@ -1,7 +1,22 @@
+"""The sessions' partitions: one per Claude Code session, keyed `<project>/<yyyy-mm>/<session id>`.
+
+The key leads with what a user picks sessions by in the UI (docs/decisions/0014): the partition
+selection text `app/*` takes a project's sessions, `app/2026-11/*` a project's month, and the
+partitions list's filter `/2026-11/` a month across projects. The session id is always the last
+segment (`session_id_of`, the one place that reads a key); staged files are named by session id.
+Stores from before keep bare session ids as keys: read both ways, and `migrate_partition_keys`
+re-keys them once (the mirror sensor's first tick, `librarian ingest` or `backfill`).
+"""
+
+import re
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
 import dagster as dg
 
-# One partition per Claude Code session, keyed by its session id; added by the mirror sensor and
-# by `librarian ingest`.
+from librarian_dagster.core.store import Store
+from librarian_dagster.core.transcripts import SessionFiles, session_head
+
 SESSIONS = "sessions"
 sessions_partitions = dg.DynamicPartitionsDefinition(name=SESSIONS)
 
@@ -10,7 +25,143 @@ sessions_partitions = dg.DynamicPartitionsDefinition(name=SESSIONS)
 SESSIONS_PER_RUN = 25
 BATCH = dg.BackfillPolicy.multi_run(max_partitions_per_run=SESSIONS_PER_RUN)
 
+# The stages of a session, in order (the assets of the `ingest_session` job).
+STAGES = (
+    "transcript",
+    "redacted_session",
+    "session_digest",
+    "digest_chunks",
+    "exchange_chunks",
+    "chunk_embeddings",
+    "memory",
+)
+
+# A project label keeps to what the UI's selection text reads as one term: no `/` (the key's
+# separator), `,` (between terms), `*` (the wildcard), `[`, `]` or `...` (ranges), no spaces.
+_NOT_LABEL = re.compile(r"[^A-Za-z0-9._-]+")
+UNDATED = "undated"
+
 
 def session_id_of(partition_key: str) -> str:
-    """The session id a partition key names."""
-    return partition_key
+    """The session id a partition key names: its last segment (a bare id is its own)."""
+    return partition_key.rsplit("/", 1)[-1]
+
+
+def partition_key(session_id: str, project: str, started_at: datetime | None) -> str:
+    label = re.sub(r"\.{2,}", ".", _NOT_LABEL.sub("-", project)).strip("-.") or "unknown"
+    month = started_at.astimezone(UTC).strftime("%Y-%m") if started_at else UNDATED
+    return f"{label}/{month}/{session_id}"
+
+
+def partition_key_for(files: SessionFiles) -> str:
+    """A new session's key, from the head of its main file (project and first timestamp);
+    without a timestamp there, the month its file was last changed."""
+    head = session_head(files)
+    started = head.started_at
+    if started is None and files.main is not None:
+        try:
+            started = datetime.fromtimestamp(files.main.stat().st_mtime, UTC)
+        except OSError:
+            started = None
+    return partition_key(files.session_id, head.project, started)
+
+
+def keys_by_session(keys: Iterable[str]) -> dict[str, str]:
+    """Session id -> its partition key, over the keys the instance holds (a `<project>/<month>/`
+    key before a bare one, if a store being re-keyed holds both)."""
+    out: dict[str, str] = {}
+    for key in keys:
+        session_id = session_id_of(key)
+        if session_id not in out or "/" in key:
+            out[session_id] = key
+    return out
+
+
+def ensure_partitions(instance: dg.DagsterInstance, sessions: Sequence[SessionFiles]) -> list[str]:
+    """The partition keys of these sessions, added to the instance when new, in their order."""
+    known = keys_by_session(instance.get_dynamic_partitions(SESSIONS))
+    keys = [known.get(s.session_id) or partition_key_for(s) for s in sessions]
+    new = [k for k in dict.fromkeys(keys) if session_id_of(k) not in known]
+    if new:
+        instance.add_dynamic_partitions(SESSIONS, new)
+    return keys
+
+
+def keys_for_ids(
+    instance: dg.DagsterInstance, store: Store, session_ids: Sequence[str]
+) -> list[str]:
+    """The partition keys of sessions the store knows, added to the instance when missing."""
+    known = keys_by_session(instance.get_dynamic_partitions(SESSIONS))
+    keys, new = [], []
+    for session_id in session_ids:
+        key = known.get(session_id) or _key_from_store(store, session_id)
+        if session_id not in known:
+            new.append(key)
+            known[session_id] = key
+        keys.append(key)
+    if new:
+        instance.add_dynamic_partitions(SESSIONS, new)
+    return keys
+
+
+def _key_from_store(store: Store, session_id: str) -> str:
+    # What the memory says (the parsed project and start) first: the files may be gone.
+    memory = store.memory_record(session_id)
+    if memory is not None:
+        return partition_key(session_id, memory.project, memory.started_at)
+    files = store.session_source(session_id)
+    return partition_key_for(files) if files is not None else session_id
+
+
+def migrate_partition_keys(instance: dg.DagsterInstance, store: Store) -> int:
+    """Re-key partitions named by a bare session id (stores from before) as
+    `<project>/<month>/<id>`; returns how many. Idempotent, and cheap when nothing is bare.
+
+    Each stage's materialization of an old key is reported once under the new key (metadata
+    `migrated_from`), so the UI shows the session as materialized; the old key is then deleted.
+    Its runs and events stay in the instance under the old key. A session the store cannot
+    place (no memory, no recorded files) keeps its bare key, which everything reads too.
+    """
+    keys = instance.get_dynamic_partitions(SESSIONS)
+    bare = [k for k in keys if "/" not in k]
+    if not bare:
+        return 0
+    rekeyed = {session_id_of(k) for k in keys if "/" in k}
+    new_of: dict[str, str] = {}
+    for old in bare:
+        if old in rekeyed:
+            continue  # re-keyed by an earlier, interrupted migration: only the old key is left
+        new = _key_from_store(store, old)
+        if new != old:
+            new_of[old] = new
+    if new_of:
+        instance.add_dynamic_partitions(SESSIONS, list(new_of.values()))
+        for stage in STAGES:
+            for old in _materialized(instance, dg.AssetKey(stage), list(new_of)):
+                instance.report_runless_asset_event(
+                    dg.AssetMaterialization(
+                        asset_key=stage, partition=new_of[old], metadata={"migrated_from": old}
+                    )
+                )
+    for old in bare:
+        if old in rekeyed or old in new_of:
+            instance.delete_dynamic_partition(SESSIONS, old)
+    return len(new_of)
+
+
+def _materialized(
+    instance: dg.DagsterInstance, asset_key: dg.AssetKey, partitions: list[str]
+) -> set[str]:
+    found: set[str] = set()
+    for start in range(0, len(partitions), 200):
+        records_filter = dg.AssetRecordsFilter(
+            asset_key=asset_key, asset_partitions=partitions[start : start + 200]
+        )
+        cursor = None
+        while True:
+            result = instance.fetch_materializations(records_filter, limit=1000, cursor=cursor)
+            found.update(r.partition_key for r in result.records if r.partition_key)
+            if not result.has_more:
+                break
+            cursor = result.cursor
+    return found

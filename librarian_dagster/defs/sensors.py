@@ -7,7 +7,13 @@ import dagster as dg
 from librarian_dagster.core.mirror import is_excluded, plan_ingest, run_key, snapshot
 from librarian_dagster.core.transcripts import discover_sessions
 from librarian_dagster.defs.jobs import ingest_session_job
-from librarian_dagster.defs.partitions import SESSIONS, sessions_partitions
+from librarian_dagster.defs.partitions import (
+    SESSIONS,
+    keys_by_session,
+    migrate_partition_keys,
+    partition_key_for,
+    sessions_partitions,
+)
 from librarian_dagster.defs.resources import MirrorResource, StoreResource
 
 
@@ -36,11 +42,18 @@ def mirror_sensor(
         mirror.settle_seconds,
         held=db.held_fingerprints(),
     )
+    instance = context.instance
+    # Partitions of a store from before `<project>/<month>/<id>` keys: re-keyed once.
+    migrate_partition_keys(instance, db)
+    known = keys_by_session(instance.get_dynamic_partitions(SESSIONS))
     # Digests deferred by a spent daily token budget on an earlier day: asked again, once a day.
     planned = {s.files.session_id for s in plan.requests}
     today = datetime.now(UTC).date().isoformat()
     deferred = [
-        dg.RunRequest(partition_key=session_id, run_key=f"{session_id}:deferred:{today}")
+        dg.RunRequest(
+            partition_key=known.get(session_id, session_id),
+            run_key=f"{session_id}:deferred:{today}",
+        )
         for session_id in db.due_deferrals()
         if session_id not in planned and session_id not in skips.session_ids
     ]
@@ -51,15 +64,15 @@ def mirror_sensor(
         )
     # Record where each session's files are first: a run finds them by partition key alone.
     db.record_sources([(s.files, s.fingerprint) for s in plan.requests])
-    new_keys = [
-        s.files.session_id
+    keys = {
+        s.files.session_id: known.get(s.files.session_id) or partition_key_for(s.files)
         for s in plan.requests
-        if not context.instance.has_dynamic_partition(SESSIONS, s.files.session_id)
-    ]
+    }
+    new_keys = [k for sid, k in keys.items() if sid not in known]
     return dg.SensorResult(
         run_requests=[
             *(
-                dg.RunRequest(partition_key=s.files.session_id, run_key=run_key(s))
+                dg.RunRequest(partition_key=keys[s.files.session_id], run_key=run_key(s))
                 for s in plan.requests
             ),
             *deferred,

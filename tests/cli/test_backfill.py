@@ -4,6 +4,7 @@ import dagster as dg
 
 from librarian_dagster.cli.main import main
 from librarian_dagster.core.transcripts import session_files_for
+from librarian_dagster.defs.partitions import session_id_of
 from librarian_dagster.ingest import ingest_sessions, open_instance
 from tests.helpers import make_settings, write_transcript
 
@@ -33,7 +34,7 @@ def test_backfill_a_project_then_reembed_it(tmp_path, database_url, monkeypatch,
     assert "1 ingested, 0 skipped, 0 deferred, 0 failed" in capsys.readouterr().out
     [run] = instance.get_run_records(limit=1)
     assert run.dagster_run.tags["librarian/trigger"] == "cli-backfill"
-    assert run.dagster_run.tags["dagster/partition"] == OTHER
+    assert session_id_of(run.dagster_run.tags["dagster/partition"]) == OTHER
     assert len(instance.get_run_records()) == before + 1
 
     assert main(["backfill", "--reembed", "--per-run", "5"]) == 0

@@ -12,6 +12,7 @@ from psycopg import sql
 from librarian_dagster.core.store import Store
 from librarian_dagster.core.transcripts import session_files_for
 from librarian_dagster.definitions import defs as load_defs
+from librarian_dagster.defs.partitions import keys_by_session
 from librarian_dagster.ingest import ingest_sessions, open_instance
 from tests.conftest import TRANSCRIPTS
 from tests.helpers import age, make_settings, sensor_tick
@@ -23,8 +24,14 @@ SUMMARY_ONLY = (
 )
 
 
-def _latest_metadata(instance, asset: str, partition: str):
+def _key(instance, session_id: str) -> str:
+    """The session's partition key (`<project>/<month>/<id>`)."""
+    return keys_by_session(instance.get_dynamic_partitions("sessions"))[session_id]
+
+
+def _latest_metadata(instance, asset: str, session_id: str):
     """The metadata of an asset's latest materialization for one session, as the UI shows it."""
+    partition = _key(instance, session_id)
     [record] = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition]), limit=1
     ).records
@@ -90,7 +97,9 @@ def test_a_skipped_session_alone_is_not_materialized_past_the_transcript(
     assert outcome.status == "skipped"
     for later in ("redacted_session", "session_digest", "memory"):
         assert not instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=dg.AssetKey(later), asset_partitions=[EMPTY]),
+            dg.AssetRecordsFilter(
+                asset_key=dg.AssetKey(later), asset_partitions=[_key(instance, EMPTY)]
+            ),
             limit=1,
         ).records
     instance.dispose()

@@ -11,6 +11,7 @@ from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store import Store
 from librarian_dagster.core.transcripts import session_files_for
 from librarian_dagster.defs.assets.session_digest import session_digest
+from librarian_dagster.defs.partitions import session_id_of
 from librarian_dagster.ingest import ingest_sessions, open_instance
 from tests.conftest import SHARED
 from tests.fake_gemini import FakeGemini, error, generation
@@ -252,5 +253,7 @@ def test_the_sensor_asks_again_for_a_deferral_due_today(tmp_path, database_url, 
         conn.execute("UPDATE deferred_digests SET deferred_on = deferred_on - 1")
     due = sensor_tick(load_defs(), instance, None)
     [request] = due.run_requests
-    assert request.partition_key == SESSION and ":deferred:" in (request.run_key or "")
+    assert session_id_of(request.partition_key) == SESSION and ":deferred:" in (
+        request.run_key or ""
+    )
     instance.dispose()

@@ -4,6 +4,7 @@ import dagster as dg
 
 from librarian_dagster.core.store import Store
 from librarian_dagster.core.transcripts import session_files_for
+from librarian_dagster.defs.partitions import session_id_of
 from librarian_dagster.ingest import (
     RANGE_END_TAG,
     RANGE_START_TAG,
@@ -36,7 +37,7 @@ def test_ingest_runs_the_ingest_session_job_and_reuses_an_unchanged_digest(tmp_p
     assert first.status == "ingested" and first.chunks > 0
     [run] = instance.get_run_records()
     assert run.dagster_run.job_name == "ingest_session"
-    assert run.dagster_run.tags["dagster/partition"] == SESSION
+    assert session_id_of(run.dagster_run.tags["dagster/partition"]) == SESSION
     assert _digest_metadata(instance, run.dagster_run.run_id)["reused"].value is False
 
     [second] = ingest_sessions(files, settings, instance)
@@ -67,11 +68,11 @@ def test_many_sessions_in_one_run_and_one_bad_session_costs_no_other_its_memory(
     outcomes = ingest_sessions(session_files_for([folder]), settings, instance, per_run=10)
     assert [o.status for o in outcomes] == ["ingested"] * 3
     [run] = instance.get_run_records()  # all three in one run
-    assert run.dagster_run.tags[RANGE_START_TAG] == ids[0]
-    assert run.dagster_run.tags[RANGE_END_TAG] == ids[2]
+    assert session_id_of(run.dagster_run.tags[RANGE_START_TAG]) == ids[0]
+    assert session_id_of(run.dagster_run.tags[RANGE_END_TAG]) == ids[2]
     # One memory per session, each with its own metadata.
     summaries = {
-        m.partition: m.metadata["summary"].value
+        session_id_of(m.partition or ""): m.metadata["summary"].value
         for m in _memory_materializations(instance, run.dagster_run.run_id)
     }
     assert set(summaries) == set(ids) and len(set(summaries.values())) == 3
@@ -94,12 +95,12 @@ def test_many_sessions_in_one_run_and_one_bad_session_costs_no_other_its_memory(
     # The batch run failed (so the loss is seen); each session's memory partition says what it
     # holds: the two stored with their chunks, the lost one marked so.
     recorded = {
-        m.partition: m.metadata
+        session_id_of(m.partition or ""): m.metadata
         for m in _memory_materializations(instance, batch_run.dagster_run.run_id)
     }
     assert recorded[ids[0]]["chunks"].value > 0 and recorded[ids[2]]["chunks"].value > 0
     assert recorded[ids[1]]["lost"].value is True and "chunks" not in recorded[ids[1]]
-    assert single_run.dagster_run.tags["dagster/partition"] == ids[1]
+    assert session_id_of(single_run.dagster_run.tags["dagster/partition"]) == ids[1]
     instance.dispose()
 
 

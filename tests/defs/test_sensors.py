@@ -5,6 +5,7 @@ import json
 import pytest
 
 from librarian_dagster.definitions import defs as load_defs
+from librarian_dagster.defs.partitions import session_id_of
 from librarian_dagster.ingest import ingest_paths, open_instance
 from tests.helpers import age, make_settings, sensor_tick, write_transcript
 
@@ -54,7 +55,7 @@ def test_after_an_ingest_the_sensor_asks_for_nothing_and_a_grown_file_once(env):
         out.write(json.dumps(record) + "\n")
     age(path, 600)
     grown = sensor_tick(definitions, instance, first.cursor)
-    assert [r.partition_key for r in grown.run_requests] == [SESSION]
+    assert [session_id_of(r.partition_key) for r in grown.run_requests] == [SESSION]
     assert sensor_tick(definitions, instance, grown.cursor).run_requests == []
 
 
@@ -66,7 +67,7 @@ def test_excluded_projects_are_neither_requested_nor_ingested(env, monkeypatch):
     for p in (kept, hidden):
         age(p, 600)
     result = sensor_tick(load_defs(), instance, None)
-    assert [r.partition_key for r in result.run_requests] == [SESSION]
+    assert [session_id_of(r.partition_key) for r in result.run_requests] == [SESSION]
     from librarian_dagster.core.settings import Settings
 
     outcomes = ingest_paths([mirror], Settings.from_env())

@@ -93,11 +93,17 @@ def test_a_failed_write_keeps_the_previous_file(tmp_path):
     assert len(list(folder.iterdir())) == 1
 
 
-@pytest.mark.parametrize("key", ["../escape", "a/b", ".hidden", "", "x" * 300])
+@pytest.mark.parametrize("key", ["app/2026-11/..", "a/", ".hidden", "", "x" * 300, "a/.x"])
 def test_a_key_that_is_not_a_session_id_never_becomes_a_path(tmp_path, key):
     manager = StagingIOManager(home=str(tmp_path))
     with pytest.raises(ValueError, match="session key"):
         manager.path_for("redacted_session", key)
+
+
+@pytest.mark.parametrize("key", ["../escape", "app/2026-11/escape", "/etc/escape"])
+def test_only_the_session_id_of_a_key_names_its_file(tmp_path, key):
+    path = StagingIOManager(home=str(tmp_path)).path_for("redacted_session", key)
+    assert path == tmp_path / "staging" / "redacted_session" / "escape.json"
 
 
 def test_a_missing_upstream_says_what_to_materialize(tmp_path):
