@@ -348,3 +348,10 @@ def test_batched_redaction_equals_one_by_one(texts):
     outs, found = redact_many(texts)
     assert outs == [redact(t)[0] for t in texts]
     assert found == [redact(t)[1] for t in texts]
+
+
+def test_a_prefixed_token_shaped_like_camel_case_is_still_a_secret():
+    # Found by hypothesis: few digits and 3+ letter chunks made this look like an identifier.
+    token = "hf_iaHgraReEYawxunwbJvmcn4thr4IalsyJP"
+    for text in (f"HF_TOKEN={token}", f"export HF_TOKEN={token}\n", f"use {token} here"):
+        assert token not in redact(text), text

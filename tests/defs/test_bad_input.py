@@ -12,7 +12,7 @@ from psycopg import sql
 from librarian_dagster.core.store import Store
 from librarian_dagster.core.transcripts import session_files_for
 from librarian_dagster.definitions import defs as load_defs
-from librarian_dagster.defs.partitions import keys_by_session
+from librarian_dagster.defs.partitions import keys_by_session, session_id_of
 from librarian_dagster.ingest import ingest_sessions, open_instance
 from tests.conftest import TRANSCRIPTS
 from tests.helpers import age, make_settings, sensor_tick
@@ -218,7 +218,7 @@ def test_a_hostile_mirror_is_scanned_and_ingested_around_what_is_bad(
 
     # The sensor's scan ends, and asks for each session once: no loop, link or FIFO is one.
     tick = sensor_tick(load_defs(), instance, None)
-    assert sorted(r.partition_key for r in tick.run_requests) == sorted(sessions)
+    assert sorted(session_id_of(r.partition_key) for r in tick.run_requests) == sorted(sessions)
 
     # `librarian ingest MIRROR` finds the same, and ingests all but the file that is not one.
     found = session_files_for([hostile_mirror])

@@ -13,7 +13,7 @@ from librarian_dagster.core.transcripts import session_files_for
 from librarian_dagster.defs.assets.session_digest import session_digest
 from librarian_dagster.defs.partitions import session_id_of
 from librarian_dagster.ingest import ingest_sessions, open_instance
-from tests.conftest import SHARED
+from tests.conftest import FIXTURES
 from tests.fake_gemini import FakeGemini, error, generation
 from tests.helpers import write_transcript
 
@@ -164,10 +164,8 @@ def test_a_failed_digest_fails_the_run_and_writes_nothing(
 
 
 def test_no_request_body_holds_a_secret(tmp_path, database_url, fake, monkeypatch):
-    cases = [
-        json.loads(line)
-        for line in (SHARED / "eval" / "secrets-dev.jsonl").read_text(encoding="utf-8").splitlines()
-    ]
+    samples = FIXTURES / "eval" / "secrets-dev.jsonl"  # in the repository: a clone tests itself
+    cases = [json.loads(line) for line in samples.read_text(encoding="utf-8").splitlines()]
     secrets = [s for c in cases for s in c["secrets"]]
     assert len(secrets) >= 50
     folder = tmp_path / "mirror" / "-work-app"

@@ -18,6 +18,7 @@ import psycopg
 from psycopg import sql
 
 from librarian_dagster.core.transcripts import session_files_for
+from librarian_dagster.defs.partitions import SESSIONS, session_id_of
 from librarian_dagster.ingest import ingest_sessions, open_instance
 from tests.helpers import make_settings
 
@@ -67,8 +68,9 @@ def _counts(url: str) -> dict[str, int]:
 
 
 def _malformed(instance: dg.DagsterInstance) -> int:
+    [key] = [k for k in instance.get_dynamic_partitions(SESSIONS) if session_id_of(k) == SESSION]
     [record] = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey("transcript"), asset_partitions=[SESSION]),
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("transcript"), asset_partitions=[key]),
         limit=1,
     ).records
     value = record.asset_materialization.metadata["malformed_lines"].value
