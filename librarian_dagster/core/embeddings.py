@@ -17,6 +17,7 @@ import os
 import struct
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
     from google import genai
     from google.auth.credentials import Credentials
+    from threadpoolctl import ThreadpoolController
     from tokenizers import Tokenizer
 
     from librarian_dagster.core.gemini import ClientConfig, RetryBounds
@@ -74,6 +76,18 @@ _SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "I64": "<i8"}
 _MAX_TOKENS_PER_BATCH = 4096
 # Cap on sequences per batch, so that very short texts do not make huge Python-side batches.
 _MAX_SEQUENCES_PER_BATCH = 128
+# A batch is padded to its longest text, so it takes a text only while that stays within this
+# ratio (plus a few tokens) of its shortest: without it, 16 bullets of 40 tokens rode in one batch
+# with a 256-token summary and 31% of the tokens computed on the dev corpus were padding.
+_MAX_PADDING_RATIO = 1.25
+_PADDING_SLACK_TOKENS = 8
+# Batches are run several at a time, each in a thread of its own with BLAS threads shared out
+# among them: numpy's elementwise passes (softmax, GELU, LayerNorm: half of the time on this
+# model) run on one core per call, so one batch at a time left the other cores idle for them
+# (docs/decisions/0002, 2026-12-01). Capped: four batches at once already keep the GEMMs busy.
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+_BATCH_WORKERS = max(1, min(4, _CORES))
+_BLAS_THREADS_PER_WORKER = max(1, _CORES // _BATCH_WORKERS)
 # Blocking inside a batch, to keep the working set of the elementwise passes in cache: scores
 # per attention block (elements; 2**19 floats = 2 MB) and token rows per feed-forward block.
 _ATTENTION_SCORES_BLOCK = 2**19
@@ -354,30 +368,68 @@ class _MiniLM:
         if not texts:
             return out
         token_ids = self.tokenize(texts)
-        # Group texts of similar length so that batches carry little padding; results go back
-        # to input order through `order`.
-        order = sorted(range(len(texts)), key=lambda i: len(token_ids[i]))
-        start = 0
-        while start < len(order):
-            # Sorted ascending, so the last sequence of a batch sets its padded length.
-            end = start + 1
-            while (
-                end < len(order)
-                and end - start < _MAX_SEQUENCES_PER_BATCH
-                and (end - start + 1) * len(token_ids[order[end]]) <= _MAX_TOKENS_PER_BATCH
-            ):
-                end += 1
-            chunk = order[start:end]
-            seq = len(token_ids[chunk[-1]])
-            ids = np.zeros((len(chunk), seq), dtype=np.int64)
-            mask = np.zeros((len(chunk), seq), dtype=np.int64)
-            for row, i in enumerate(chunk):
+        batches = _length_batches([len(ids) for ids in token_ids])
+
+        def run(batch: list[int]) -> None:
+            seq = len(token_ids[batch[-1]])  # sorted ascending: the last text is the longest
+            ids = np.zeros((len(batch), seq), dtype=np.int64)
+            mask = np.zeros((len(batch), seq), dtype=np.int64)
+            for row, i in enumerate(batch):
                 n = len(token_ids[i])
                 ids[row, :n] = token_ids[i]
                 mask[row, :n] = 1
-            out[chunk] = self.forward(ids, mask)
-            start = end
+            out[batch] = self.forward(ids, mask)
+
+        if len(batches) == 1 or _BATCH_WORKERS == 1:
+            # A question or a few bullets: one batch, whose GEMMs BLAS spreads over the cores.
+            for batch in batches:
+                run(batch)
+            return out
+        # Each batch writes its own rows of `out`. BLAS threads are shared out among the
+        # workers meanwhile, or its threads and ours would contend for the same cores.
+        with (
+            _blas_threads().limit(limits=_BLAS_THREADS_PER_WORKER, user_api="blas"),
+            ThreadPoolExecutor(_BATCH_WORKERS, thread_name_prefix="minilm") as pool,
+        ):
+            for done in pool.map(run, batches):
+                del done  # re-raises a batch's error here
         return out
+
+
+def _length_batches(lengths: Sequence[int]) -> list[list[int]]:
+    """Indices of texts grouped for padded batches: sorted by length, so that a batch carries
+    little padding, within the caps on tokens and sequences per batch."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches: list[list[int]] = []
+    start = 0
+    while start < len(order):
+        shortest = lengths[order[start]]
+        end = start + 1
+        while end < len(order):
+            longest = lengths[order[end]]
+            if (
+                end - start >= _MAX_SEQUENCES_PER_BATCH
+                or (end - start + 1) * longest > _MAX_TOKENS_PER_BATCH
+                or longest > shortest * _MAX_PADDING_RATIO + _PADDING_SLACK_TOKENS
+            ):
+                break
+            end += 1
+        batches.append(order[start:end])
+        start = end
+    return batches
+
+
+_blas_controller: ThreadpoolController | None = None
+
+
+def _blas_threads() -> ThreadpoolController:
+    """threadpoolctl's view of the BLAS numpy loaded, inspected once (it walks loaded libraries)."""
+    global _blas_controller
+    if _blas_controller is None:
+        from threadpoolctl import ThreadpoolController
+
+        _blas_controller = ThreadpoolController()
+    return _blas_controller
 
 
 def _default_model_dir() -> Path:

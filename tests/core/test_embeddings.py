@@ -6,8 +6,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from threadpoolctl import ThreadpoolController
 
-from librarian_dagster.core.embeddings import Embedder, LocalMiniLMEmbedder, local_embedder
+from librarian_dagster.core.embeddings import (
+    _MAX_PADDING_RATIO,
+    _MAX_SEQUENCES_PER_BATCH,
+    _MAX_TOKENS_PER_BATCH,
+    _PADDING_SLACK_TOKENS,
+    Embedder,
+    LocalMiniLMEmbedder,
+    _length_batches,
+    local_embedder,
+)
 
 REFERENCE = Path(__file__).parent / "data" / "minilm_reference.json"
 
@@ -99,9 +109,47 @@ def test_batch_equals_one_at_a_time(embedder: LocalMiniLMEmbedder) -> None:
         "日本語のテキストも埋め込める。",
         "Refactor",
     ] * 3
+    lengths = [len(ids) for ids in embedder._loaded().tokenize(texts)]
+    # Several batches, run in threads of their own, and at least one of them padded.
+    batches = _length_batches(lengths)
+    assert len(batches) > 1
+    assert any(len({lengths[i] for i in batch}) > 1 for batch in batches)
+    blas_before = _blas_thread_counts()
     batched = np.array(embedder.embed_documents(texts))
     single = np.array([embedder.embed_query(text) for text in texts])
     assert np.allclose(batched, single, atol=1e-6)
+    # The threads' single-threaded BLAS is given back: a question after a batch runs as before.
+    assert _blas_thread_counts() == blas_before
+
+
+def _blas_thread_counts() -> list[int]:
+    return [
+        pool["num_threads"] for pool in ThreadpoolController().info() if pool["user_api"] == "blas"
+    ]
+
+
+@pytest.mark.parametrize(
+    "lengths",
+    [
+        [],
+        [7],
+        [256] * 40,
+        [3] * 300,
+        [2, 3, 40, 41, 50, 120, 256, 256, 12, 9, 200],
+        list(range(2, 257)),
+    ],
+)
+def test_length_batches_cover_every_text_once_within_the_caps(lengths: list[int]) -> None:
+    batches = _length_batches(lengths)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+    for batch in batches:
+        shortest, longest = lengths[batch[0]], lengths[batch[-1]]
+        assert [lengths[i] for i in batch] == sorted(lengths[i] for i in batch)
+        assert len(batch) <= _MAX_SEQUENCES_PER_BATCH
+        # A batch of one may exceed nothing but itself; a larger one keeps both caps.
+        if len(batch) > 1:
+            assert len(batch) * longest <= _MAX_TOKENS_PER_BATCH
+            assert longest <= shortest * _MAX_PADDING_RATIO + _PADDING_SLACK_TOKENS
 
 
 def test_loads_once_across_threads(tmp_path: Path) -> None:
