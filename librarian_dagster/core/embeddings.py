@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
     from google import genai
     from google.auth.credentials import Credentials
-    from threadpoolctl import ThreadpoolController
     from tokenizers import Tokenizer
 
     from librarian_dagster.core.gemini import ClientConfig, RetryBounds
@@ -81,13 +80,16 @@ _MAX_SEQUENCES_PER_BATCH = 128
 # with a 256-token summary and 31% of the tokens computed on the dev corpus were padding.
 _MAX_PADDING_RATIO = 1.25
 _PADDING_SLACK_TOKENS = 8
-# Batches are run several at a time, each in a thread of its own with BLAS threads shared out
-# among them: numpy's elementwise passes (softmax, GELU, LayerNorm: half of the time on this
-# model) run on one core per call, so one batch at a time left the other cores idle for them
-# (docs/decisions/0002, 2026-12-01). Capped: four batches at once already keep the GEMMs busy.
+# BLAS runs single-threaded (set when the model loads) and the embedder spreads its own work:
+# - OpenBLAS's threads spin for 50-90 ms after each call. On a busy 2-core machine a question took
+#   88 ms with two BLAS threads against 26 ms with one (wall, the same 60 questions), and its
+#   spinning thread took a core from PostgreSQL and the rest of the search meanwhile.
+# - Batches of documents run several at a time, one thread each: numpy's elementwise passes
+#   (softmax, GELU, LayerNorm: half of the time on this model) run on one core per call, so one
+#   batch at a time with multi-threaded GEMMs left the other cores idle for them.
+# docs/decisions/0002 (2026-12-01). Capped: past a few batches at once, memory grows for little.
 _CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-_BATCH_WORKERS = max(1, min(4, _CORES))
-_BLAS_THREADS_PER_WORKER = max(1, _CORES // _BATCH_WORKERS)
+_BATCH_WORKERS = max(1, min(8, _CORES))
 # Blocking inside a batch, to keep the working set of the elementwise passes in cache: scores
 # per attention block (elements; 2**19 floats = 2 MB) and token rows per feed-forward block.
 _ATTENTION_SCORES_BLOCK = 2**19
@@ -381,16 +383,11 @@ class _MiniLM:
             out[batch] = self.forward(ids, mask)
 
         if len(batches) == 1 or _BATCH_WORKERS == 1:
-            # A question or a few bullets: one batch, whose GEMMs BLAS spreads over the cores.
             for batch in batches:
                 run(batch)
             return out
-        # Each batch writes its own rows of `out`. BLAS threads are shared out among the
-        # workers meanwhile, or its threads and ours would contend for the same cores.
-        with (
-            _blas_threads().limit(limits=_BLAS_THREADS_PER_WORKER, user_api="blas"),
-            ThreadPoolExecutor(_BATCH_WORKERS, thread_name_prefix="minilm") as pool,
-        ):
+        # Each batch writes its own rows of `out`.
+        with ThreadPoolExecutor(_BATCH_WORKERS, thread_name_prefix="minilm") as pool:
             for done in pool.map(run, batches):
                 del done  # re-raises a batch's error here
         return out
@@ -419,17 +416,11 @@ def _length_batches(lengths: Sequence[int]) -> list[list[int]]:
     return batches
 
 
-_blas_controller: ThreadpoolController | None = None
+def _single_threaded_blas() -> None:
+    """Hold the process's BLAS to one thread (threadpoolctl, a public API): see _BATCH_WORKERS."""
+    from threadpoolctl import threadpool_limits
 
-
-def _blas_threads() -> ThreadpoolController:
-    """threadpoolctl's view of the BLAS numpy loaded, inspected once (it walks loaded libraries)."""
-    global _blas_controller
-    if _blas_controller is None:
-        from threadpoolctl import ThreadpoolController
-
-        _blas_controller = ThreadpoolController()
-    return _blas_controller
+    threadpool_limits(limits=1, user_api="blas")
 
 
 def _default_model_dir() -> Path:
@@ -463,6 +454,7 @@ class LocalMiniLMEmbedder:
             with self._lock:
                 model = self._model
                 if model is None:
+                    _single_threaded_blas()
                     model = _MiniLM(self.model_dir)
                     if model.hidden != self.dimension:
                         raise ValueError(
