@@ -15,7 +15,7 @@ from librarian_dagster.defs.partitions import session_id_of
 from librarian_dagster.ingest import open_instance
 from mcp_server.app import build_server, http_app
 from tests.conftest import TRANSCRIPTS
-from tests.helpers import age, free_port, make_settings, sensor_tick, serve_http
+from tests.helpers import age, free_port, sensor_tick, serve_http, settings_in_env
 
 CSS = "4379d1bf-ccb1-414e-a856-9791b73f3af2"  # adds margin-bottom to closed <details>
 CI = "fe869ecb-c176-478f-9734-7e4b8ef12cff"  # adds a GitHub Action for tests and linting
@@ -29,13 +29,7 @@ def env(tmp_path, database_url, monkeypatch):
         target.parent.mkdir(parents=True)
         shutil.copy(TRANSCRIPTS / "daaain__claude-code-log" / f"{session}.jsonl", target)
         age(target, 600)
-    settings = make_settings(tmp_path, database_url, mirror)
-    for key, value in {
-        "LIBRARIAN_HOME": str(settings.home),
-        "LIBRARIAN_MIRROR": str(mirror),
-        "LIBRARIAN_DATABASE_URL": database_url,
-    }.items():
-        monkeypatch.setenv(key, value)
+    settings = settings_in_env(monkeypatch, tmp_path, database_url, mirror)
     definitions = load_defs()
     instance = open_instance(settings)
     yield settings, definitions, instance, mirror
