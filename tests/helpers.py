@@ -115,9 +115,17 @@ def write_transcript(folder: Path, session_id: str, prompt: str, reply: str) -> 
     return path
 
 
-def transcript_line(session_id: str, role: str, text: str, uuid: str) -> bytes:
+def transcript_line(
+    session_id: str,
+    role: str,
+    text: str,
+    uuid: str,
+    *,
+    timestamp: str = "2026-11-01T10:00:00Z",
+    cwd: str | None = "/work/app",
+) -> bytes:
     """One real-format record, a typed prompt (`user`) or a text reply, as a JSONL line in bytes:
-    for tests that cut, corrupt or splice lines."""
+    for tests that cut, corrupt, splice or append lines."""
     import json
 
     message = (
@@ -130,11 +138,20 @@ def transcript_line(session_id: str, role: str, text: str, uuid: str) -> bytes:
         "type": role,
         "uuid": uuid,
         "sessionId": session_id,
-        "cwd": "/work/app",
-        "timestamp": "2026-11-01T10:00:00Z",
+        **({"cwd": cwd} if cwd is not None else {}),
+        "timestamp": timestamp,
         "message": message,
     }
     return json.dumps(record).encode() + b"\n"
+
+
+def append_prompt(
+    path: Path, session_id: str, text: str, uuid: str, timestamp: str = "2026-11-01T10:00:00Z"
+) -> None:
+    """The session goes on (resumed): one more typed prompt at the end of its transcript. No
+    cwd of its own, so the session's project stays what its earlier records say."""
+    with path.open("ab") as out:
+        out.write(transcript_line(session_id, "user", text, uuid, timestamp=timestamp, cwd=None))
 
 
 @contextlib.contextmanager
