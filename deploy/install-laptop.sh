@@ -8,40 +8,15 @@
 # ~/.config/librarian/librarian.env with MIRROR_HOST, MIRROR_PATH and TELEGRAM_* (deploy/README.md).
 set -euo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 units=(librarian-mirror.service librarian-mirror.timer librarian-alert@.service)
+# shellcheck source=SCRIPTDIR/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+render_if_asked "$@"
 
-render() {
-    case $repo in
-    *[[:space:]\|\&\\]*)
-        echo "install-laptop.sh: move the checkout to a path without spaces, |, & or \\: $repo" >&2
-        exit 1
-        ;;
-    esac
-    mkdir -p "$1"
-    for unit in "${units[@]}"; do
-        sed "s|%h/librarian/|$repo/|g" "$repo/deploy/systemd/$unit" >"$1/$unit"
-    done
-}
-
-if [ "${1:-}" = --render ]; then
-    render "${2:?usage: install-laptop.sh --render DIR}"
-    exit 0
-fi
-
-env_file=${XDG_CONFIG_HOME:-$HOME/.config}/librarian/librarian.env
-if [ ! -f "$env_file" ]; then
-    echo "install-laptop.sh: write $env_file first (deploy/README.md)" >&2
-    exit 1
-fi
-chmod 600 "$env_file"
-
-render "${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user"
+need_env_file
+install_units
 systemctl --user daemon-reload
-if ! systemctl --user start librarian-alert@test.service; then
-    echo "install-laptop.sh: the test alert failed: journalctl --user -u librarian-alert@test.service" >&2
-    exit 1
-fi
+send_test_alert
 # One push now, so that a wrong MIRROR_HOST or key shows before the timer hides it.
 systemctl --user start librarian-mirror.service
 systemctl --user enable --now librarian-mirror.timer

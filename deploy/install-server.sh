@@ -8,47 +8,19 @@
 # ~/.config/librarian/librarian.env written (deploy/README.md).
 set -euo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 units=(librarian.service librarian-alert@.service)
+# shellcheck source=SCRIPTDIR/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+render_if_asked "$@"
 
-render() {
-    # The units name the checkout as ~/librarian (%h/librarian); this one may be elsewhere.
-    case $repo in
-    *[[:space:]\|\&\\]*)
-        echo "install-server.sh: move the checkout to a path without spaces, |, & or \\: $repo" >&2
-        exit 1
-        ;;
-    esac
-    mkdir -p "$1"
-    for unit in "${units[@]}"; do
-        sed "s|%h/librarian/|$repo/|g" "$repo/deploy/systemd/$unit" >"$1/$unit"
-    done
-}
-
-if [ "${1:-}" = --render ]; then
-    render "${2:?usage: install-server.sh --render DIR}"
-    exit 0
-fi
-
-env_file=${XDG_CONFIG_HOME:-$HOME/.config}/librarian/librarian.env
 if [ ! -e "$repo/.venv/bin/librarian" ]; then
-    echo "install-server.sh: no $repo/.venv yet: run 'bash scripts/run' once first" >&2
-    exit 1
+    fail "no $repo/.venv yet: run 'bash scripts/run' once first"
 fi
-if [ ! -f "$env_file" ]; then
-    echo "install-server.sh: write $env_file first (deploy/README.md)" >&2
-    exit 1
-fi
-chmod 600 "$env_file" # it holds the bot token
-
-render "${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user"
+need_env_file
+install_units
 # Without lingering, user units start at the user's first login, not at boot.
 loginctl enable-linger "$USER"
 systemctl --user daemon-reload
-# An alert path never tried is no guard: send one message now, and stop here if it fails.
-if ! systemctl --user start librarian-alert@test.service; then
-    echo "install-server.sh: the test alert failed: journalctl --user -u librarian-alert@test.service" >&2
-    exit 1
-fi
+send_test_alert
 systemctl --user enable --now librarian.service
 systemctl --user --no-pager status librarian.service

@@ -7,6 +7,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from librarian_dagster.core.settings import Settings
 
 
@@ -19,6 +21,18 @@ def make_settings(tmp_path: Path, database_url: str, mirror: Path | None = None)
             "LIBRARIAN_SETTLE_SECONDS": "120",
         }
     )
+
+
+def settings_in_env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, database_url: str, mirror: Path
+) -> Settings:
+    """`make_settings`, with its home, mirror and database set in the environment too, for what
+    reads `Settings.from_env()` itself (the CLI, `sensor_tick`)."""
+    settings = make_settings(tmp_path, database_url, mirror)
+    monkeypatch.setenv("LIBRARIAN_HOME", str(settings.home))
+    monkeypatch.setenv("LIBRARIAN_MIRROR", str(mirror))
+    monkeypatch.setenv("LIBRARIAN_DATABASE_URL", database_url)
+    return settings
 
 
 def age(path: Path, seconds: float) -> None:
@@ -101,6 +115,45 @@ def write_transcript(folder: Path, session_id: str, prompt: str, reply: str) -> 
     return path
 
 
+def transcript_line(
+    session_id: str,
+    role: str,
+    text: str,
+    uuid: str,
+    *,
+    timestamp: str = "2026-11-01T10:00:00Z",
+    cwd: str | None = "/work/app",
+) -> bytes:
+    """One real-format record, a typed prompt (`user`) or a text reply, as a JSONL line in bytes:
+    for tests that cut, corrupt, splice or append lines."""
+    import json
+
+    message = (
+        {"role": "user", "content": text}
+        if role == "user"
+        else {"id": f"msg_{uuid}", "role": "assistant", "model": "claude-test",
+              "content": [{"type": "text", "text": text}]}
+    )  # fmt: skip
+    record = {
+        "type": role,
+        "uuid": uuid,
+        "sessionId": session_id,
+        **({"cwd": cwd} if cwd is not None else {}),
+        "timestamp": timestamp,
+        "message": message,
+    }
+    return json.dumps(record).encode() + b"\n"
+
+
+def append_prompt(
+    path: Path, session_id: str, text: str, uuid: str, timestamp: str = "2026-11-01T10:00:00Z"
+) -> None:
+    """The session goes on (resumed): one more typed prompt at the end of its transcript. No
+    cwd of its own, so the session's project stays what its earlier records say."""
+    with path.open("ab") as out:
+        out.write(transcript_line(session_id, "user", text, uuid, timestamp=timestamp, cwd=None))
+
+
 @contextlib.contextmanager
 def tmpfs(folder: Path, size: str = "2m", read_only: bool = False):
     """A small real filesystem at `folder` (created): a full disk or a read-only one, for real.
@@ -108,8 +161,6 @@ def tmpfs(folder: Path, size: str = "2m", read_only: bool = False):
     Mounting needs root (or CAP_SYS_ADMIN); where it is refused, the test is skipped saying so.
     """
     import subprocess
-
-    import pytest
 
     folder.mkdir(parents=True, exist_ok=True)
     options = f"size={size},mode=0755" + (",ro" if read_only else "")

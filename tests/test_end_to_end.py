@@ -1,7 +1,6 @@
 """From a mirror folder to an MCP answer: sensor, Dagster on Postgres storage, MCP over HTTP."""
 
 import asyncio
-import json
 import shutil
 
 import pytest
@@ -15,7 +14,7 @@ from librarian_dagster.defs.partitions import session_id_of
 from librarian_dagster.ingest import open_instance
 from mcp_server.app import build_server, http_app
 from tests.conftest import TRANSCRIPTS
-from tests.helpers import age, free_port, make_settings, sensor_tick, serve_http
+from tests.helpers import age, append_prompt, free_port, sensor_tick, serve_http, settings_in_env
 
 CSS = "4379d1bf-ccb1-414e-a856-9791b73f3af2"  # adds margin-bottom to closed <details>
 CI = "fe869ecb-c176-478f-9734-7e4b8ef12cff"  # adds a GitHub Action for tests and linting
@@ -29,13 +28,7 @@ def env(tmp_path, database_url, monkeypatch):
         target.parent.mkdir(parents=True)
         shutil.copy(TRANSCRIPTS / "daaain__claude-code-log" / f"{session}.jsonl", target)
         age(target, 600)
-    settings = make_settings(tmp_path, database_url, mirror)
-    for key, value in {
-        "LIBRARIAN_HOME": str(settings.home),
-        "LIBRARIAN_MIRROR": str(mirror),
-        "LIBRARIAN_DATABASE_URL": database_url,
-    }.items():
-        monkeypatch.setenv(key, value)
+    settings = settings_in_env(monkeypatch, tmp_path, database_url, mirror)
     definitions = load_defs()
     instance = open_instance(settings)
     yield settings, definitions, instance, mirror
@@ -96,15 +89,7 @@ def test_mirror_to_mcp_answer_and_resumed_session(env):
 
     # The CSS session is resumed: it grows, and is requested exactly once more.
     grown = mirror / "-Users-dain-site" / f"{CSS}.jsonl"
-    with grown.open("a", encoding="utf-8") as out:
-        record = {
-            "type": "user",
-            "sessionId": CSS,
-            "uuid": "u-extra",
-            "timestamp": "2026-11-01T10:00:00Z",
-            "message": {"role": "user", "content": "Also make the summary text bold please"},
-        }
-        out.write(json.dumps(record) + "\n")
+    append_prompt(grown, CSS, "Also make the summary text bold please", "u-extra")
     age(grown, 600)
     grown_tick = sensor_tick(definitions, instance, again.cursor)
     assert [session_id_of(r.partition_key) for r in grown_tick.run_requests] == [CSS]

@@ -2,9 +2,9 @@
 
 import argparse
 import sys
-from datetime import UTC, datetime
 from typing import TextIO
 
+from librarian_dagster.core.commandline import iso_date
 from librarian_dagster.core.settings import Settings
 
 
@@ -15,7 +15,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--project", help="only this project's sessions")
     parser.add_argument(
-        "--since", type=_date, help="only sessions active on or after this date (ISO)"
+        "--since", type=iso_date, help="only sessions active on or after this date (ISO)"
     )
     parser.add_argument(
         "--reembed",
@@ -24,14 +24,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--per-run", type=int, default=None, help="sessions per run (default 25)")
     parser.set_defaults(handler=cmd_backfill)
-
-
-def _date(text: str) -> datetime:
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO date: {text!r}") from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 class Progress:

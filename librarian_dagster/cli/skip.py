@@ -2,8 +2,8 @@
 
 import argparse
 import sys
-from datetime import UTC, datetime
 
+from librarian_dagster.core.commandline import iso_date
 from librarian_dagster.core.settings import Settings
 
 
@@ -15,7 +15,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("session_ids", nargs="*", metavar="SESSION_ID")
     parser.add_argument(
         "--before",
-        type=_date,
+        type=iso_date,
         metavar="DATE",
         help="skip every session whose files were last changed before this date (ISO, UTC)",
     )
@@ -27,14 +27,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="take entries off the list: a session id, or `before:DATE` as --list prints it",
     )
     parser.set_defaults(handler=cmd_skip)
-
-
-def _date(text: str) -> datetime:
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO date: {text!r}") from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def cmd_skip(args: argparse.Namespace) -> int:

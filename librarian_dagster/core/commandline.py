@@ -6,6 +6,7 @@ In core, not in cli/, because the MCP server must not import the `librarian` com
 
 import argparse
 import sys
+from datetime import UTC, datetime
 from typing import NoReturn
 
 from librarian_dagster.core.settings import SettingsError, check_port
@@ -36,6 +37,15 @@ def port(text: str) -> int:
         return check_port(value, "a port")
     except SettingsError:
         raise argparse.ArgumentTypeError(f"{value} is out of range (1 to 65535)") from None
+
+
+def iso_date(text: str) -> datetime:
+    """An ISO date (or time), refused by argparse when it is none; without a zone, UTC."""
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO date: {text!r}") from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def user_errors() -> tuple[type[BaseException], ...]:

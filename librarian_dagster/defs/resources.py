@@ -2,7 +2,9 @@
 
 import logging
 import time
+from dataclasses import fields
 from functools import cache
+from typing import Self
 
 import dagster as dg
 from pydantic import Field
@@ -56,48 +58,52 @@ class MirrorResource(dg.ConfigurableResource):
     """LIBRARIAN_EXCLUDE: globs over project folder names or paths, never ingested."""
 
 
+# The provider's defaults are ProviderConfig's; the resource only names what the UI shows.
+_DEFAULT = ProviderConfig(provider="")
+_CONFIG_FIELDS = frozenset(field.name for field in fields(ProviderConfig))
+
+
 class _ProviderResource(dg.ConfigurableResource):
     """What a model provider needs; the API key is bound by its variable's name (dg.EnvVar), so
     the UI shows the name, never the key."""
 
+    # A field named like a ProviderConfig field is that field (same type and default; held so by
+    # tests/defs/test_resources.py), so both directions map by name; the rest (the daily token
+    # budget) are the resource's own.
     provider: str
-    model: str = ""
-    api_key: str | None = None
-    project: str | None = None
-    location: str | None = None
-    base_url: str | None = None
-    attempts: int = 5
-    backoff_seconds: float = 2.0
-    max_wait_seconds: float = 60.0
-    timeout_seconds: float = 120.0
+    model: str = _DEFAULT.model
+    api_key: str | None = _DEFAULT.api_key
+    project: str | None = _DEFAULT.project
+    location: str | None = _DEFAULT.location
+    base_url: str | None = _DEFAULT.base_url
+    attempts: int = _DEFAULT.attempts
+    backoff_seconds: float = _DEFAULT.backoff_seconds
+    max_wait_seconds: float = _DEFAULT.max_wait_seconds
+    timeout_seconds: float = _DEFAULT.timeout_seconds
 
-    def _config(self, dimension: int = 0, input_token_budget: int = 200_000) -> ProviderConfig:
-        return ProviderConfig(
-            provider=self.provider,
-            model=self.model,
-            dimension=dimension,
-            api_key=self.api_key,
-            project=self.project,
-            location=self.location,
-            base_url=self.base_url,
-            attempts=self.attempts,
-            backoff_seconds=self.backoff_seconds,
-            max_wait_seconds=self.max_wait_seconds,
-            timeout_seconds=self.timeout_seconds,
-            input_token_budget=input_token_budget,
-        )
+    @classmethod
+    def from_config(cls, config: ProviderConfig, key_variable: str | None, **own) -> Self:
+        """The resource for the settings' provider values; the key as dg.EnvVar, by name."""
+        shared = {
+            name: getattr(config, name) for name in cls.model_fields if name in _CONFIG_FIELDS
+        }
+        shared["api_key"] = dg.EnvVar(key_variable) if key_variable and config.api_key else None
+        return cls(**shared, **own)
+
+    def _config(self) -> ProviderConfig:
+        return ProviderConfig(**self.model_dump(include=set(_CONFIG_FIELDS)))
 
 
 class DigesterResource(_ProviderResource):
     """Who writes the digest: `offline` (no key), `gemini` (Gemini API) or `vertex` (Vertex AI)."""
 
     provider: str = "offline"
-    input_token_budget: int = 200_000
+    input_token_budget: int = _DEFAULT.input_token_budget
     daily_token_budget: int | None = None
 
     def get(self) -> Digester:
         try:
-            return _digester(self._config(input_token_budget=self.input_token_budget))
+            return _digester(self._config())
         except ValueError as exc:
             raise dg.Failure(str(exc), allow_retries=False) from None
 
@@ -110,7 +116,7 @@ class EmbedderResource(_ProviderResource):
 
     def get(self) -> Embedder:
         try:
-            return _embedder(self._config(dimension=self.dimension))
+            return _embedder(self._config())
         except ValueError as exc:
             raise dg.Failure(str(exc), allow_retries=False) from None
 
@@ -124,22 +130,6 @@ def _digester(config: ProviderConfig) -> Digester:
 @cache
 def _embedder(config: ProviderConfig) -> Embedder:
     return make_embedder(config)
-
-
-def provider_fields(config: ProviderConfig, key_variable: str | None) -> dict:
-    """A provider resource's fields from the settings' values; the key as dg.EnvVar."""
-    return {
-        "provider": config.provider,
-        "model": config.model,
-        "api_key": dg.EnvVar(key_variable) if key_variable and config.api_key else None,
-        "project": config.project,
-        "location": config.location,
-        "base_url": config.base_url,
-        "attempts": config.attempts,
-        "backoff_seconds": config.backoff_seconds,
-        "max_wait_seconds": config.max_wait_seconds,
-        "timeout_seconds": config.timeout_seconds,
-    }
 
 
 class QualityResource(dg.ConfigurableResource):
@@ -193,14 +183,13 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | d
             include_thinking=settings.include_thinking,
             exclude=list(settings.exclude),
         ),
-        "digester": DigesterResource(
-            **provider_fields(digest_config(settings), settings.gemini_api_key_variable),
-            input_token_budget=settings.digest_input_tokens,
+        "digester": DigesterResource.from_config(
+            digest_config(settings),
+            settings.gemini_api_key_variable,
             daily_token_budget=settings.daily_token_budget,
         ),
-        "embedder": EmbedderResource(
-            **provider_fields(embed_config(settings), settings.gemini_api_key_variable),
-            dimension=settings.embed_dimension,
+        "embedder": EmbedderResource.from_config(
+            embed_config(settings), settings.gemini_api_key_variable
         ),
         "quality": QualityResource(
             eval_dir=str(settings.eval_dir),

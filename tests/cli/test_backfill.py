@@ -6,7 +6,7 @@ from librarian_dagster.cli.main import main
 from librarian_dagster.core.transcripts import session_files_for
 from librarian_dagster.defs.partitions import session_id_of
 from librarian_dagster.ingest import ingest_sessions, open_instance
-from tests.helpers import make_settings, write_transcript
+from tests.helpers import settings_in_env, write_transcript
 
 APP = "88888888-8888-8888-8888-888888888881"
 OTHER = "88888888-8888-8888-8888-888888888882"
@@ -17,13 +17,7 @@ def test_backfill_a_project_then_reembed_it(tmp_path, database_url, monkeypatch,
     write_transcript(mirror / "-work-app", APP, "Why is the build slow?", "Cache misses.")
     other = write_transcript(mirror / "-work-other", OTHER, "Rename the module", "Renamed.")
     other.write_text(other.read_text(encoding="utf-8").replace("/work/app", "/work/other"))
-    settings = make_settings(tmp_path, database_url, mirror)
-    for key, value in {
-        "LIBRARIAN_HOME": str(settings.home),
-        "LIBRARIAN_MIRROR": str(mirror),
-        "LIBRARIAN_DATABASE_URL": database_url,
-    }.items():
-        monkeypatch.setenv(key, value)
+    settings = settings_in_env(monkeypatch, tmp_path, database_url, mirror)
     instance = open_instance(settings)
     assert {o.status for o in ingest_sessions(session_files_for([mirror]), settings, instance)} == {
         "ingested"

@@ -8,7 +8,7 @@ from librarian_dagster.core.store import open_store
 from librarian_dagster.definitions import defs as load_defs
 from librarian_dagster.defs.partitions import session_id_of
 from librarian_dagster.ingest import backfill, ingest_paths, open_instance
-from tests.helpers import age, make_settings, sensor_tick, write_transcript
+from tests.helpers import age, sensor_tick, settings_in_env, write_transcript
 
 KEPT = "99999999-9999-9999-9999-999999999991"
 SKIPPED = "99999999-9999-9999-9999-999999999992"
@@ -17,13 +17,7 @@ SKIPPED = "99999999-9999-9999-9999-999999999992"
 @pytest.fixture
 def env(tmp_path, database_url, monkeypatch):
     mirror = tmp_path / "mirror"
-    settings = make_settings(tmp_path, database_url, mirror)
-    for key, value in {
-        "LIBRARIAN_HOME": str(settings.home),
-        "LIBRARIAN_MIRROR": str(mirror),
-        "LIBRARIAN_DATABASE_URL": database_url,
-    }.items():
-        monkeypatch.setenv(key, value)
+    settings = settings_in_env(monkeypatch, tmp_path, database_url, mirror)
     instance = open_instance(settings)
     yield settings, instance, mirror
     instance.dispose()

@@ -1,6 +1,5 @@
 """Bad input is ingested or skipped with a reason in the run's metadata: never a crash."""
 
-import json
 import os
 import shutil
 
@@ -15,7 +14,7 @@ from librarian_dagster.definitions import defs as load_defs
 from librarian_dagster.defs.partitions import keys_by_session, session_id_of
 from librarian_dagster.ingest import ingest_sessions, open_instance
 from tests.conftest import TRANSCRIPTS
-from tests.helpers import age, make_settings, sensor_tick
+from tests.helpers import age, make_settings, sensor_tick, settings_in_env, transcript_line
 
 TRUNCATED = TRANSCRIPTS / "derived" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.truncated.jsonl"
 EMPTY = "22222222-2222-2222-2222-222222222222"
@@ -110,10 +109,7 @@ def test_the_sensor_requests_bad_files_without_failing(
 ):
     for path in bad_mirror.iterdir():
         age(path, 600)
-    settings = make_settings(tmp_path, database_url, bad_mirror.parent)
-    monkeypatch.setenv("LIBRARIAN_HOME", str(settings.home))
-    monkeypatch.setenv("LIBRARIAN_MIRROR", str(settings.mirror))
-    monkeypatch.setenv("LIBRARIAN_DATABASE_URL", database_url)
+    settings = settings_in_env(monkeypatch, tmp_path, database_url, bad_mirror.parent)
     instance = open_instance(settings)
     result = sensor_tick(load_defs(), instance, None)
     assert len(result.run_requests) == 4
@@ -125,24 +121,6 @@ BAD_BYTES = "33333333-3333-3333-3333-333333333333"
 HUGE_LINE = "44444444-4444-4444-4444-444444444444"
 NESTED = "55555555-5555-5555-5555-555555555555"
 JUNK = "66666666-6666-6666-6666-666666666666"
-
-
-def _record(session_id: str, role: str, text: str, uuid: str) -> bytes:
-    message = (
-        {"role": "user", "content": text}
-        if role == "user"
-        else {"id": f"msg_{uuid}", "role": "assistant", "model": "claude-test",
-              "content": [{"type": "text", "text": text}]}
-    )  # fmt: skip
-    record = {
-        "type": role,
-        "uuid": uuid,
-        "sessionId": session_id,
-        "cwd": "/work/app",
-        "timestamp": "2026-11-01T10:00:00Z",
-        "message": message,
-    }
-    return json.dumps(record).encode() + b"\n"
 
 
 @pytest.fixture
@@ -169,18 +147,24 @@ def hostile_mirror(tmp_path):
     (other / GOOD.name).symlink_to(project / GOOD.name)  # the same file under a second name
 
     def session(session_id: str, *middle: bytes) -> None:
-        first = _record(session_id, "user", f"question about the {session_id[:4]} widget", "u1")
-        last = _record(session_id, "assistant", "the widget now renders in the sidebar", "a1")
+        first = transcript_line(
+            session_id, "user", f"question about the {session_id[:4]} widget", "u1"
+        )
+        last = transcript_line(
+            session_id, "assistant", "the widget now renders in the sidebar", "a1"
+        )
         (project / f"{session_id}.jsonl").write_bytes(first + b"".join(middle) + last)
 
     session(
         BAD_BYTES,
-        _record(BAD_BYTES, "user", "caf\u00e9 latte", "u2").replace(b"caf\\u00e9", b"caf\xe9"),
+        transcript_line(BAD_BYTES, "user", "caf\u00e9 latte", "u2").replace(
+            b"caf\\u00e9", b"caf\xe9"
+        ),
         b"\x00" * 500 + b"\n",
         b"\xff\xfe\x80 not utf-8 at all\n",
-        _record(BAD_BYTES, "user", "with a nul", "u3").replace(b'"type"', b'\x00"type"'),
+        transcript_line(BAD_BYTES, "user", "with a nul", "u3").replace(b'"type"', b'\x00"type"'),
     )
-    session(HUGE_LINE, _record(HUGE_LINE, "assistant", "x" * (50 * 1024 * 1024), "a0"))
+    session(HUGE_LINE, transcript_line(HUGE_LINE, "assistant", "x" * (50 * 1024 * 1024), "a0"))
     session(
         NESTED,
         b"[" * 100_000 + b"]" * 100_000 + b"\n",
@@ -209,10 +193,7 @@ def _counts(database_url: str) -> dict[str, dict[str, int]]:
 def test_a_hostile_mirror_is_scanned_and_ingested_around_what_is_bad(
     tmp_path, database_url, hostile_mirror, monkeypatch
 ):
-    settings = make_settings(tmp_path, database_url, hostile_mirror)
-    monkeypatch.setenv("LIBRARIAN_HOME", str(settings.home))
-    monkeypatch.setenv("LIBRARIAN_MIRROR", str(settings.mirror))
-    monkeypatch.setenv("LIBRARIAN_DATABASE_URL", database_url)
+    settings = settings_in_env(monkeypatch, tmp_path, database_url, hostile_mirror)
     instance = open_instance(settings)
     sessions = {GOOD.stem, BAD_BYTES, HUGE_LINE, NESTED, JUNK}
 

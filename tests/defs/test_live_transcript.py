@@ -9,7 +9,6 @@ whole the file's fingerprint has changed, the next run replaces the memory, and 
 stored in full, as a clean ingest of the finished file stores it.
 """
 
-import json
 import uuid
 from typing import LiteralString
 
@@ -20,34 +19,20 @@ from psycopg import sql
 from librarian_dagster.core.transcripts import session_files_for
 from librarian_dagster.defs.partitions import SESSIONS, session_id_of
 from librarian_dagster.ingest import ingest_sessions, open_instance
-from tests.helpers import make_settings
+from tests.helpers import make_settings, transcript_line
 
 SESSION = "88888888-8888-8888-8888-888888888888"
 
 
-def _line(role: str, text: str, uid: str) -> bytes:
-    message = (
-        {"role": "user", "content": text}
-        if role == "user"
-        else {"id": f"msg_{uid}", "role": "assistant", "model": "claude-test",
-              "content": [{"type": "text", "text": text}]}
-    )  # fmt: skip
-    record = {
-        "type": role,
-        "uuid": uid,
-        "sessionId": SESSION,
-        "cwd": "/work/app",
-        "timestamp": "2026-11-01T10:00:00Z",
-        "message": message,
-    }
-    return json.dumps(record).encode() + b"\n"
-
-
 WHOLE = [
-    _line("user", "why does the upload form reject large images", "u1"),
-    _line("assistant", "the nginx body size limit is 1 MB; raised it to 20 MB", "a1"),
-    _line("user", "now make the zeppelin banner load lazily on the landing page", "u2"),
-    _line("assistant", "the zeppelin banner image is now loading=lazy", "a2"),
+    transcript_line(SESSION, "user", "why does the upload form reject large images", "u1"),
+    transcript_line(
+        SESSION, "assistant", "the nginx body size limit is 1 MB; raised it to 20 MB", "a1"
+    ),
+    transcript_line(
+        SESSION, "user", "now make the zeppelin banner load lazily on the landing page", "u2"
+    ),
+    transcript_line(SESSION, "assistant", "the zeppelin banner image is now loading=lazy", "a2"),
 ]
 HALF = len(WHOLE[2]) - 20  # the third line cut after "zeppelin", before its closing braces
 

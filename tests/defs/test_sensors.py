@@ -7,7 +7,7 @@ import pytest
 from librarian_dagster.definitions import defs as load_defs
 from librarian_dagster.defs.partitions import session_id_of
 from librarian_dagster.ingest import ingest_paths, open_instance
-from tests.helpers import age, make_settings, sensor_tick, write_transcript
+from tests.helpers import age, append_prompt, sensor_tick, settings_in_env, write_transcript
 
 SESSION = "55555555-5555-5555-5555-555555555555"
 EMPTY = "66666666-6666-6666-6666-666666666666"
@@ -16,13 +16,7 @@ EMPTY = "66666666-6666-6666-6666-666666666666"
 @pytest.fixture
 def env(tmp_path, database_url, monkeypatch):
     mirror = tmp_path / "mirror"
-    settings = make_settings(tmp_path, database_url, mirror)
-    for key, value in {
-        "LIBRARIAN_HOME": str(settings.home),
-        "LIBRARIAN_MIRROR": str(mirror),
-        "LIBRARIAN_DATABASE_URL": database_url,
-    }.items():
-        monkeypatch.setenv(key, value)
+    settings = settings_in_env(monkeypatch, tmp_path, database_url, mirror)
     instance = open_instance(settings)
     yield settings, load_defs(), instance, mirror
     instance.dispose()
@@ -44,15 +38,7 @@ def test_after_an_ingest_the_sensor_asks_for_nothing_and_a_grown_file_once(env):
     assert first.run_requests == []
     assert set(json.loads(first.cursor)) == {SESSION, EMPTY}
 
-    with path.open("a", encoding="utf-8") as out:
-        record = {
-            "type": "user",
-            "sessionId": SESSION,
-            "uuid": "u2",
-            "timestamp": "2026-11-01T10:01:00Z",
-            "message": {"role": "user", "content": "And the retry?"},
-        }
-        out.write(json.dumps(record) + "\n")
+    append_prompt(path, SESSION, "And the retry?", "u2", timestamp="2026-11-01T10:01:00Z")
     age(path, 600)
     grown = sensor_tick(definitions, instance, first.cursor)
     assert [session_id_of(r.partition_key) for r in grown.run_requests] == [SESSION]

@@ -15,7 +15,7 @@ from psycopg import sql
 from librarian_dagster.core.transcripts import session_files_for
 from librarian_dagster.ingest import IngestOutcome, ingest_sessions, open_instance
 from tests.conftest import TRANSCRIPTS
-from tests.helpers import fill, make_settings, tmpfs
+from tests.helpers import append_prompt, fill, make_settings, tmpfs
 
 SESSION = TRANSCRIPTS / "obra__episodic-memory" / "tiny-conversation.jsonl"
 SESSION_ID = "67a8478e-78dc-44ab-82ea-f65c8ead85f6"
@@ -80,15 +80,7 @@ def test_a_home_turned_read_only_keeps_the_stored_memory_whole_and_heals(tmp_pat
         before = _staged_whole(settings.home)
 
         # The session grows (resumed), and meanwhile the home cannot be written.
-        record = {
-            "type": "user",
-            "sessionId": SESSION_ID,
-            "uuid": "u-resumed",
-            "timestamp": "2026-11-01T10:00:00Z",
-            "message": {"role": "user", "content": "now also explain the quartz ratio"},
-        }
-        with transcript.open("a", encoding="utf-8") as out:
-            out.write(json.dumps(record) + "\n")
+        append_prompt(transcript, SESSION_ID, "now also explain the quartz ratio", "u-resumed")
         subprocess.run(["mount", "-o", "remount,ro", str(settings.home)], check=True)
         try:
             (failed,) = ingest_sessions(session_files_for([transcript]), settings, instance)

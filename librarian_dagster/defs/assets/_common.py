@@ -7,7 +7,7 @@ drops out of what the stage hands on, and the others go on to their memories. Th
 fails the run at the end if any session of it was lost on the way, so no failure goes unseen.
 """
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import dagster as dg
@@ -117,3 +117,22 @@ def chunk_counts(chunks: list[Chunk]) -> dict[str, int | float]:
         "chunks": len(chunks),
         "mean_chars": round(sum(len(c.text) for c in chunks) / max(1, len(chunks)), 1),
     }
+
+
+def chunk_sessions(
+    context: dg.AssetExecutionContext,
+    items: Mapping[str, In],
+    cut: Callable[[In], list[Chunk]],
+    more: Callable[[list[Chunk]], Mapping[str, Any]] = lambda _chunks: {},
+) -> Iterator[dg.Output[dict[str, list[Chunk]]]]:
+    """A chunking stage's run: `cut` each session (`per_session`), show its `chunk_counts` and
+    `more(chunks)` on its partition, and hand on the chunks by partition key. Nothing is
+    handed on when no session came through (the stage's output is not required)."""
+
+    def one(_key: str, item: In) -> tuple[list[Chunk], dict[str, Any]]:
+        chunks = cut(item)
+        return chunks, {**chunk_counts(chunks), **more(chunks)}
+
+    chunks = per_session(context, items, one)
+    if chunks:
+        yield dg.Output(chunks)

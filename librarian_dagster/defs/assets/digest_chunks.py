@@ -5,7 +5,7 @@ import dagster as dg
 
 from librarian_dagster.core.chunking import Chunk, chunk_digest
 from librarian_dagster.core.digest import DigestRecord
-from librarian_dagster.defs.assets._common import GROUP, chunk_counts, per_session
+from librarian_dagster.defs.assets._common import GROUP, chunk_sessions
 from librarian_dagster.defs.partitions import BATCH, sessions_partitions
 
 
@@ -20,14 +20,9 @@ def digest_chunks(
     context: dg.AssetExecutionContext, session_digest: dict[str, DigestRecord]
 ) -> Iterator[dg.Output[dict[str, list[Chunk]]]]:
     """The digest cut into searchable chunks: one bullet is one chunk, plus the summary."""
-
-    def cut(_key: str, record: DigestRecord):
-        chunks = chunk_digest(record.digest)
-        return chunks, {
-            **chunk_counts(chunks),
-            "chunks_by_section": dict(Counter(c.section for c in chunks)),
-        }
-
-    chunks = per_session(context, session_digest, cut)
-    if chunks:
-        yield dg.Output(chunks)
+    yield from chunk_sessions(
+        context,
+        session_digest,
+        lambda record: chunk_digest(record.digest),
+        lambda chunks: {"chunks_by_section": dict(Counter(c.section for c in chunks))},
+    )

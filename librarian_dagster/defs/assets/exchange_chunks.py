@@ -4,7 +4,7 @@ import dagster as dg
 
 from librarian_dagster.core.chunking import Chunk, chunk_exchanges
 from librarian_dagster.core.transcripts import Session
-from librarian_dagster.defs.assets._common import GROUP, chunk_counts, per_session
+from librarian_dagster.defs.assets._common import GROUP, chunk_sessions
 from librarian_dagster.defs.partitions import BATCH, sessions_partitions
 
 
@@ -19,11 +19,4 @@ def exchange_chunks(
     context: dg.AssetExecutionContext, redacted_session: dict[str, Session]
 ) -> Iterator[dg.Output[dict[str, list[Chunk]]]]:
     """The redacted exchanges themselves, in windows: what the digest did not distil, searchable."""
-
-    def cut(_key: str, session: Session):
-        chunks = chunk_exchanges(session)
-        return chunks, chunk_counts(chunks)
-
-    chunks = per_session(context, redacted_session, cut)
-    if chunks:
-        yield dg.Output(chunks)
+    yield from chunk_sessions(context, redacted_session, chunk_exchanges)
