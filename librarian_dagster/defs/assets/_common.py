@@ -59,15 +59,18 @@ def per_session(
     done: dict[str, Out] = {}
     failed: list[str] = []  # "<key>: <first line of its error>"
     errors: list[Exception] = []
-    for key in context.partition_keys:
+    # Read once: each read of `partition_keys` queries the instance's dynamic partitions
+    # (all of them), and a range of 25 sessions read it once per session before.
+    partition_keys = list(context.partition_keys)
+    for key in partition_keys:
         if key not in items:
             # A run over a range records every partition of it as materialized: say why this
             # one holds nothing here (the UI shows it; nothing is staged or stored for it).
             context.add_asset_metadata({"absent": ABSENT}, partition_key=key)
     # In the partitions' order (the order sessions were added), not the inputs' (a set's): the
     # first sessions of a range spend the day's token budget first, as runs of one would.
-    order = [k for k in context.partition_keys if k in items]
-    order += [k for k in items if k not in set(context.partition_keys)]
+    order = [k for k in partition_keys if k in items]
+    order += [k for k in items if k not in set(partition_keys)]
     for key in order:
         try:
             result = work(key, items[key])
