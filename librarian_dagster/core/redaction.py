@@ -17,7 +17,7 @@ import functools
 import math
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 __all__ = ["FAMILIES", "Finding", "find_secrets", "redact", "redact_session", "redact_value"]
@@ -1068,7 +1068,7 @@ def _raw_findings(text: str) -> _Raw:
             todo.update(rule_ids)
     for idx in sorted(todo):
         rule = _RULES[idx]
-        for m in rule.pattern.finditer(low if rule.lower else data):
+        for m in _matches_resuming_at_value(rule, low if rule.lower else data):
             start, end = m.span(rule.group)
             if start < 0 or start == end:
                 continue
@@ -1104,6 +1104,22 @@ def _raw_findings(text: str) -> _Raw:
     if found and not ascii_only:
         return _to_chars(data, found)
     return found
+
+
+def _matches_resuming_at_value(rule: _Rule, text: bytes) -> Iterator[re.Match[bytes]]:
+    """The rule's matches, each search resuming where the last one's value began, not where it
+    ended: in `PASSWD=` + newline + `DB_PASSWORD="..."` the first match takes `DB_PASSWORD=` as
+    its value, and a scan resuming after it never saw the real password (found by hypothesis)."""
+    pos = 0
+    while pos <= len(text):
+        m = rule.pattern.search(text, pos)
+        if m is None:
+            return
+        yield m
+        value_start = m.start(rule.group)
+        pos = value_start if value_start > m.start() else m.end()
+        if m.end() == m.start():
+            pos += 1
 
 
 def _merge(raw: list[tuple[int, int, str, int]]) -> list[list]:

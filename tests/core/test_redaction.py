@@ -355,3 +355,13 @@ def test_a_prefixed_token_shaped_like_camel_case_is_still_a_secret():
     token = "hf_iaHgraReEYawxunwbJvmcn4thr4IalsyJP"
     for text in (f"HF_TOKEN={token}", f"export HF_TOKEN={token}\n", f"use {token} here"):
         assert token not in redact(text), text
+
+
+def test_a_key_whose_value_looks_like_the_next_assignment_does_not_hide_it():
+    # Found by hypothesis: `PASSWD=` took `DB_PASSWORD=` on the next line as its value, and the
+    # scan resumed after it, past the real password.
+    secret = "w#4j8#Hmo6j++yY"
+    for doc in (f'PASSWD=\nDB_PASSWORD="{secret}"\n', f'PASSWD= DB_PASSWORD="{secret}"'):
+        out, findings = redact(doc)
+        assert secret not in out
+        assert any(f.family == "generic_password" for f in findings)
