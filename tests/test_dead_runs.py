@@ -19,7 +19,7 @@ import dagster as dg
 import psycopg
 from psycopg import sql
 
-from librarian_dagster.dead_runs import HOST_TAG, end_dead_runs, in_process_run_tags, this_host
+from librarian_dagster.dead_runs import HOST_TAG, end_dead_runs, this_host
 from tests.conftest import TRANSCRIPTS
 from tests.fake_gemini import FakeGemini, digest_reply
 from tests.helpers import make_settings
@@ -31,6 +31,7 @@ SESSIONS = [
 ]
 KEY = "AIzaSyFAKE-deadrun-0123456789abcdefghij"
 WAIT_S = 300  # only a hang fails it; the machines are shared
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _counts(database_url: str) -> dict[str, dict[str, int]]:
@@ -135,43 +136,23 @@ def test_a_killed_ingest_is_marked_failed_and_the_next_one_completes(tmp_path, d
     assert set(rows["indexed_chunks"]) == sessions and all(rows["indexed_chunks"].values())
 
 
-_STUCK_JOB = """
-import sys, time
-import dagster as dg
-from librarian_dagster.dead_runs import in_process_run_tags
-
-@dg.op
-def wait_for_ever() -> None:
-    time.sleep(3600)
-
-@dg.job
-def stuck():
-    wait_for_ever()
-
-with dg.DagsterInstance.from_config(sys.argv[1]) as instance:
-    stuck.execute_in_process(instance=instance, tags=in_process_run_tags())
-"""
-
-
 def test_a_run_being_canceled_when_its_process_died_is_marked_canceled(tmp_path, database_url):
     settings = make_settings(tmp_path, database_url)
-    from librarian_dagster.core.dagster_home import prepare_dagster_home
-
-    home = prepare_dagster_home(settings)["DAGSTER_HOME"]
-    script = tmp_path / "stuck.py"
-    script.write_text(_STUCK_JOB, encoding="utf-8")
-    proc = subprocess.Popen(
-        [sys.executable, str(script), home],
-        start_new_session=True,
-        cwd=Path(__file__).resolve().parents[1],
-    )
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("LIBRARIAN_")},
+        "LIBRARIAN_HOME": str(settings.home),
+        "LIBRARIAN_DATABASE_URL": database_url,
+    }
+    proc = subprocess.Popen([sys.executable, "-m", "tests.stuck_run"], env=env, cwd=REPO)
+    home = str(settings.dagster_home)
+    _wait_until(lambda: (settings.dagster_home / "dagster.yaml").exists(), proc, "an instance")
     instance = dg.DagsterInstance.from_config(home)
     started = dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])
     _wait_until(lambda: instance.get_runs(filters=started), proc, "the run started")
     (run,) = instance.get_runs(filters=started)
     # Asked to cancel (the UI's Terminate), and the process killed before it could stop itself.
     instance.report_run_canceling(run)
-    os.killpg(proc.pid, signal.SIGKILL)
+    proc.kill()
     proc.wait(timeout=WAIT_S)
     canceling = instance.get_run_by_id(run.run_id)
     assert canceling is not None and canceling.status == dg.DagsterRunStatus.CANCELING
@@ -182,4 +163,3 @@ def test_a_run_being_canceled_when_its_process_died_is_marked_canceled(tmp_path,
     assert after is not None and after.status == dg.DagsterRunStatus.CANCELED
     assert end_dead_runs(instance, storage_is_local=False) == []  # once
     instance.dispose()
-    assert in_process_run_tags()[HOST_TAG] == this_host()

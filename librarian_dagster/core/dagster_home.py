@@ -8,6 +8,7 @@ limit, run retries and run monitoring are the same under `librarian up` and on a
 """
 
 import json
+import os
 from importlib.resources import files
 
 from librarian_dagster.core.database import dagster_storage_url
@@ -36,7 +37,11 @@ def prepare_dagster_home(settings: Settings) -> dict[str, str]:
     home = settings.dagster_home
     home.mkdir(parents=True, exist_ok=True)
     text = instance_yaml(dagster_storage_url(settings))
-    (home / "dagster.yaml").write_text(text, encoding="utf-8")
+    # Written aside and renamed: a Dagster process of a `librarian up` already running (a run
+    # worker starting) may read the file while `librarian ingest` rewrites it.
+    partial = home / f"dagster.yaml.{os.getpid()}.partial"
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(home / "dagster.yaml")
     return {
         "DAGSTER_HOME": str(home),
         "LIBRARIAN_HOME": str(settings.home),
