@@ -1,4 +1,5 @@
-"""Runs whose process is gone, ended at the next start of `librarian up` or `librarian ingest`.
+"""Runs whose process is gone: ended at the next start of `librarian up` or `librarian ingest`,
+and within a minute while the daemon runs (defs/monitoring.py).
 
 A run worker killed mid-run (a lost database that took the process down, SIGKILL, the OOM
 killer, a reboot) cannot record its own end, and under the DefaultRunLauncher nothing else does:
@@ -15,7 +16,8 @@ A run is judged dead only when it can be known to be:
 - that process ran on this machine: the run is tagged with this machine's name (every
   `librarian ingest` and `librarian backfill` run is), or Dagster's storage is the embedded
   server, which only this machine's processes can reach (the runs the daemon launches under
-  `librarian up`);
+  `librarian up`), or this is the code server that started the run's worker (the
+  `dead_run_sensor`, under the DefaultRunLauncher);
 - no process with that pid is running now that was started before the run (a later process
   given the same pid is another one).
 
@@ -42,7 +44,6 @@ HOST_TAG = "librarian/host"
 _CLOCK_SLACK_S = 2.0
 
 JUDGED = (dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING)
-_ENDED_AS = {dg.DagsterRunStatus.FAILURE: "failed", dg.DagsterRunStatus.CANCELED: "canceled"}
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,10 @@ class EndedRun:
     status: dg.DagsterRunStatus
     """What the run was left as: FAILURE (it was STARTED) or CANCELED (it was CANCELING)."""
     pid: int
+
+    @property
+    def marked(self) -> str:
+        return "canceled" if self.status == dg.DagsterRunStatus.CANCELED else "failed"
 
 
 def this_host() -> str:
@@ -64,17 +69,20 @@ def in_process_run_tags() -> dict[str, str]:
     return {HOST_TAG: this_host(), "dagster/max_retries": "0"}
 
 
-def end_dead_runs(instance: dg.DagsterInstance, *, storage_is_local: bool) -> list[EndedRun]:
+def end_dead_runs(
+    instance: dg.DagsterInstance, *, untagged_ran_here: bool, when: str = "at the next start"
+) -> list[EndedRun]:
     """Mark the runs left STARTED or CANCELING by a process that is gone as ended.
 
-    `storage_is_local`: Dagster's storage is reachable from this machine only (the embedded
-    server), so an untagged run's process ran here too.
+    `untagged_ran_here`: a run without the host tag (one a daemon launched) ran on this
+    machine: Dagster's storage is the embedded server, which only this machine can reach, or
+    this is the code server whose DefaultRunLauncher runs spawn their workers beside it.
     """
     ended: list[EndedRun] = []
     host = this_host()
     for run in instance.get_runs(filters=dg.RunsFilter(statuses=list(JUDGED))):
         tagged = run.tags.get(HOST_TAG)
-        if tagged != host and (tagged is not None or not storage_is_local):
+        if tagged != host and (tagged is not None or not untagged_ran_here):
             continue  # another machine's run, or one that may be
         started = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_START)
         if not started or started[0].dagster_event is None:
@@ -89,14 +97,14 @@ def end_dead_runs(instance: dg.DagsterInstance, *, storage_is_local: bool) -> li
         if current.status == dg.DagsterRunStatus.CANCELING:
             message = (
                 f"The process running it ({where}) stopped while the run was being canceled: "
-                "marked canceled at the next start."
+                f"marked canceled {when}."
             )
             instance.report_run_canceled(current, message)
             status = dg.DagsterRunStatus.CANCELED
         else:
             message = (
                 f"The process running it ({where}) stopped before the run ended: "
-                "marked failed at the next start."
+                f"marked failed {when}."
             )
             instance.report_run_failed(current, message)
             status = dg.DagsterRunStatus.FAILURE
@@ -109,10 +117,10 @@ def end_dead_runs(instance: dg.DagsterInstance, *, storage_is_local: bool) -> li
 
 def report_dead_runs(instance: dg.DagsterInstance, settings: Settings, command: str) -> None:
     """End the runs whose process is gone, one line on stderr for each."""
-    for run in end_dead_runs(instance, storage_is_local=settings.database_url is None):
+    for run in end_dead_runs(instance, untagged_ran_here=settings.database_url is None):
         print(
             f"{command}: run {run.run_id} was left running by a process that stopped "
-            f"(pid {run.pid}): marked {_ENDED_AS[run.status]}",
+            f"(pid {run.pid}): marked {run.marked}",
             file=sys.stderr,
         )
 

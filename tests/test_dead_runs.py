@@ -94,8 +94,8 @@ def test_a_killed_ingest_is_marked_failed_and_the_next_one_completes(tmp_path, d
         assert _holding_llm(instance) == {run.run_id}
 
         # Alive: left alone, however the storage is reached.
-        assert end_dead_runs(instance, storage_is_local=False) == []
-        assert end_dead_runs(instance, storage_is_local=True) == []
+        assert end_dead_runs(instance, untagged_ran_here=False) == []
+        assert end_dead_runs(instance, untagged_ran_here=True) == []
 
         os.killpg(killed.pid, signal.SIGKILL)
         killed.wait(timeout=WAIT_S)
@@ -106,7 +106,7 @@ def test_a_killed_ingest_is_marked_failed_and_the_next_one_completes(tmp_path, d
 
         # A run of another machine on the same storage: its pid means nothing here.
         instance.add_run_tags(run.run_id, {HOST_TAG: "another-machine"})
-        assert end_dead_runs(instance, storage_is_local=False) == []
+        assert end_dead_runs(instance, untagged_ran_here=False) == []
         instance.add_run_tags(run.run_id, {HOST_TAG: this_host()})
 
         again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=WAIT_S)
@@ -157,9 +157,9 @@ def test_a_run_being_canceled_when_its_process_died_is_marked_canceled(tmp_path,
     canceling = instance.get_run_by_id(run.run_id)
     assert canceling is not None and canceling.status == dg.DagsterRunStatus.CANCELING
 
-    (ended,) = end_dead_runs(instance, storage_is_local=False)
+    (ended,) = end_dead_runs(instance, untagged_ran_here=False)
     assert (ended.run_id, ended.status) == (run.run_id, dg.DagsterRunStatus.CANCELED)
     after = instance.get_run_by_id(run.run_id)
     assert after is not None and after.status == dg.DagsterRunStatus.CANCELED
-    assert end_dead_runs(instance, storage_is_local=False) == []  # once
+    assert end_dead_runs(instance, untagged_ran_here=False) == []  # once
     instance.dispose()
