@@ -19,7 +19,7 @@ A run is judged dead only when it can be known to be:
   `librarian up`), or this is the code server that started the run's worker (the
   `dead_run_sensor`, under the DefaultRunLauncher);
 - no process with that pid is running now that was started before the run (a later process
-  given the same pid is another one).
+  given the same pid, or any process after a reboot, is another one).
 
 STARTED runs so found are marked failed, CANCELING ones canceled (what run monitoring would do
 once their cancel timeout passed), with a message that says why, and the concurrency slots they
@@ -40,8 +40,10 @@ from librarian_dagster.core.settings import Settings
 HOST_TAG = "librarian/host"
 """The machine a run executes on, for runs whose process is this one (`librarian ingest`)."""
 
-# psutil gives a process's start time in whole jiffies from a boot time in whole seconds.
-_CLOCK_SLACK_S = 2.0
+# A process's start time is its ticks since boot added to the boot's wall-clock time, which moves
+# when the clock is stepped (NTP): a minute of slack, so that a live run is not taken for dead.
+# A later process given the same pid within a minute of the run's start is unlikely enough.
+_CLOCK_SLACK_S = 60.0
 
 JUDGED = (dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING)
 
@@ -127,6 +129,8 @@ def report_dead_runs(instance: dg.DagsterInstance, settings: Settings, command: 
 
 def _running_since(pid: int, started: float) -> bool:
     """Whether the process `pid` is running and was already running at `started`."""
+    if psutil.boot_time() > started:
+        return False  # the machine was started again since: every process is newer
     try:
         process = psutil.Process(pid)
         if process.status() == psutil.STATUS_ZOMBIE:  # exited; only its status is left
