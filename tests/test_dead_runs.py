@@ -117,6 +117,8 @@ def test_a_killed_ingest_is_marked_failed_and_the_next_one_completes(tmp_path, d
 
     ended = instance.get_run_by_id(run.run_id)
     assert ended is not None and ended.status == dg.DagsterRunStatus.FAILURE
+    # Not for the daemon's run retries: an in-process run has no code location to run it from.
+    assert ended.tags["dagster/will_retry"] == "false"
     (failure,) = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
     assert failure.dagster_event is not None
     assert "stopped before the run ended: marked failed at the next start" in (
