@@ -28,6 +28,7 @@ from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.skips import SkipList, last_active
 from librarian_dagster.core.store import open_store
 from librarian_dagster.core.transcripts import SessionFiles, session_files_for
+from librarian_dagster.dead_runs import in_process_run_tags, report_dead_runs
 from librarian_dagster.definitions import build_definitions
 from librarian_dagster.defs.jobs import INGEST_SESSION
 from librarian_dagster.defs.partitions import (
@@ -60,6 +61,8 @@ def open_instance(settings: Settings) -> dg.DagsterInstance:
     env = prepare_dagster_home(settings)
     os.environ["DAGSTER_HOME"] = env["DAGSTER_HOME"]
     instance = dg.DagsterInstance.from_config(env["DAGSTER_HOME"])
+    # Runs a killed process left STARTED end first: they would hold the `llm` slot for ever.
+    report_dead_runs(instance, settings, "librarian")
     # Partitions of a store from before `<project>/<month>/<id>` keys: re-keyed once.
     migrate_partition_keys(instance, open_store(settings))
     return instance
@@ -210,7 +213,7 @@ def _run(
     settings: Settings,
 ) -> dict[str, IngestOutcome]:
     started = time.perf_counter()
-    tags = {"librarian/trigger": trigger}
+    tags = {"librarian/trigger": trigger, **in_process_run_tags()}
     if len(batch) > 1:
         tags |= {RANGE_START_TAG: batch[0], RANGE_END_TAG: batch[-1]}
     try:

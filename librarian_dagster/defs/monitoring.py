@@ -1,0 +1,21 @@
+"""What Dagster's run monitoring misses under the DefaultRunLauncher: runs whose worker died."""
+
+import dagster as dg
+
+from librarian_dagster.dead_runs import end_dead_runs
+
+
+@dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
+def dead_run_sensor(context: dg.SensorEvaluationContext):
+    """Marks failed a run whose worker died (the OOM killer) while it ran, and frees its slots."""
+    instance = context.instance
+    # Sensors are evaluated in the code server, which under the DefaultRunLauncher also starts
+    # the run workers: their pids are this machine's. Other launchers watch their own workers
+    # (run monitoring asks them), and their runs' pids mean nothing here.
+    beside_us = isinstance(instance.run_launcher, dg.DefaultRunLauncher)
+    ended = end_dead_runs(instance, untagged_ran_here=beside_us, when="by the dead_run_sensor")
+    if not ended:
+        return dg.SkipReason("no run left by a process that stopped")
+    for run in ended:
+        context.log.warning(f"run {run.run_id}: its process (pid {run.pid}) stopped; {run.marked}")
+    return dg.SkipReason(f"{len(ended)} run(s) left by a process that stopped were ended")
