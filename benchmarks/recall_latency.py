@@ -25,9 +25,9 @@ negative questions of `../shared/eval/`:
 
     uv run python benchmarks/recall_latency.py [--chunks 100000] [--python python3]
 
-The local embedder runs on numpy's OpenBLAS, whose threads spin while they wait: on a busy
-2-core machine `OPENBLAS_NUM_THREADS=1` (for this script and the server it starts) changes the
-query-embedding tail a lot, so the header says which was used.
+The local embedder holds numpy's OpenBLAS to one thread, in this script and in the server
+(docs/decisions/0002): its threads spin for 50-90 ms after each call and took a core from
+the rest of the search.
 
 Everything is on loopback and in a temporary folder, removed at the end.
 """
@@ -342,7 +342,6 @@ def main() -> int:
         )
         print(
             f"{len(queries)} queries (+{WARMUP} warm-up), round-robin; hook: {args.python}; "
-            f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}; "
             f"load average {os.getloadavg()[0]:.1f}\n"
         )
         found = asyncio.run(measure(args, store, embedder, queries, url, hook_env))
