@@ -17,11 +17,16 @@ call as the client sees it (p50, p95, max) and the throughput.
 Everything is on loopback and in a temporary folder, removed at the end.
 """
 
+import os
+
+# Before numpy: OpenBLAS's threads spin while they wait, which on a busy machine makes embedding
+# one text at a time many times slower (the server sets the same, mcp_server/__init__.py).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import argparse
 import asyncio
 import json
 import math
-import os
 import shutil
 import signal
 import statistics
