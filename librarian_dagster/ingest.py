@@ -12,8 +12,11 @@ again on its own, so its failure is its own and never costs another session its 
 
 import logging
 import os
+import signal
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -204,6 +207,23 @@ def batches(keys: Sequence[str], order: Sequence[str], per_run: int) -> list[lis
     return out
 
 
+@contextmanager
+def _sigterm_kept() -> Iterator[None]:
+    """Give SIGTERM back its handler after a run. Dagster maps SIGTERM to SIGINT's handler when a
+    run ends: in a process started in the background by a script (`librarian ingest &`, nohup),
+    where SIGINT is ignored, SIGTERM was then ignored too, by this process and every process it
+    started afterwards (found by the test suite run that way)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if before is not None:  # None: set outside Python, nothing we could put back
+            signal.signal(signal.SIGTERM, before)
+
+
 def _run(
     job: dg.JobDefinition,
     batch: list[str],
@@ -217,15 +237,16 @@ def _run(
     if len(batch) > 1:
         tags |= {RANGE_START_TAG: batch[0], RANGE_END_TAG: batch[-1]}
     try:
-        result = job.execute_in_process(
-            partition_key=batch[0] if len(batch) == 1 else None,
-            instance=instance,
-            raise_on_error=False,
-            asset_selection=selection,
-            # The run's events are all in the Dagster UI; the terminal gets one line per session.
-            run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-            tags=tags,
-        )
+        with _sigterm_kept():
+            result = job.execute_in_process(
+                partition_key=batch[0] if len(batch) == 1 else None,
+                instance=instance,
+                raise_on_error=False,
+                asset_selection=selection,
+                # The run's events are in the Dagster UI; the terminal gets a line per session.
+                run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+                tags=tags,
+            )
     except Exception as exc:
         # The database went away during the run: Dagster's own storage (on the same server)
         # cannot record it, so the run raises instead of failing. No later session can run

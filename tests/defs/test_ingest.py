@@ -1,5 +1,7 @@
 """`librarian ingest` runs the same job as the sensor, and a re-run reuses an unchanged digest."""
 
+import signal
+
 import dagster as dg
 
 from librarian_dagster.core.store import Store
@@ -109,3 +111,23 @@ def _memory_materializations(instance, run_id):
         dg.AssetRecordsFilter(asset_key=dg.AssetKey("memory")), limit=100
     ).records
     return [r.asset_materialization for r in records if r.run_id == run_id]
+
+
+def test_a_run_leaves_sigterm_as_it_found_it_where_sigint_is_ignored(tmp_path, database_url):
+    # A script's background job (`librarian ingest &`, nohup) starts with SIGINT ignored. Dagster
+    # maps SIGTERM to SIGINT's handler as a run ends: SIGTERM was then ignored by the ingest and
+    # by every process it started later.
+    folder = tmp_path / "mirror" / "-work-app"
+    write_transcript(folder, SESSION, "Why does the cache test hang on CI?", "The lock was held.")
+    settings = make_settings(tmp_path, database_url, folder.parent)
+    instance = open_instance(settings)
+    sigint, sigterm = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        [outcome] = ingest_sessions(session_files_for([folder]), settings, instance)
+        assert outcome.status == "ingested"
+        assert signal.getsignal(signal.SIGTERM) == sigterm != signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, sigint)
+        signal.signal(signal.SIGTERM, sigterm)
+        instance.dispose()
