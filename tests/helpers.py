@@ -7,7 +7,9 @@ import threading
 import time
 from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from librarian_dagster.core.settings import Settings
 
@@ -203,3 +205,16 @@ def fill(folder: Path) -> Path:
                         raise
                     break
     return filler
+
+
+STORED_TABLES = ("memories", "indexed_chunks", "session_sources")
+
+
+def rows_per_session(database_url: str) -> dict[str, dict[str, int]]:
+    """What the store holds, counted: rows per session in each of `STORED_TABLES`."""
+    with psycopg.connect(database_url) as conn:
+        query = sql.SQL("SELECT session_id, count(*) FROM {} GROUP BY session_id")
+        return {
+            table: dict(conn.execute(query.format(sql.Identifier(table))).fetchall())
+            for table in STORED_TABLES
+        }

@@ -16,13 +16,11 @@ import time
 from pathlib import Path
 
 import dagster as dg
-import psycopg
-from psycopg import sql
 
 from librarian_dagster.dead_runs import HOST_TAG, end_dead_runs, this_host
 from tests.conftest import TRANSCRIPTS
 from tests.fake_gemini import FakeGemini, digest_reply
-from tests.helpers import make_settings
+from tests.helpers import make_settings, rows_per_session
 
 LIBRARIAN = [sys.executable, "-m", "librarian_dagster.cli.main"]
 SESSIONS = [
@@ -32,15 +30,6 @@ SESSIONS = [
 KEY = "AIzaSyFAKE-deadrun-0123456789abcdefghij"
 WAIT_S = 300  # only a hang fails it; the machines are shared
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _counts(database_url: str) -> dict[str, dict[str, int]]:
-    with psycopg.connect(database_url) as conn:
-        query = sql.SQL("SELECT session_id, count(*) FROM {} GROUP BY session_id")
-        return {
-            table: dict(conn.execute(query.format(sql.Identifier(table))).fetchall())
-            for table in ("memories", "indexed_chunks", "session_sources")
-        }
 
 
 def _wait_until(condition, proc: subprocess.Popen, what: str) -> None:
@@ -130,7 +119,7 @@ def test_a_killed_ingest_is_marked_failed_and_the_next_one_completes(tmp_path, d
     assert done.tags["dagster/max_retries"] == "0"
     instance.dispose()
 
-    rows = _counts(database_url)
+    rows = rows_per_session(database_url)
     sessions = set(rows["memories"])
     assert len(sessions) == len(SESSIONS)
     assert rows["memories"] == dict.fromkeys(sessions, 1)

@@ -4,9 +4,7 @@ import os
 import shutil
 
 import dagster as dg
-import psycopg
 import pytest
-from psycopg import sql
 
 from librarian_dagster.core.store import Store
 from librarian_dagster.core.transcripts import session_files_for
@@ -14,7 +12,14 @@ from librarian_dagster.definitions import defs as load_defs
 from librarian_dagster.defs.partitions import keys_by_session, session_id_of
 from librarian_dagster.ingest import ingest_sessions, open_instance
 from tests.conftest import TRANSCRIPTS
-from tests.helpers import age, make_settings, sensor_tick, settings_in_env, transcript_line
+from tests.helpers import (
+    age,
+    make_settings,
+    rows_per_session,
+    sensor_tick,
+    settings_in_env,
+    transcript_line,
+)
 
 TRUNCATED = TRANSCRIPTS / "derived" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.truncated.jsonl"
 EMPTY = "22222222-2222-2222-2222-222222222222"
@@ -176,20 +181,6 @@ def hostile_mirror(tmp_path):
     return mirror
 
 
-def _counts(database_url: str) -> dict[str, dict[str, int]]:
-    with psycopg.connect(database_url) as conn:
-        return {
-            table: dict(
-                conn.execute(
-                    sql.SQL("SELECT session_id, count(*) FROM {} GROUP BY session_id").format(
-                        sql.Identifier(table)
-                    )
-                ).fetchall()
-            )
-            for table in ("memories", "indexed_chunks", "session_sources")
-        }
-
-
 def test_a_hostile_mirror_is_scanned_and_ingested_around_what_is_bad(
     tmp_path, database_url, hostile_mirror, monkeypatch
 ):
@@ -211,7 +202,7 @@ def test_a_hostile_mirror_is_scanned_and_ingested_around_what_is_bad(
         JUNK: "skipped",
     }, outcomes
 
-    rows = _counts(database_url)
+    rows = rows_per_session(database_url)
     assert rows["memories"] == dict.fromkeys(sessions - {JUNK}, 1)
     assert set(rows["indexed_chunks"]) == sessions - {JUNK}
     assert set(rows["session_sources"]) == sessions

@@ -10,24 +10,14 @@ import subprocess
 from pathlib import Path
 
 import psycopg
-from psycopg import sql
 
 from librarian_dagster.core.transcripts import session_files_for
 from librarian_dagster.ingest import IngestOutcome, ingest_sessions, open_instance
 from tests.conftest import TRANSCRIPTS
-from tests.helpers import append_prompt, fill, make_settings, tmpfs
+from tests.helpers import append_prompt, fill, make_settings, rows_per_session, tmpfs
 
 SESSION = TRANSCRIPTS / "obra__episodic-memory" / "tiny-conversation.jsonl"
 SESSION_ID = "67a8478e-78dc-44ab-82ea-f65c8ead85f6"
-
-
-def _counts(database_url: str) -> dict[str, dict[str, int]]:
-    with psycopg.connect(database_url) as conn:
-        query = sql.SQL("SELECT session_id, count(*) FROM {} GROUP BY session_id")
-        return {
-            table: dict(conn.execute(query.format(sql.Identifier(table))).fetchall())
-            for table in ("memories", "indexed_chunks", "session_sources")
-        }
 
 
 def _staged_whole(home: Path) -> list[str]:
@@ -54,7 +44,7 @@ def test_a_full_disk_while_staging_fails_in_one_line_and_the_next_run_heals(tmp_
         (failed,) = ingest_sessions(sessions, settings, instance)
         _one_line_failure(failed, "No space left on device")
         _staged_whole(settings.home)
-        rows = _counts(database_url)
+        rows = rows_per_session(database_url)
         assert rows["memories"] == {} and rows["indexed_chunks"] == {}
 
         filler.unlink()
@@ -62,7 +52,7 @@ def test_a_full_disk_while_staging_fails_in_one_line_and_the_next_run_heals(tmp_
         instance.dispose()
         assert healed.status == "ingested", healed
         assert _staged_whole(settings.home)
-        rows = _counts(database_url)
+        rows = rows_per_session(database_url)
         assert rows["memories"] == {SESSION_ID: 1}
         assert rows["indexed_chunks"] == {SESSION_ID: healed.chunks}
         assert rows["session_sources"] == {SESSION_ID: 1}
@@ -88,14 +78,14 @@ def test_a_home_turned_read_only_keeps_the_stored_memory_whole_and_heals(tmp_pat
             subprocess.run(["mount", "-o", "remount,rw", str(settings.home)], check=True)
         _one_line_failure(failed, "Read-only file system")
         assert _staged_whole(settings.home) == before
-        rows = _counts(database_url)
+        rows = rows_per_session(database_url)
         assert rows["memories"] == {SESSION_ID: 1}
         assert rows["indexed_chunks"] == {SESSION_ID: first.chunks}  # the old memory, whole
 
         (healed,) = ingest_sessions(session_files_for([transcript]), settings, instance)
         instance.dispose()
         assert healed.status == "ingested", healed
-        rows = _counts(database_url)
+        rows = rows_per_session(database_url)
         assert rows["memories"] == {SESSION_ID: 1}
         assert rows["indexed_chunks"] == {SESSION_ID: healed.chunks}
         with psycopg.connect(database_url) as conn:
