@@ -7,6 +7,7 @@ import threading
 import time
 from pathlib import Path
 
+import dagster as dg
 import psycopg
 import pytest
 from psycopg import sql
@@ -218,3 +219,36 @@ def rows_per_session(database_url: str) -> dict[str, dict[str, int]]:
             table: dict(conn.execute(query.format(sql.Identifier(table))).fetchall())
             for table in STORED_TABLES
         }
+
+
+@dg.asset(pool="llm")
+def pooled_step() -> int:
+    """Stands for the digest: a step in the `llm` pool."""
+    return 1
+
+
+def assert_shared_instance_config(instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
+    """What core/dagster_instance.yaml sets (the embedded instance and deploy/dagster.yaml share
+    it) is in effect in `instance`: the queue, the `llm` pool, run retries. Runs `pooled_step`,
+    so the pool is shown taken, not only written; returns that run."""
+    assert isinstance(instance.run_coordinator, dg.QueuedRunCoordinator)
+    # What the daemon's queue reads: `concurrency:` merged over the coordinator's own config.
+    concurrency = instance.get_concurrency_config()
+    queue = concurrency.run_queue_config
+    assert queue is not None
+    assert queue.max_concurrent_runs == 2
+    assert {"key": "dagster/backfill", "limit": 1} in queue.tag_concurrency_limits
+    assert concurrency.pool_config.default_pool_limit == 1
+    granularity = concurrency.pool_config.pool_granularity
+    assert granularity is not None and granularity.value == "op"
+
+    assert instance.run_retries_enabled
+    assert instance.run_retries_max_retries == 2
+    # A failed step (a leak check, a bad digest) is not run again; a dead worker is.
+    assert not instance.run_retries_retry_on_asset_or_op_failure
+
+    result = dg.materialize([pooled_step], instance=instance)
+    assert result.success
+    # The pool met its first step and took the default limit of one slot.
+    assert instance.event_log_storage.get_concurrency_info("llm").slot_count == 1
+    return result

@@ -10,14 +10,9 @@ from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, Postgr
 
 from librarian_dagster.core import dagster_home
 from librarian_dagster.core.settings import Settings
+from tests.helpers import assert_shared_instance_config
 
 DAGSTER_YAML = Path(__file__).resolve().parents[2] / "deploy" / "dagster.yaml"
-
-
-@dg.asset(pool="llm")
-def pooled_step() -> int:
-    """Stands for the digest: a step in the `llm` pool."""
-    return 1
 
 
 def test_instance_from_deploy_yaml_stores_runs_in_postgres(instance_env, pg_server, dagster_db):
@@ -26,28 +21,9 @@ def test_instance_from_deploy_yaml_stores_runs_in_postgres(instance_env, pg_serv
         assert isinstance(instance.event_log_storage, PostgresEventLogStorage)
         assert isinstance(instance.schedule_storage, PostgresScheduleStorage)
 
-        assert isinstance(instance.run_coordinator, dg.QueuedRunCoordinator)
-        # What the daemon's queue reads: `concurrency:` merged over the coordinator's own config.
-        concurrency = instance.get_concurrency_config()
-        queue = concurrency.run_queue_config
-        assert queue is not None
-        assert queue.max_concurrent_runs == 2
-        assert {"key": "dagster/backfill", "limit": 1} in queue.tag_concurrency_limits
-        assert concurrency.pool_config.default_pool_limit == 1
-        granularity = concurrency.pool_config.pool_granularity
-        assert granularity is not None and granularity.value == "op"
-
-        assert instance.run_retries_enabled
-        assert instance.run_retries_max_retries == 2
-        # A failed step (a leak check, a bad digest) is not run again; a dead worker is.
-        assert not instance.run_retries_retry_on_asset_or_op_failure
-
-        result = dg.materialize([pooled_step], instance=instance)
-        assert result.success
+        result = assert_shared_instance_config(instance)
         stored = instance.get_run_by_id(result.run_id)
         assert stored is not None and stored.status == dg.DagsterRunStatus.SUCCESS
-        # The pool met its first step and took the default limit.
-        assert instance.event_log_storage.get_concurrency_info("llm").slot_count == 1
 
     # The run is a row in PostgreSQL, not in a SQLite file under DAGSTER_HOME.
     with psycopg.connect(pg_server.get_uri(dagster_db)) as conn:
