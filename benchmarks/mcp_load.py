@@ -19,8 +19,8 @@ Everything is on loopback and in a temporary folder, removed at the end.
 
 import os
 
-# Before numpy: OpenBLAS's threads spin while they wait, which on a busy machine makes embedding
-# one text at a time many times slower (the server sets the same, mcp_server/__init__.py).
+# Before numpy: OpenBLAS's threads spin while they wait, and take a core from the server on a
+# busy machine (the server sets the same, mcp_server/__init__.py).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse

