@@ -4,7 +4,7 @@
 Usage (from the repository root):
 
     uv run python benchmarks/embeddings.py
-        our route only (ONNX Runtime): load time, sentences/s (bullets and long texts), peak RSS, size.
+        our route only (ONNX Runtime): load time, sentences/s (bullets, long texts), peak RSS, size.
 
     uv run python benchmarks/embeddings.py --st-python /tmp/stvenv/bin/python [--write-reference]
         also runs sentence-transformers on torch in a scratch venv (never the project's) on the

@@ -330,11 +330,13 @@ class InvalidCursor(ValueError):
 
 
 class Store:
-    """A thin, explicit wrapper over one connection string; opens a connection per operation.
+    """A thin, explicit wrapper over one connection string.
 
-    A connection per call keeps the store safe to share between Dagster's threads and the MCP
-    server's event loop without a pool; at our write rate (a session every few minutes) and read
-    rate (an agent's query at a time) the ~2 ms of a Unix-socket connect does not matter.
+    Writes and the pipeline's reads open a connection per operation: that keeps the store safe
+    to share between Dagster's threads without a pool, and at our write rate (a session every few
+    minutes) the cost does not matter. The reads the recall server makes on every call (search,
+    get_digest, list_sessions) run on kept idle connections (`_read`): a new one costs ~15 ms
+    (the connect, then pgvector's type look-ups), which was most of a get_digest over MCP.
     """
 
     def __init__(self, url: str) -> None:
@@ -848,8 +850,12 @@ class Store:
         query = sql.SQL(
             "SELECT {fields} FROM memories m WHERE m.session_id = %s AND (%s OR m.domain <> %s)"
         ).format(fields=_select_fields(SessionDigest))
-        with self.connect() as conn, conn.cursor(row_factory=class_row(SessionDigest)) as cur:
-            return cur.execute(query, (session_id, include_private, PRIVATE_DOMAIN)).fetchone()
+
+        def read(conn: psycopg.Connection[DictRow]) -> SessionDigest | None:
+            with conn.cursor(row_factory=class_row(SessionDigest)) as cur:
+                return cur.execute(query, (session_id, include_private, PRIVATE_DOMAIN)).fetchone()
+
+        return self._read(read)
 
     def list_sessions(
         self,
@@ -878,8 +884,7 @@ class Store:
             LIMIT %(limit)s
             """
         ).format(fields=_select_fields(SessionInfo), where=sql.SQL(where))  # type: ignore[arg-type]
-        with self.connect() as conn:
-            rows = conn.execute(query, params).fetchall()
+        rows = self._read(lambda conn: conn.execute(query, params).fetchall())
         page = rows[:limit]
         last = page[-1] if len(rows) > limit else None
         return SessionList(
@@ -907,15 +912,19 @@ class Store:
 
     def embedding_spaces(self) -> list[EmbeddingSpace]:
         """Which embedding models (and dimensions) the stored chunks were made with."""
-        with self.connect() as conn, conn.cursor(row_factory=class_row(EmbeddingSpace)) as cur:
-            return cur.execute(
-                """
-                SELECT embedding_model AS model, embedding_dim AS dimension,
-                       COUNT(DISTINCT session_id) AS sessions, COUNT(*) AS chunks
-                FROM indexed_chunks GROUP BY embedding_model, embedding_dim
-                ORDER BY COUNT(*) DESC, embedding_model
-                """
-            ).fetchall()
+
+        def read(conn: psycopg.Connection[DictRow]) -> list[EmbeddingSpace]:
+            with conn.cursor(row_factory=class_row(EmbeddingSpace)) as cur:
+                return cur.execute(
+                    """
+                    SELECT embedding_model AS model, embedding_dim AS dimension,
+                           COUNT(DISTINCT session_id) AS sessions, COUNT(*) AS chunks
+                    FROM indexed_chunks GROUP BY embedding_model, embedding_dim
+                    ORDER BY COUNT(*) DESC, embedding_model
+                    """
+                ).fetchall()
+
+        return self._read(read)
 
     def stored_vectors(self, session_id: str, model: str, dimension: int) -> dict[str, list[float]]:
         """A session's stored chunk vectors of one embedding space, by chunk text.
