@@ -25,9 +25,8 @@ negative questions of `../shared/eval/`:
 
     uv run python benchmarks/recall_latency.py [--chunks 100000] [--python python3]
 
-The local embedder holds numpy's OpenBLAS to one thread, in this script and in the server
-(docs/decisions/0002): its threads spin for 50-90 ms after each call and took a core from
-the rest of the search.
+The local embedder runs each call on the caller's thread (ONNX Runtime with one intra-op thread,
+docs/decisions/0002), in this script and in the server: nothing spins between questions.
 
 Everything is on loopback and in a temporary folder, removed at the end.
 """

@@ -219,6 +219,16 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         );
         """,
     ),
+    (
+        8,
+        """
+        -- A chunk's vector stays in its row (its text is compressed or moved out first): the
+        -- searches read the vectors of the chunks they rank, and an out-of-line vector cost
+        -- three more page reads each (docs/decisions/0017). Rows written before keep their
+        -- layout until their session is written again; nothing is rewritten here.
+        ALTER TABLE indexed_chunks ALTER COLUMN embedding SET STORAGE MAIN;
+        """,
+    ),
 )
 
 # Serialises migrations between processes that start together (webserver, daemon, MCP server).
