@@ -88,7 +88,20 @@ _PLACEHOLDER_WORDS = (
     "insert",
     "replace",
 )
+# A placeholder word counts where it stands as a word: at an end of the value or beside a
+# non-letter (`your_api_key`, `sk_test_xxxx`, `MOCK-TOKEN`, `AKIA...EXAMPLE`). Inside a run of
+# random letters it is chance: one 32-character token in 5,000 holds a `todo`, `mock`, `null`...
+_PLACEHOLDER_RE = re.compile(
+    "|".join(
+        rf"(?<![a-z]){re.escape(w)}|{re.escape(w)}(?![a-z])" if w.isalpha() else re.escape(w)
+        for w in _PLACEHOLDER_WORDS
+    )
+)
 _IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?:\(\))?$")
+
+
+def _says_placeholder(value: str) -> bool:
+    return _PLACEHOLDER_RE.search(value.lower()) is not None
 
 
 def _entropy(value: str) -> float:
@@ -106,9 +119,14 @@ def _is_identifier(value: str) -> bool:
         return False
     if sum(c.isdigit() for c in value) > 2:
         return False
-    chunks = _WORD_CHUNK_RE.findall(value)
     # Words average 3+ letters (PostHogAPIKey: 3.25); random tokens split into 1-2 letter chunks.
-    return bool(chunks) and sum(map(len, chunks)) / len(chunks) >= 3.0
+    return _word_length(value) >= 3.0
+
+
+def _word_length(value: str) -> float:
+    """The average length of the words a name splits into (`PostHogAPIKey`: Post Hog API Key)."""
+    chunks = _WORD_CHUNK_RE.findall(value)
+    return sum(map(len, chunks)) / len(chunks) if chunks else 0.0
 
 
 def _looks_secret(
@@ -123,8 +141,7 @@ def _looks_secret(
     """
     if len(value) < min_len:
         return False
-    low = value.lower()
-    if any(w in low for w in _PLACEHOLDER_WORDS):
+    if _says_placeholder(value):
         return False
     if value.startswith("$") or (value.startswith("%") and value.endswith("%")):
         return False  # $VAR, %VAR%
@@ -203,6 +220,12 @@ def _generic_ok(value: str) -> bool:
             for seg in segments
         ):
             return False
+    if value.isalnum() and len(value) >= 16 and (len(value) >= 24 or _word_length(value) < 3.5):
+        # Under a key named secret, token or key, a long run of letters and digits is not let
+        # through for splitting like a name: 0.2% of random 32-character tokens do (hypothesis
+        # found `client_secret: EeNQnWrqfMURssdkpmcyaFaxgkReWQNG`), and of 274,000 names in
+        # Python sources 0.03% are that long and split less evenly (so would be redacted here).
+        return _looks_secret(value, min_len=8, min_entropy=3.0, word_shape=True)
     return _looks_secret(value, min_len=8, min_entropy=3.0)
 
 
@@ -705,7 +728,7 @@ def _cli_password_ok(value: str, spaced: bool, quoted: bool) -> bool:
     low = value.lower()
     if low in _CLI_DEFAULTS or "passw" in low or "REDACTED" in value:
         return False
-    if any(w in low for w in _PLACEHOLDER_WORDS) or _METAVAR_RE.match(value):
+    if _says_placeholder(value) or _METAVAR_RE.match(value):
         return False
     return not (
         spaced and not quoted and _is_identifier(value) and not any(map(str.isdigit, value))

@@ -365,3 +365,17 @@ def test_a_key_whose_value_looks_like_the_next_assignment_does_not_hide_it():
         out, findings = redact(doc)
         assert secret not in out
         assert any(f.family == "generic_password" for f in findings)
+
+
+def test_a_random_token_is_a_secret_even_where_it_splits_like_a_name_or_holds_a_word():
+    # Found by hypothesis: 32 random letters that split like camelCase (Ee NQn Wrqf MU Rssdkpmcya
+    # ...) passed for an identifier, and one that held "todo" for a placeholder.
+    for secret in ("EeNQnWrqfMURssdkpmcyaFaxgkReWQNG", "Bgyf2dJ0TDEmjPDNmLnSmM6uXgTodocG"):
+        out, findings = redact(f"\nclient_secret: {secret}\n")
+        assert secret not in out
+        assert [f.family for f in findings] == ["generic_secret"]
+    # Names and placeholders under such keys are still left alone.
+    for kept in ("client_secret: clientSecretFromVault", "token = 'your_token_here'",
+                 "api_key: MOCK_API_KEY", "client_secret: insert-your-secret-here"):  # fmt: skip
+        out, findings = redact(kept)
+        assert out == kept and not findings, findings
