@@ -2,8 +2,8 @@
 
 import argparse
 import sys
-from datetime import UTC, datetime
 
+from librarian_dagster.core.commandline import iso_date
 from librarian_dagster.core.settings import Settings
 
 
@@ -17,8 +17,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--any-tag", action="append", default=[], help="repeatable: at least one must match"
     )
     search.add_argument("--branch", help="only sessions on this git branch")
-    search.add_argument("--since", type=_when, help="only sessions that ended at or after (ISO)")
-    search.add_argument("--until", type=_when, help="only sessions that began at or before (ISO)")
+    search.add_argument("--since", type=iso_date, help="only sessions that ended at or after (ISO)")
+    search.add_argument(
+        "--until", type=iso_date, help="only sessions that began at or before (ISO)"
+    )
     search.add_argument("--limit", type=int, default=5)
     search.add_argument(
         "--include-private",
@@ -29,15 +31,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--json", action="store_true", help="the MCP tool search_chunks' result, as JSON"
     )
     search.set_defaults(handler=cmd_search)
-
-
-def _when(text: str) -> datetime:
-    """An ISO date or time; a date without a zone is taken as UTC."""
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO date or time: {text!r}") from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def cmd_search(args: argparse.Namespace) -> int:

@@ -44,7 +44,7 @@ def iso_date(text: str) -> datetime:
     try:
         value = datetime.fromisoformat(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO date: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not an ISO date or time: {text!r}") from None
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 

@@ -122,7 +122,7 @@ def test_a_bad_setting_is_one_line_and_exit_2(tmp_path, name, value, message):
             "--domain must be one of technical, business, reflections, core, content, private",
         ),
         ([*LIBRARIAN, "search", "x", "--since", "soon"], "not an ISO date or time: 'soon'"),
-        ([*LIBRARIAN, "skip", "--before", "soon"], "--before: not an ISO date: 'soon'"),
+        ([*LIBRARIAN, "skip", "--before", "soon"], "--before: not an ISO date or time: 'soon'"),
         ([*LIBRARIAN, "backfill", "--since", "2026-13-01"], "--since: not an ISO date"),
         ([*LIBRARIAN, "nonsense"], "invalid choice: 'nonsense'"),
     ],
