@@ -229,7 +229,7 @@ def _onnx_graph(w: dict[str, np.ndarray], shape: _Shape) -> tuple[bytes, dict[st
                 _Proto.value_info(_MASK, _Proto.INT64, ["batch", "seq"])],
         outputs=[_Proto.value_info(_VECTORS, _Proto.FLOAT, ["batch", shape.hidden])],
     )  # fmt: skip
-    external = {n: a for n, a in tensors.items() if a.size > _Proto.INLINE_ELEMENTS}
+    external = {n: a for n, a in tensors.items() if not _Proto.inline(a)}
     return model, external
 
 
@@ -247,7 +247,7 @@ class _Proto:
     _ATTRIBUTE_FLOAT, _ATTRIBUTE_INT, _ATTRIBUTE_INTS = 1, 2, 7  # AttributeProto.AttributeType
     _EXTERNAL = 1  # TensorProto.DataLocation
     _IR_VERSION = 8  # the oldest that opset 17 allows: any ONNX Runtime of that opset reads it
-    INLINE_ELEMENTS = 16
+    _INLINE_ELEMENTS = 16
 
     @staticmethod
     def _varint(value: int) -> bytes:
@@ -293,13 +293,18 @@ class _Proto:
         )
 
     @classmethod
+    def inline(cls, array: np.ndarray) -> bool:
+        """Whether `tensor` writes this array's data into the message (else it is external)."""
+        return array.size <= cls._INLINE_ELEMENTS
+
+    @classmethod
     def tensor(cls, name: str, array: np.ndarray) -> bytes:
         """An initializer: its data inline when small (shape inference reads the constants of
         axes and shapes), else marked external, to be handed to the session as an array."""
         kind = {np.dtype(np.float32): cls.FLOAT, np.dtype(np.int64): cls.INT64}[array.dtype]
         head = b"".join(cls._int(1, d) for d in array.shape) + cls._int(2, kind)
         head += cls._bytes(8, name)
-        if array.size <= cls.INLINE_ELEMENTS:
+        if cls.inline(array):
             return head + cls._bytes(9, array.astype(array.dtype.newbyteorder("<")).tobytes())
         location = cls._bytes(1, "location") + cls._bytes(2, name)  # StringStringEntryProto
         return head + cls._bytes(13, location) + cls._int(14, cls._EXTERNAL)
