@@ -2,11 +2,11 @@
 
 The one way through search for every caller: `librarian search`, the MCP tool `search_chunks`,
 the prompt hook's endpoint and `librarian eval` all call `recall` and hand on its `SearchResult`.
-Recall knows when it knows: when no result reaches `min_relevance` the answer is empty and says
-so, so a question nothing answers gets "nothing relevant", not five confident-looking guesses.
-When one does, the ranked results come as they are, each with its own relevance: the ranking
-(which also weighs the digest bullets) is better than the relevance at ordering, and a relevant
-session just under the threshold, ranked second, is worth seeing (docs/decisions/0010).
+Recall knows when it knows: when the best ranked session does not reach `min_relevance` the
+answer is empty and says so, so a question nothing answers gets "nothing relevant", not five
+confident-looking guesses. When it does, the ranked results come as they are, each with its own
+relevance: the ranking is better than the relevance at ordering, and a relevant session just
+under the threshold, ranked second, is worth seeing (docs/decisions/0010, 0021).
 """
 
 from collections.abc import Sequence
@@ -101,7 +101,9 @@ def recall(
         problem = space_problem(store.embedding_spaces(), embedder.model_name, embedder.dimension)
         if problem:
             raise EmbeddingSpaceMismatch(problem)
-    answered = any(h.score >= min_relevance for h in hits)
+    # The best ranked session decides: the gate must not open wider as more results are asked
+    # for (an eval's 50, the hook's 3), and the ranking is the better judge of which is best.
+    answered = bool(hits) and hits[0].score >= min_relevance
     return SearchResult(
         query=query,
         results=hits if answered else [],

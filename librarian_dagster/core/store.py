@@ -19,6 +19,7 @@ here are built from their fields, and rows come back as those models.
 import base64
 import binascii
 import math
+import random
 import time
 import weakref
 from collections import deque
@@ -29,6 +30,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, LiteralString, TypeVar, cast
 
+import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
@@ -51,7 +53,14 @@ from librarian_dagster.core.models import (
     SessionList,
     StoreStats,
 )
-from librarian_dagster.core.relevance import relevance
+from librarian_dagster.core.relevance import (
+    CALIBRATION_SAMPLE,
+    DEFAULT_CALIBRATION,
+    Evidence,
+    SpaceCalibration,
+    named_terms,
+    relevance,
+)
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.skips import SkipList, before_entry
 from librarian_dagster.core.transcripts import SessionFiles
@@ -229,6 +238,54 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         ALTER TABLE indexed_chunks ALTER COLUMN embedding SET STORAGE MAIN;
         """,
     ),
+    (
+        9,
+        """
+        -- One vector per session, the mean of its exchange windows' (of all its chunks when it
+        -- has none): the session as a whole, which a question in other words than any one
+        -- window's comes closest to (docs/decisions/0021). Filled from the chunks already held.
+        CREATE TABLE session_vectors (
+            session_id      text PRIMARY KEY REFERENCES memories (session_id) ON DELETE CASCADE,
+            embedding       vector NOT NULL,
+            embedding_model text NOT NULL,
+            embedding_dim   integer NOT NULL
+        );
+        ALTER TABLE session_vectors ALTER COLUMN embedding SET STORAGE MAIN;
+        INSERT INTO session_vectors (session_id, embedding, embedding_model, embedding_dim)
+            SELECT DISTINCT ON (session_id) session_id,
+                   COALESCE(avg(embedding) FILTER (WHERE section = 'exchange'), avg(embedding)),
+                   embedding_model, embedding_dim
+            FROM indexed_chunks GROUP BY session_id, embedding_model, embedding_dim
+            ORDER BY session_id, COUNT(*) DESC;
+        -- The HNSW indexes of a dimension now include the session vectors' (the predicates must
+        -- stay those of `Store._vector_lists`).
+        CREATE OR REPLACE FUNCTION librarian_ensure_vector_indexes(dim integer) RETURNS void
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON indexed_chunks USING hnsw '
+                           '((embedding::vector(%s)) vector_cosine_ops) '
+                           'WHERE embedding_dim = %s AND section = %L',
+                           'indexed_chunks_' || dim || '_exchange_hnsw', dim, dim, 'exchange');
+            EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON indexed_chunks USING hnsw '
+                           '((embedding::vector(%s)) vector_cosine_ops) '
+                           'WHERE embedding_dim = %s AND section <> %L',
+                           'indexed_chunks_' || dim || '_bullets_hnsw', dim, dim, 'exchange');
+            EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON session_vectors USING hnsw '
+                           '((embedding::vector(%s)) vector_cosine_ops) '
+                           'WHERE embedding_dim = %s',
+                           'session_vectors_' || dim || '_hnsw', dim, dim);
+        END $$;
+        DO $$
+        DECLARE
+            dims integer[] := ARRAY(SELECT DISTINCT embedding_dim FROM session_vectors);
+            d integer;
+        BEGIN
+            FOREACH d IN ARRAY dims LOOP
+                PERFORM librarian_ensure_vector_indexes(d);
+            END LOOP;
+        END $$;
+        """,
+    ),
 )
 
 # Serialises migrations between processes that start together (webserver, daemon, MCP server).
@@ -243,23 +300,38 @@ _KEPT_READERS = 8  # idle read connections a store keeps (two per concurrent sea
 # the other: two index scans at once on two server processes, not one after the other.
 _SIDE_READS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="librarian-read")
 
-# A question's distinct lexemes with their BM25 idf, the collection's mean chunk length and the
-# generation the postings must be at: one row, from the statistics kept at write time.
+# A session's vector from its chunks just written, as migration 9 made it for the older ones.
+_WRITE_SESSION_VECTOR = """
+    INSERT INTO session_vectors (session_id, embedding, embedding_model, embedding_dim)
+    SELECT session_id,
+           COALESCE(avg(embedding) FILTER (WHERE section = 'exchange'), avg(embedding)),
+           embedding_model, embedding_dim
+    FROM indexed_chunks WHERE session_id = %s GROUP BY session_id, embedding_model, embedding_dim
+"""
+
+# A question's distinct lexemes with their BM25 idf, those of its names that no chunk holds
+# (core/relevance.py), the collection's mean chunk length and the generation the postings must be
+# at: one row, from the statistics kept at write time.
 _QUERY_TERMS = """
     WITH query_lexemes AS (
         SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', %(text)s)) u
+    ),
+    named_lexemes AS (
+        SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', %(named)s)) u
     ),
     corpus AS (
         SELECT generation, GREATEST(chunks, 1)::float8 AS n,
                GREATEST(total_length::float8 / GREATEST(chunks, 1), 1) AS avgdl
         FROM chunk_stats
     )
-    SELECT corpus.generation, corpus.avgdl,
+    SELECT corpus.generation, corpus.avgdl, corpus.n AS chunks,
            array_agg(q.lexeme ORDER BY q.lexeme) FILTER (WHERE q.lexeme IS NOT NULL) AS lexemes,
            array_agg(ln(1 + (corpus.n - COALESCE(d.df, 0) + 0.5) / (COALESCE(d.df, 0) + 0.5))
-                     ORDER BY q.lexeme) FILTER (WHERE q.lexeme IS NOT NULL) AS idfs
+                     ORDER BY q.lexeme) FILTER (WHERE q.lexeme IS NOT NULL) AS idfs,
+           array_agg(q.lexeme) FILTER (WHERE COALESCE(d.df, 0) = 0
+                                       AND q.lexeme IN (SELECT lexeme FROM named_lexemes)) AS unseen
     FROM corpus LEFT JOIN query_lexemes q ON true LEFT JOIN lexeme_df d ON d.lexeme = q.lexeme
-    GROUP BY corpus.generation, corpus.avgdl
+    GROUP BY corpus.generation, corpus.avgdl, corpus.n
 """
 
 
@@ -352,6 +424,8 @@ class Store:
     def __init__(self, url: str) -> None:
         self.url = url
         self._lexical = LexicalIndex()
+        # (model, dimension) -> (chunks held when measured, the space's background).
+        self._calibrations: dict[tuple[str, int], tuple[int, SpaceCalibration]] = {}
         # Reads reuse idle connections: a search must not pay a connect (~3 ms) each time.
         self._idle: deque[psycopg.Connection[DictRow]] = deque()
         weakref.finalize(self, _close_all, self._idle)
@@ -483,6 +557,7 @@ class Store:
                             for c in chunks
                         ],
                     )  # fmt: skip
+                conn.execute(_WRITE_SESSION_VECTOR, (memory.session_id,))
             _count_chunks(conn, memory.session_id, +1)
 
     def record_sources(self, sessions: Sequence[tuple[SessionFiles, str]]) -> None:
@@ -733,16 +808,18 @@ class Store:
         # The private domain is left out through the in-memory session facts (no join, no list
         # of every other session); the caller's own filters, when any, in SQL.
         where, params = _filter_sql(replace(filters, include_private=True))
-        terms = conn.execute(_QUERY_TERMS, {"text": query_text}).fetchone()
+        terms = conn.execute(
+            _QUERY_TERMS, {"text": query_text, "named": named_terms(query_text)}
+        ).fetchone()
         assert terms is not None  # chunk_stats always holds its one row
         self._lexical.refresh(conn, terms["generation"])
         allowed = None
         if where:  # `where` is our own text (fixed clauses, values as named parameters)
             chosen = _ours(f"SELECT m.session_id FROM memories m WHERE TRUE {where}")
             allowed = {r["session_id"] for r in conn.execute(chosen, params)}
-        idf = list(zip(terms["lexemes"] or (), terms["idfs"] or (), strict=True))
+        idf = dict(zip(terms["lexemes"] or (), terms["idfs"] or (), strict=True))
         scored = self._lexical.score(
-            idf, terms["avgdl"], embedding_model, allowed, filters.include_private
+            list(idf.items()), terms["avgdl"], embedding_model, allowed, filters.include_private
         )
         vector = query_embedding() if callable(query_embedding) else query_embedding
         dim = len(vector)
@@ -754,12 +831,25 @@ class Store:
             "private_domain": PRIVATE_DOMAIN,
         }
 
-        lists: list[list[tuple[int, str]]] = []
+        total_idf = math.fsum(idf.values()) or None
+        chunk_lists: list[list[tuple[int, str]]] = []
+        ranked: list[tuple[float, Sequence[str]]] = []
         if mode != "text":
-            lists += self._vector_lists(conn, dim, where, params)
+            bullets, exchanges, whole = self._vector_lists(conn, dim, where, params)
+            chunk_lists += [bullets, exchanges]
+            ranked += [(1.0, _sessions_of(bullets)), (1.0, _sessions_of(exchanges)), (1.0, whole)]
         if mode != "vector":
-            lists += [scored.top(False, _SEARCH_POOL), scored.top(True, _SEARCH_POOL)]
-        fused = _fuse_sessions(lists)
+            bm25 = [scored.top(False, _SEARCH_POOL), scored.top(True, _SEARCH_POOL)]
+            chunk_lists += bm25
+            # BM25 votes as far as the question's own words are in the store: the share of the
+            # question's idf mass its best chunk holds. A question in a user's own words, which
+            # shares few words with the session that answers it, is then ranked by meaning, not
+            # by the chunks that happen to share its filler words (docs/decisions/0021).
+            weight = 1.0
+            if mode == "hybrid":
+                weight = _share(float(scored.covered.max(initial=0.0)), total_idf) or 0.0
+            ranked += [(weight, _sessions_of(bm25[0])), (weight, _sessions_of(bm25[1]))]
+        fused = _fuse_sessions(ranked)
         if not fused:
             return []
         now, half_life = time.time(), max(boosts.half_life_days, 1e-6)
@@ -769,24 +859,28 @@ class Store:
             recency = 1 + boosts.recency * 0.5 ** (age / half_life)
             fused[session_id] *= recency * (1 + boosts.importance * (importance - 3))
         top = sorted(fused, key=lambda s: (-fused[s], s))[:limit]
-        shown = _shown_chunks(lists, top, max_per_session)
+        shown = _shown_chunks(chunk_lists, top, max_per_session)
 
         sessions = {
             r["session_id"]: r
             for r in conn.execute(
                 _ours(f"""
                 SELECT m.session_id, m.project, COALESCE(m.ended_at, m.started_at) AS date,
-                       m.summary, m.domain, m.tags, e.exchange_cosine, e.any_cosine
+                       m.summary, m.domain, m.tags, e.exchange_cosine, e.digest_cosine,
+                       1 - (v.embedding::vector({dim}) <=> %(vector)s::vector({dim}))
+                           AS session_cosine
                 FROM memories m JOIN (
                     SELECT c.session_id,
                            MAX(1 - (c.embedding::vector({dim}) <=> %(vector)s::vector({dim})))
                                FILTER (WHERE c.section = '{EXCHANGE}') AS exchange_cosine,
                            MAX(1 - (c.embedding::vector({dim}) <=> %(vector)s::vector({dim})))
-                               AS any_cosine
+                               FILTER (WHERE c.section <> '{EXCHANGE}') AS digest_cosine
                     FROM indexed_chunks c
                     WHERE c.session_id = ANY(%(top)s) AND c.embedding_dim = {dim}
                     GROUP BY c.session_id
                 ) e USING (session_id)
+                LEFT JOIN session_vectors v
+                    ON v.session_id = m.session_id AND v.embedding_dim = {dim}
                 WHERE m.session_id = ANY(%(top)s)
                       -- Written private since the facts were read: still never shown.
                       AND (%(private_ok)s OR m.domain <> %(private_domain)s)
@@ -801,20 +895,20 @@ class Store:
                 ([i for ids in shown.values() for i in ids],),
             )
         }
-        total_idf = sum(w for _, w in idf) or None
-        exchange_covered = scored.best_covered(top, exchange_only=True)
-        any_covered = scored.best_covered(top, exchange_only=False)
+        unseen = _share(math.fsum(idf[lexeme] for lexeme in terms["unseen"] or ()), total_idf)
+        calibration = self._calibration(conn, embedding_model, dim, int(terms["chunks"]))
         results = []
         for session_id in top:
             facts = sessions.get(session_id)
             if facts is None:  # no chunk of this dimension: nothing to judge it by
                 continue
-            score = _session_relevance({
-                "exchange_cosine": facts["exchange_cosine"],
-                "any_cosine": facts["any_cosine"],
-                "exchange_coverage": _share(exchange_covered.get(session_id), total_idf),
-                "any_coverage": _share(any_covered.get(session_id), total_idf),
-            })  # fmt: skip
+            evidence = Evidence(
+                exchange_cosine=facts["exchange_cosine"],
+                digest_cosine=facts["digest_cosine"],
+                session_cosine=facts["session_cosine"],
+                unseen=unseen or 0.0,
+            )
+            score = relevance(evidence, calibration)
             for chunk_id in shown[session_id]:
                 chunk = texts[chunk_id]
                 results.append(ChunkResult(
@@ -825,35 +919,88 @@ class Store:
                 ))  # fmt: skip
         return results[:limit]
 
+    def _calibration(
+        self, conn: psycopg.Connection[DictRow], model: str, dim: int, chunks: int
+    ) -> SpaceCalibration:
+        """How alike unrelated chunks are in this embedding space, in this store (relevance's
+        background), measured on a sample of its chunks: once per store object, and again
+        once the store has grown or shrunk by a third since."""
+        measured = self._calibrations.get((model, dim))
+        if measured is not None and abs(chunks - measured[0]) * 3 <= measured[0]:
+            return measured[1]
+        calibration = self._measure_space(conn, model, dim) or DEFAULT_CALIBRATION
+        self._calibrations[(model, dim)] = (chunks, calibration)
+        return calibration
+
+    @staticmethod
+    def _measure_space(
+        conn: psycopg.Connection[DictRow], model: str, dim: int
+    ) -> SpaceCalibration | None:
+        bounds = conn.execute(
+            "SELECT MIN(id) AS low, MAX(id) AS high FROM indexed_chunks"
+        ).fetchone()
+        if bounds is None or bounds["low"] is None:
+            return None
+        low, high = int(bounds["low"]), int(bounds["high"])
+        # Ids drawn at random (the same draw each time: the same store is judged alike), then
+        # fetched by primary key: a sample without scanning a table of a million chunks. Four
+        # times the sample is drawn, as ids of deleted chunks find nothing.
+        wanted = min(4 * CALIBRATION_SAMPLE, high - low + 1)
+        draw = random.Random(0).sample(range(low, high + 1), wanted)
+        rows = conn.execute(
+            "SELECT session_id, embedding FROM indexed_chunks WHERE id = ANY(%s)"
+            " AND embedding_model = %s AND embedding_dim = %s ORDER BY id LIMIT %s",
+            (draw, model, dim, CALIBRATION_SAMPLE),
+        ).fetchall()
+        owners = sorted({r["session_id"] for r in rows})
+        means = conn.execute(
+            "SELECT session_id, embedding FROM session_vectors WHERE session_id = ANY(%s)"
+            " AND embedding_model = %s AND embedding_dim = %s",
+            (owners, model, dim),
+        ).fetchall()
+        if not rows or not means:
+            return None
+        return SpaceCalibration.from_sample(
+            np.array([r["embedding"].to_numpy() for r in rows], dtype=np.float64),
+            [r["session_id"] for r in rows],
+            np.array([r["embedding"].to_numpy() for r in means], dtype=np.float64),
+            [r["session_id"] for r in means],
+        )
+
     def _vector_lists(
         self, conn: psycopg.Connection[DictRow], dim: int, where: str, params: dict[str, Any]
-    ) -> list[list[tuple[int, str]]]:
-        """The `_SEARCH_POOL` nearest chunks of each layer, by cosine over the HNSW index: the
-        bullets on a second kept connection, at the same time as the exchanges on `conn`."""
-        # Only a filter needs the memories row: without one the plan is the index scan alone.
-        source = (
-            "indexed_chunks c JOIN memories m USING (session_id)" if where else "indexed_chunks c"
-        )
-        distance = f"c.embedding::vector({dim}) <=> %(vector)s::vector({dim})"
+    ) -> tuple[list[tuple[int, str]], list[tuple[int, str]], list[str]]:
+        """By cosine over the HNSW indexes: the `_SEARCH_POOL` nearest chunks of each layer
+        (bullets, exchanges: (chunk id, session id), nearest first) and the nearest sessions as
+        a whole (their mean vectors). The bullets and the sessions run on kept connections of
+        their own, at the same time as the exchanges on `conn`."""
 
-        def nearest(conn: psycopg.Connection[DictRow], layer: str) -> list[tuple[int, str]]:
+        def nearest(
+            conn: psycopg.Connection[DictRow], table: str, layer: str
+        ) -> list[tuple[int, str]]:
+            # Only a filter needs the memories row: without one the plan is the index scan alone.
+            source = f"{table} c JOIN memories m USING (session_id)" if where else f"{table} c"
+            key = "c.id" if table == "indexed_chunks" else "0"
+            distance = f"c.embedding::vector({dim}) <=> %(vector)s::vector({dim})"
             rows = conn.execute(
                 _ours(f"""
-                SELECT c.id, c.session_id, {distance} AS distance FROM {source}
-                WHERE c.embedding_model = %(model)s AND c.embedding_dim = {dim} AND {layer}
+                SELECT {key} AS id, c.session_id, {distance} AS distance FROM {source}
+                WHERE c.embedding_model = %(model)s AND c.embedding_dim = {dim} {layer}
                       AND c.session_id <> ALL(%(hidden)s::text[]) {where}
                 ORDER BY {distance} LIMIT {_SEARCH_POOL}
                 """),
                 params,
             ).fetchall()
-            rows.sort(key=lambda r: (r["distance"], r["id"]))
+            rows.sort(key=lambda r: (r["distance"], r["id"], r["session_id"]))
             return [(r["id"], r["session_id"]) for r in rows]
 
         bullets = _SIDE_READS.submit(
-            self._read, lambda side: nearest(side, f"c.section <> '{EXCHANGE}'")
+            self._read,
+            lambda side: nearest(side, "indexed_chunks", f"AND c.section <> '{EXCHANGE}'"),
         )
-        exchanges = nearest(conn, f"c.section = '{EXCHANGE}'")
-        return [bullets.result(), exchanges]
+        whole = _SIDE_READS.submit(self._read, lambda side: nearest(side, "session_vectors", ""))
+        exchanges = nearest(conn, "indexed_chunks", f"AND c.section = '{EXCHANGE}'")
+        return bullets.result(), exchanges, [session for _, session in whole.result()]
 
     def get_memory(self, session_id: str, include_private: bool = False) -> SessionDigest | None:
         """One session's digest; a private one is None unless `include_private`, as if absent."""
@@ -1017,26 +1164,18 @@ class Store:
         return int(row["n"]) if row else 0
 
 
-def _session_relevance(row: dict[str, Any]) -> float:
-    """The session's relevance from its exchange chunks; from all its chunks if it has none
-    (a memory written before the exchange layer existed, until it is ingested again)."""
-    if row["exchange_cosine"] is not None:
-        return relevance(row["exchange_cosine"], row["exchange_coverage"] or 0.0)
-    return relevance(row["any_cosine"] or 0.0, row["any_coverage"] or 0.0)
+def _sessions_of(chunks: Sequence[tuple[int, str]]) -> list[str]:
+    """The sessions of ranked chunks, each once, at the place of its best chunk."""
+    return list(dict.fromkeys(session for _, session in chunks))
 
 
-def _fuse_sessions(lists: Sequence[Sequence[tuple[int, str]]]) -> dict[str, float]:
-    """Reciprocal-rank fusion: each list gives a session 1 / (k + its place among sessions),
-    its place being that of its best chunk there. Summed exactly (fsum), so equal votes tie."""
+def _fuse_sessions(lists: Sequence[tuple[float, Sequence[str]]]) -> dict[str, float]:
+    """Weighted reciprocal-rank fusion: each (weight, ranked sessions) list gives a session
+    weight / (k + its place there). Summed exactly (fsum), so equal votes tie."""
     votes: dict[str, list[float]] = {}
-    for ranked in lists:
-        place = 0
-        seen: set[str] = set()
-        for _, session_id in ranked:
-            if session_id not in seen:
-                seen.add(session_id)
-                place += 1
-                votes.setdefault(session_id, []).append(1.0 / (_RRF_K + place))
+    for weight, ranked in lists:
+        for place, session_id in enumerate(ranked, start=1):
+            votes.setdefault(session_id, []).append(weight / (_RRF_K + place))
     return {session: math.fsum(v) for session, v in votes.items()}
 
 

@@ -70,7 +70,7 @@ def test_search_filters_and_text_output(remembered, capsys):
     assert _search_json(capsys, "stylesheet", "--project", "nowhere")["results"] == []
     assert main(["search", "stylesheet margin", "--domain", "technical"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("1. [alpha 2026-11-01 solution relevance 0.99] Added margin-bottom")
+    assert out.startswith("1. [alpha 2026-11-01 solution relevance 0.98] Added margin-bottom")
     assert "session css: summary of css" in out
 
 

@@ -342,8 +342,8 @@ def test_a_store_from_before_migration_4_gets_one_vector_index_per_layer(store):
             "CREATE INDEX indexed_chunks_embedding_3_hnsw ON indexed_chunks USING hnsw "
             "((embedding::vector(3)) vector_cosine_ops) WHERE embedding_dim = 3"
         )
-        # And what came after it (migrations 5 to 7), as a store of that time lacked them.
-        conn.execute("DROP TABLE llm_usage, deferred_digests, skip_list")
+        # And what came after it (migrations 5 to 9), as a store of that time lacked them.
+        conn.execute("DROP TABLE llm_usage, deferred_digests, skip_list, session_vectors")
         conn.execute("ALTER TABLE memories DROP COLUMN source_fingerprint")
         conn.execute("ALTER TABLE session_sources DROP COLUMN nothing_at_fingerprint")
         conn.execute("DELETE FROM schema_migrations WHERE version >= 4")
