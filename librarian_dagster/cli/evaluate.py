@@ -22,9 +22,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "eval",
         help="measure recall on golden questions: recall@k, MRR, nDCG@10, abstention",
         description="Ask every question of the golden files (one JSON object a line: query, "
-        "relevant session ids, kind, style) through hybrid, vector-only and text-only search, "
-        "and report how well each ranks the sessions that answer it, and whether it answers "
-        "nothing when nothing is relevant.",
+        "relevant session ids, kind, style, project) through hybrid, vector-only and text-only "
+        "search, and report how well each ranks the sessions that answer it, and whether it "
+        "answers nothing when nothing is relevant; pooled, and per kind, style and project. A "
+        "line without a project counts under its first relevant session's project in the store "
+        "(an unanswerable one under `unspecified`).",
     )
     ev.add_argument(
         "golden",
@@ -32,7 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         metavar="GOLDEN.jsonl",
         help='e.g. {"query": "...", "relevant": ["<session id>"], "kind": "solved", '
-        '"style": "keyword"}; "relevant": [] for a question nothing should answer',
+        '"style": "keyword", "project": "app"}; "relevant": [] for a question nothing should '
+        "answer",
     )
     ev.add_argument("--k", type=int, default=DEFAULT_K, help="the headline recall@k (default 5)")
     ev.add_argument(
@@ -59,6 +62,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         GoldenFileError,
         compare_modes,
         load_golden,
+        store_projects,
+        with_projects,
     )
     from librarian_dagster.core.providers import configured_embedder
     from librarian_dagster.core.recall import boosts_for
@@ -82,6 +87,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     min_relevance = settings.recall_threshold if args.min_relevance is None else args.min_relevance
     store, embedder = open_store(settings), configured_embedder(settings)
+    questions = with_projects(questions, store_projects(store))
     reports = compare_modes(
         questions,
         store,
@@ -119,7 +125,8 @@ def render_text(
     *,
     show_misses: bool = False,
 ) -> str:
-    """The headline recall@k, then every mode side by side, then hybrid per kind and style."""
+    """The headline recall@k, then every mode side by side, then hybrid per kind, style and
+    project."""
     hybrid = reports["hybrid"].overall
     k = context["k"]
     unanswerable = hybrid.questions - hybrid.answerable
@@ -132,7 +139,11 @@ def render_text(
     columns = [key for key in hybrid.as_dict() if key not in ("questions", "answerable")]
     lines += _table("mode", {mode: r.overall for mode, r in reports.items()}, columns)
     product = reports["hybrid"]
-    for name, groups in (("kind", product.by_kind), ("style", product.by_style)):
+    for name, groups in (
+        ("kind", product.by_kind),
+        ("style", product.by_style),
+        ("project", product.by_project),
+    ):
         lines.append("")
         lines += _table(f"hybrid by {name}", groups, columns, counts=True)
     if show_misses:

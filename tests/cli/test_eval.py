@@ -51,6 +51,13 @@ def test_eval_json_reports_every_figure_per_mode_kind_and_style(golden, capsys):
     assert set(doc["by_kind"]) == {"solved", "none"}
     assert doc["by_kind"]["none"]["recall@5"] is None
     assert doc["by_style"]["paraphrase"]["mrr"] == 1.0
+    # No line names a project: the answerable ones take their session's (`alpha`, as
+    # `remembered` stores them), the off-topic one none.
+    assert {p: f["questions"] for p, f in doc["by_project"].items()} == {
+        "alpha": 2,
+        "unspecified": 1,
+    }
+    assert doc["by_project"]["alpha"]["recall@1"] == 1.0
     assert list(doc["modes"]) == ["hybrid", "vector", "text"]
     for mode, figures in doc["modes"].items():
         assert set(METRICS + RATES) <= set(figures), mode
@@ -75,9 +82,11 @@ def test_eval_text_report_leads_with_the_headline_k(golden, capsys):
     first = out.splitlines()[0]
     assert first.startswith("recall@1 1.000  (hybrid; 2 answerable and 1 unanswerable")
     assert "2 sessions, all-MiniLM-L6-v2" in first
-    for heading in ("mode ", "hybrid ", "vector ", "text ", "hybrid by kind", "hybrid by style"):
+    headings = ("mode ", "hybrid ", "vector ", "text ", "hybrid by kind", "hybrid by style",
+                "hybrid by project")  # fmt: skip
+    for heading in headings:
         assert f"\n{heading}" in out, heading
-    assert "none (1)" in out and "off-topic (1)" in out
+    assert "none (1)" in out and "off-topic (1)" in out and "alpha (2)" in out
     assert "answered       [none/off-topic] which Kubernetes ingress" in out
 
 
