@@ -3,6 +3,7 @@
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -10,10 +11,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 from librarian_dagster.core.settings import Settings
 
 if TYPE_CHECKING:
+    from librarian_dagster.core.embeddings import Embedder
     from librarian_dagster.core.evaluation import Metrics, Report
-    from librarian_dagster.core.store import SearchMode
+    from librarian_dagster.core.reference import NaiveIndex
+    from librarian_dagster.core.store import Store
 
 DEFAULT_K = 5
+NAIVE = "naive"
 _BAR_WIDTH = 30
 
 
@@ -45,6 +49,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="X",
         help="leave out chunks scoring below this (default: the configured recall threshold)",
     )
+    ev.add_argument(
+        "--reference",
+        choices=[NAIVE],
+        help="also rank with a naive index built now over the same sessions, as a yardstick: "
+        "the configured embedder and BM25 over each session's typed prompts and final replies "
+        "(one chunk each, read from the redacted sessions staged under LIBRARIAN_HOME/staging; "
+        "a session not staged there is represented by its exchange chunks, which start with "
+        "their prompt's head), fused by reciprocal rank (k=60), sessions ranked by their best "
+        "chunk. It has no relevance threshold and always answers, so its abstention is '-'",
+    )
     ev.add_argument("--json", action="store_true", help="one JSON object with every figure")
     ev.add_argument(
         "--show-misses",
@@ -61,6 +75,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         RECALL_KS,
         GoldenFileError,
         compare_modes,
+        evaluate,
         load_golden,
         store_projects,
         with_projects,
@@ -87,22 +102,31 @@ def cmd_eval(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     min_relevance = settings.recall_threshold if args.min_relevance is None else args.min_relevance
     store, embedder = open_store(settings), configured_embedder(settings)
-    questions = with_projects(questions, store_projects(store))
-    reports = compare_modes(
-        questions,
-        store,
-        embedder,
-        min_relevance=min_relevance,
-        boosts=boosts_for(settings),
-        ks=(*RECALL_KS, args.k),
-        progress=progress_bar(sys.stderr) if sys.stderr.isatty() else None,
-    )
-    context = {
+    projects = store_projects(store)
+    questions = with_projects(questions, projects)
+    progress = progress_bar(sys.stderr) if sys.stderr.isatty() else None
+    ks = (*RECALL_KS, args.k)
+    reports: dict[str, Report] = {
+        **compare_modes(
+            questions,
+            store,
+            embedder,
+            min_relevance=min_relevance,
+            boosts=boosts_for(settings),
+            ks=ks,
+            progress=progress,
+        )
+    }
+    context: dict[str, Any] = {
         "k": args.k,
         "min_relevance": min_relevance,
         "sessions": store.stats().sessions,
         "embedding_model": embedder.model_name,
     }
+    if args.reference == NAIVE:
+        index, context["reference"] = naive_reference(store, embedder, settings, list(projects))
+        step = None if progress is None else (lambda done, total: progress(NAIVE, done, total))
+        reports[NAIVE] = evaluate(questions, index.ask, ks=ks, progress=step, abstains=False)
     if args.json:
         print(json.dumps(report_document(reports, context), indent=2))
     else:
@@ -110,7 +134,34 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def report_document(reports: Mapping["SearchMode", "Report"], context: Mapping[str, Any]) -> dict:
+def naive_reference(
+    store: "Store", embedder: "Embedder", settings: Settings, session_ids: list[str]
+) -> tuple["NaiveIndex", dict[str, Any]]:
+    """The naive index over these sessions, and what went into it and how long it took."""
+    from librarian_dagster.core.reference import NaiveIndex, gather_documents
+
+    # Imported here: only the staging I/O manager knows where a stage's files are, and it
+    # brings Dagster (a second of import) that the other modes do without.
+    from librarian_dagster.defs.staging import StagingIOManager
+
+    staging = StagingIOManager(home=str(settings.home))
+    started = time.perf_counter()
+    # "redacted_session": the stage's asset name, which names its folder of staged files.
+    documents = gather_documents(
+        store, session_ids, lambda session_id: staging.path_for("redacted_session", session_id)
+    )
+    index = NaiveIndex(documents.texts, embedder)
+    return index, {
+        "name": NAIVE,
+        "build_seconds": round(time.perf_counter() - started, 1),
+        "chunks": index.chunks,
+        "sessions": len(documents.texts),
+        "staged_sessions": documents.staged,
+        "exchange_chunk_sessions": documents.from_chunks,
+    }
+
+
+def report_document(reports: Mapping[str, "Report"], context: Mapping[str, Any]) -> dict:
     """The `--json` object: hybrid's figures at the top, then every mode's for the comparison."""
     return {
         **reports["hybrid"].as_dict(),
@@ -120,7 +171,7 @@ def report_document(reports: Mapping["SearchMode", "Report"], context: Mapping[s
 
 
 def render_text(
-    reports: Mapping["SearchMode", "Report"],
+    reports: Mapping[str, "Report"],
     context: Mapping[str, Any],
     *,
     show_misses: bool = False,
@@ -138,6 +189,14 @@ def render_text(
     ]
     columns = [key for key in hybrid.as_dict() if key not in ("questions", "answerable")]
     lines += _table("mode", {mode: r.overall for mode, r in reports.items()}, columns)
+    reference = context.get("reference")
+    if reference is not None:
+        lines.append(
+            f"({reference['name']}: built in {reference['build_seconds']:.1f} s, "
+            f"{reference['chunks']} chunks of {reference['sessions']} sessions: "
+            f"{reference['staged_sessions']} from their staged redacted session, "
+            f"{reference['exchange_chunk_sessions']} from their exchange chunks)"
+        )
     product = reports["hybrid"]
     for name, groups in (
         ("kind", product.by_kind),
