@@ -3,6 +3,7 @@
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -10,10 +11,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 from librarian_dagster.core.settings import Settings
 
 if TYPE_CHECKING:
+    from librarian_dagster.core.embeddings import Embedder
     from librarian_dagster.core.evaluation import Metrics, Report
-    from librarian_dagster.core.store import SearchMode
+    from librarian_dagster.core.reference import NaiveIndex
+    from librarian_dagster.core.store import Store
 
 DEFAULT_K = 5
+NAIVE = "naive"
 _BAR_WIDTH = 30
 
 
@@ -22,9 +26,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "eval",
         help="measure recall on golden questions: recall@k, MRR, nDCG@10, abstention",
         description="Ask every question of the golden files (one JSON object a line: query, "
-        "relevant session ids, kind, style) through hybrid, vector-only and text-only search, "
-        "and report how well each ranks the sessions that answer it, and whether it answers "
-        "nothing when nothing is relevant.",
+        "relevant session ids, kind, style, project) through hybrid, vector-only and text-only "
+        "search, and report how well each ranks the sessions that answer it, and whether it "
+        "answers nothing when nothing is relevant; pooled, and per kind, style and project. A "
+        "line without a project counts under its first relevant session's project in the store "
+        "(an unanswerable one under `unspecified`).",
     )
     ev.add_argument(
         "golden",
@@ -32,7 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         metavar="GOLDEN.jsonl",
         help='e.g. {"query": "...", "relevant": ["<session id>"], "kind": "solved", '
-        '"style": "keyword"}; "relevant": [] for a question nothing should answer',
+        '"style": "keyword", "project": "app"}; "relevant": [] for a question nothing should '
+        "answer",
     )
     ev.add_argument("--k", type=int, default=DEFAULT_K, help="the headline recall@k (default 5)")
     ev.add_argument(
@@ -41,6 +48,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="X",
         help="leave out chunks scoring below this (default: the configured recall threshold)",
+    )
+    ev.add_argument(
+        "--reference",
+        choices=[NAIVE],
+        help="also rank with a naive index built now over the same sessions, as a yardstick: "
+        "the configured embedder and BM25 over each session's typed prompts and final replies "
+        "(one chunk each, read from the redacted sessions staged under LIBRARIAN_HOME/staging; "
+        "a session not staged there is represented by its exchange chunks, which start with "
+        "their prompt's head), fused by reciprocal rank (k=60), sessions ranked by their best "
+        "chunk. It has no relevance threshold and always answers, so its abstention is '-'",
     )
     ev.add_argument("--json", action="store_true", help="one JSON object with every figure")
     ev.add_argument(
@@ -58,7 +75,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         RECALL_KS,
         GoldenFileError,
         compare_modes,
+        evaluate,
         load_golden,
+        store_projects,
+        with_projects,
     )
     from librarian_dagster.core.providers import configured_embedder
     from librarian_dagster.core.recall import boosts_for
@@ -82,21 +102,31 @@ def cmd_eval(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     min_relevance = settings.recall_threshold if args.min_relevance is None else args.min_relevance
     store, embedder = open_store(settings), configured_embedder(settings)
-    reports = compare_modes(
-        questions,
-        store,
-        embedder,
-        min_relevance=min_relevance,
-        boosts=boosts_for(settings),
-        ks=(*RECALL_KS, args.k),
-        progress=progress_bar(sys.stderr) if sys.stderr.isatty() else None,
-    )
-    context = {
+    projects = store_projects(store)
+    questions = with_projects(questions, projects)
+    progress = progress_bar(sys.stderr) if sys.stderr.isatty() else None
+    ks = (*RECALL_KS, args.k)
+    reports: dict[str, Report] = {
+        **compare_modes(
+            questions,
+            store,
+            embedder,
+            min_relevance=min_relevance,
+            boosts=boosts_for(settings),
+            ks=ks,
+            progress=progress,
+        )
+    }
+    context: dict[str, Any] = {
         "k": args.k,
         "min_relevance": min_relevance,
         "sessions": store.stats().sessions,
         "embedding_model": embedder.model_name,
     }
+    if args.reference == NAIVE:
+        index, context["reference"] = naive_reference(store, embedder, settings, list(projects))
+        step = None if progress is None else (lambda done, total: progress(NAIVE, done, total))
+        reports[NAIVE] = evaluate(questions, index.ask, ks=ks, progress=step, abstains=False)
     if args.json:
         print(json.dumps(report_document(reports, context), indent=2))
     else:
@@ -104,7 +134,34 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def report_document(reports: Mapping["SearchMode", "Report"], context: Mapping[str, Any]) -> dict:
+def naive_reference(
+    store: "Store", embedder: "Embedder", settings: Settings, session_ids: list[str]
+) -> tuple["NaiveIndex", dict[str, Any]]:
+    """The naive index over these sessions, and what went into it and how long it took."""
+    from librarian_dagster.core.reference import NaiveIndex, gather_documents
+
+    # Imported here: only the staging I/O manager knows where a stage's files are, and it
+    # brings Dagster (a second of import) that the other modes do without.
+    from librarian_dagster.defs.staging import StagingIOManager
+
+    staging = StagingIOManager(home=str(settings.home))
+    started = time.perf_counter()
+    # "redacted_session": the stage's asset name, which names its folder of staged files.
+    documents = gather_documents(
+        store, session_ids, lambda session_id: staging.path_for("redacted_session", session_id)
+    )
+    index = NaiveIndex(documents.texts, embedder)
+    return index, {
+        "name": NAIVE,
+        "build_seconds": round(time.perf_counter() - started, 1),
+        "chunks": index.chunks,
+        "sessions": len(documents.texts),
+        "staged_sessions": documents.staged,
+        "exchange_chunk_sessions": documents.from_chunks,
+    }
+
+
+def report_document(reports: Mapping[str, "Report"], context: Mapping[str, Any]) -> dict:
     """The `--json` object: hybrid's figures at the top, then every mode's for the comparison."""
     return {
         **reports["hybrid"].as_dict(),
@@ -114,12 +171,13 @@ def report_document(reports: Mapping["SearchMode", "Report"], context: Mapping[s
 
 
 def render_text(
-    reports: Mapping["SearchMode", "Report"],
+    reports: Mapping[str, "Report"],
     context: Mapping[str, Any],
     *,
     show_misses: bool = False,
 ) -> str:
-    """The headline recall@k, then every mode side by side, then hybrid per kind and style."""
+    """The headline recall@k, then every mode side by side, then hybrid per kind, style and
+    project."""
     hybrid = reports["hybrid"].overall
     k = context["k"]
     unanswerable = hybrid.questions - hybrid.answerable
@@ -131,8 +189,20 @@ def render_text(
     ]
     columns = [key for key in hybrid.as_dict() if key not in ("questions", "answerable")]
     lines += _table("mode", {mode: r.overall for mode, r in reports.items()}, columns)
+    reference = context.get("reference")
+    if reference is not None:
+        lines.append(
+            f"({reference['name']}: built in {reference['build_seconds']:.1f} s, "
+            f"{reference['chunks']} chunks of {reference['sessions']} sessions: "
+            f"{reference['staged_sessions']} from their staged redacted session, "
+            f"{reference['exchange_chunk_sessions']} from their exchange chunks)"
+        )
     product = reports["hybrid"]
-    for name, groups in (("kind", product.by_kind), ("style", product.by_style)):
+    for name, groups in (
+        ("kind", product.by_kind),
+        ("style", product.by_style),
+        ("project", product.by_project),
+    ):
         lines.append("")
         lines += _table(f"hybrid by {name}", groups, columns, counts=True)
     if show_misses:

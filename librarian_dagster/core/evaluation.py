@@ -1,8 +1,10 @@
 """How well recall answers: golden questions in, recall@k, MRR, nDCG@10 and abstention out.
 
 A golden file holds one JSON object a line: `query`, `relevant` (the session ids that answer it;
-empty for a question nothing in the memory answers), and optionally `kind` and `style`, by which
-the figures are also broken down (other keys, such as `id`, are ignored).
+empty for a question nothing in the memory answers), and optionally `kind`, `style` and `project`,
+by which the figures are also broken down (other keys, such as `id`, are ignored). A line that
+names no project is counted under the project of its first relevant session the store holds
+(`with_projects`), an unanswerable one under `unspecified`.
 
 The metrics are pure: `evaluate` takes a callable `ask(query) -> ranked session ids`, so they are
 computed the same way over the real store (`session_asker`), in a test, or in the Dagster asset
@@ -20,7 +22,7 @@ Nothing here imports dagster.
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +39,7 @@ least 25 sessions are ranked whenever the store has that many."""
 MODES: tuple[SearchMode, ...] = ("hybrid", "vector", "text")
 """The product's search first, then each of its two ranked lists alone, to see what each brings."""
 UNSPECIFIED = "unspecified"
-"""The kind or style of a question whose line does not say."""
+"""The kind, style or project of a question whose line (or, for the project, store) does not say."""
 
 Ask = Callable[[str], Sequence[str]]
 """A question in plain words -> the session ids that answer it, best first (empty: nothing)."""
@@ -56,6 +58,11 @@ class GoldenQuestion:
     """The sessions that answer the question; empty when nothing should."""
     kind: str = UNSPECIFIED
     style: str = UNSPECIFIED
+    project: str | None = None
+    """The project the line names; None until `with_projects` takes it from the store."""
+    listed: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    """`relevant` in the line's order: a set forgets which session the line put first, and that
+    one's project is the question's when the line names none."""
 
     @property
     def answerable(self) -> bool:
@@ -103,11 +110,12 @@ class Metrics:
 
 @dataclass(frozen=True)
 class Report:
-    """The figures for every question, and per kind and per style of question."""
+    """The figures for every question, and per kind, style and project of question."""
 
     overall: Metrics
     by_kind: Mapping[str, Metrics]
     by_style: Mapping[str, Metrics]
+    by_project: Mapping[str, Metrics]
     outcomes: Sequence[Outcome] = field(default=(), repr=False)
 
     def as_dict(self) -> dict[str, Any]:
@@ -115,6 +123,7 @@ class Report:
             **self.overall.as_dict(),
             "by_kind": {k: m.as_dict() for k, m in self.by_kind.items()},
             "by_style": {s: m.as_dict() for s, m in self.by_style.items()},
+            "by_project": {p: m.as_dict() for p, m in self.by_project.items()},
         }
 
 
@@ -152,13 +161,38 @@ def _parse_question(line: str, where: str) -> GoldenQuestion:
         raise GoldenFileError(
             f"{where}: `relevant` must be a list of session ids (empty when nothing answers)"
         )
-    labels = {}
-    for key in ("kind", "style"):
-        value = doc.get(key, UNSPECIFIED)
-        if not isinstance(value, str) or not value:
+    labels: dict[str, str | None] = {}
+    for key in ("kind", "style", "project"):
+        value = doc.get(key)
+        if key in doc and (not isinstance(value, str) or not value):
             raise GoldenFileError(f"{where}: `{key}` must be a non-empty string when given")
         labels[key] = value
-    return GoldenQuestion(query, frozenset(relevant), labels["kind"], labels["style"])
+    return GoldenQuestion(
+        query,
+        frozenset(relevant),
+        labels["kind"] or UNSPECIFIED,
+        labels["style"] or UNSPECIFIED,
+        labels["project"],
+        listed=tuple(dict.fromkeys(relevant)),
+    )
+
+
+def with_projects(
+    questions: Iterable[GoldenQuestion], projects: Mapping[str, str]
+) -> list[GoldenQuestion]:
+    """Every question with a project: the one its line names, else the project (`projects`:
+    session id -> project) of the first of its relevant sessions found there, else `unspecified`
+    (an unanswerable question, or one whose sessions are not in the store)."""
+    return [
+        q if q.project is not None else replace(q, project=_first_project(q, projects))
+        for q in questions
+    ]
+
+
+def _first_project(question: GoldenQuestion, projects: Mapping[str, str]) -> str:
+    # A question made in code may leave `listed` empty: its sessions in name order, then.
+    listed = question.listed or sorted(question.relevant)
+    return next((projects[s] for s in listed if s in projects), UNSPECIFIED)
 
 
 # -- metrics --------------------------------------------------------------------------------------
@@ -170,8 +204,13 @@ def evaluate(
     *,
     ks: Iterable[int] = RECALL_KS,
     progress: Progress | None = None,
+    abstains: bool = True,
 ) -> Report:
-    """Ask every question once and measure the answers, overall and per kind and style."""
+    """Ask every question once and measure the answers, overall and per kind, style and project.
+
+    `abstains` False: `ask` always answers (it has no relevance threshold), so there is no
+    abstention to measure and both rates are None rather than a trivial 0.
+    """
     ks = sorted(set(ks))
     if not ks or ks[0] < 1:
         raise ValueError(f"every k must be at least 1, got {ks}")
@@ -181,17 +220,20 @@ def evaluate(
         if progress is not None:
             progress(done, len(questions))
     return Report(
-        overall=summarize(outcomes, ks),
-        by_kind=_grouped(outcomes, ks, lambda q: q.kind),
-        by_style=_grouped(outcomes, ks, lambda q: q.style),
+        overall=summarize(outcomes, ks, abstains=abstains),
+        by_kind=_grouped(outcomes, ks, abstains, lambda q: q.kind),
+        by_style=_grouped(outcomes, ks, abstains, lambda q: q.style),
+        by_project=_grouped(outcomes, ks, abstains, lambda q: q.project or UNSPECIFIED),
         outcomes=tuple(outcomes),
     )
 
 
-def summarize(outcomes: Sequence[Outcome], ks: Iterable[int] = RECALL_KS) -> Metrics:
+def summarize(
+    outcomes: Sequence[Outcome], ks: Iterable[int] = RECALL_KS, *, abstains: bool = True
+) -> Metrics:
     """The metrics of these outcomes (means over the answerable ones, rates as shares)."""
     answerable = [o for o in outcomes if o.question.answerable]
-    unanswerable = [o for o in outcomes if not o.question.answerable]
+    unanswerable = [o for o in outcomes if not o.question.answerable] if abstains else []
     return Metrics(
         questions=len(outcomes),
         answerable=len(answerable),
@@ -199,7 +241,7 @@ def summarize(outcomes: Sequence[Outcome], ks: Iterable[int] = RECALL_KS) -> Met
         mrr=_mean(reciprocal_rank(o) for o in answerable),
         ndcg_at_10=_mean(ndcg_at(o, NDCG_K) for o in answerable),
         abstain_rate=_mean(float(not o.ranking) for o in unanswerable),
-        false_abstain_rate=_mean(float(not o.ranking) for o in answerable),
+        false_abstain_rate=_mean(float(not o.ranking) for o in answerable) if abstains else None,
     )
 
 
@@ -241,15 +283,30 @@ def _distinct(sessions: Iterable[str]) -> tuple[str, ...]:
 
 
 def _grouped(
-    outcomes: Sequence[Outcome], ks: Sequence[int], label: Callable[[GoldenQuestion], str]
+    outcomes: Sequence[Outcome],
+    ks: Sequence[int],
+    abstains: bool,
+    label: Callable[[GoldenQuestion], str],
 ) -> dict[str, Metrics]:
     groups: dict[str, list[Outcome]] = {}
     for o in outcomes:
         groups.setdefault(label(o.question), []).append(o)
-    return {name: summarize(group, ks) for name, group in sorted(groups.items())}
+    return {name: summarize(group, ks, abstains=abstains) for name, group in sorted(groups.items())}
 
 
 # -- over the real store --------------------------------------------------------------------------
+
+
+def store_projects(store: Store, page_size: int = 500) -> dict[str, str]:
+    """Session id -> project, of every session the store remembers (private ones too)."""
+    projects: dict[str, str] = {}
+    cursor = None
+    while True:
+        page = store.list_sessions(SearchFilters(include_private=True), page_size, cursor)
+        projects.update((s.session_id, s.project) for s in page.sessions)
+        if page.next_cursor is None:
+            return projects
+        cursor = page.next_cursor
 
 
 def session_asker(

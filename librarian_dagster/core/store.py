@@ -1097,6 +1097,19 @@ class Store:
             ).fetchall()
         return {r["text"]: [float(x) for x in r["embedding"].to_list()] for r in rows}
 
+    def exchange_texts(self, session_ids: Sequence[str]) -> dict[str, list[str]]:
+        """These sessions' exchange windows, in order, by session (those that have any)."""
+        with self.connect() as conn:
+            rows = conn.execute(
+                "SELECT session_id, text FROM indexed_chunks WHERE section = %s"
+                " AND session_id = ANY(%s) ORDER BY session_id, position",
+                (EXCHANGE, list(session_ids)),
+            ).fetchall()
+        texts: dict[str, list[str]] = {}
+        for r in rows:
+            texts.setdefault(r["session_id"], []).append(r["text"])
+        return texts
+
     def top_tags(self, limit: int = 30) -> list[str]:
         """The most used tags, most used first: offered to the LLM so the vocabulary converges."""
         with self.connect() as conn:

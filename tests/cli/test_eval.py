@@ -4,9 +4,12 @@ import io
 import json
 
 import pytest
+from pydantic import TypeAdapter
 
 from librarian_dagster.cli.evaluate import progress_bar
 from librarian_dagster.cli.main import main
+from librarian_dagster.core.transcripts import Session, Turn
+from librarian_dagster.defs.staging import StagingIOManager
 
 # `remembered`: the sessions "sqlite" and "css", one bullet each, embedded with the real model.
 from tests.cli.test_query import remembered  # noqa: F401
@@ -51,7 +54,15 @@ def test_eval_json_reports_every_figure_per_mode_kind_and_style(golden, capsys):
     assert set(doc["by_kind"]) == {"solved", "none"}
     assert doc["by_kind"]["none"]["recall@5"] is None
     assert doc["by_style"]["paraphrase"]["mrr"] == 1.0
+    # No line names a project: the answerable ones take their session's (`alpha`, as
+    # `remembered` stores them), the off-topic one none.
+    assert {p: f["questions"] for p, f in doc["by_project"].items()} == {
+        "alpha": 2,
+        "unspecified": 1,
+    }
+    assert doc["by_project"]["alpha"]["recall@1"] == 1.0
     assert list(doc["modes"]) == ["hybrid", "vector", "text"]
+    assert "reference" not in doc  # the naive index only when asked for
     for mode, figures in doc["modes"].items():
         assert set(METRICS + RATES) <= set(figures), mode
         assert "solved" in figures["by_kind"], mode
@@ -60,6 +71,45 @@ def test_eval_json_reports_every_figure_per_mode_kind_and_style(golden, capsys):
     # BM25 needs one shared word: both answerable questions have one, the off-topic one none.
     assert doc["modes"]["text"]["false_abstain_rate"] == 0.0
     assert doc["modes"]["text"]["abstain_rate"] == 1.0
+
+
+def test_the_naive_reference_is_a_mode_of_its_own_that_always_answers(golden, tmp_path, capsys):
+    # `sqlite` staged as the pipeline stages it (`remembered`'s home is tmp_path / "home"):
+    # its prompt and final reply are read; `css` is not staged, its exchange chunk stands in.
+    sqlite = Session(
+        "sqlite",
+        "alpha",
+        turns=[
+            Turn("user", "prompt", "the SQLite database is locked by concurrent writers", None),
+            Turn("assistant", "text", "Looking at the journal mode.", None),
+            Turn("assistant", "text", "Switched the journal to WAL mode.", None),
+        ],
+    )
+    staged = StagingIOManager(home=str(tmp_path / "home")).path_for("redacted_session", "sqlite")
+    staged.parent.mkdir(parents=True)
+    staged.write_bytes(TypeAdapter(Session).dump_json(sqlite))
+
+    doc = _eval_json(capsys, str(golden), "--min-relevance", "0", "--reference", "naive")
+    assert list(doc["modes"]) == ["hybrid", "vector", "text", "naive"]
+    naive = doc["modes"]["naive"]
+    assert naive["recall@1"] == 1.0 and naive["mrr"] == 1.0
+    assert naive["abstain_rate"] is None and naive["false_abstain_rate"] is None
+    assert naive["by_project"]["alpha"]["questions"] == 2
+    reference = doc.pop("reference")
+    assert isinstance(reference.pop("build_seconds"), float)
+    assert reference == {
+        "name": "naive",
+        "chunks": 3,  # sqlite's prompt and final reply, css's exchange chunk
+        "sessions": 2,
+        "staged_sessions": 1,
+        "exchange_chunk_sessions": 1,
+    }
+
+    assert main(["eval", str(golden), "--min-relevance", "0", "--reference", "naive"]) == 0
+    out = capsys.readouterr().out
+    [row] = [line.split() for line in out.splitlines() if line.startswith("naive ")]
+    assert row == ["naive", *["1.000"] * 5, "-", "-"]
+    assert "(naive: built in " in out and "3 chunks of 2 sessions: 1 from their staged" in out
 
 
 def test_a_threshold_above_every_score_abstains_on_everything(golden, capsys):
@@ -75,9 +125,11 @@ def test_eval_text_report_leads_with_the_headline_k(golden, capsys):
     first = out.splitlines()[0]
     assert first.startswith("recall@1 1.000  (hybrid; 2 answerable and 1 unanswerable")
     assert "2 sessions, all-MiniLM-L6-v2" in first
-    for heading in ("mode ", "hybrid ", "vector ", "text ", "hybrid by kind", "hybrid by style"):
+    headings = ("mode ", "hybrid ", "vector ", "text ", "hybrid by kind", "hybrid by style",
+                "hybrid by project")  # fmt: skip
+    for heading in headings:
         assert f"\n{heading}" in out, heading
-    assert "none (1)" in out and "off-topic (1)" in out
+    assert "none (1)" in out and "off-topic (1)" in out and "alpha (2)" in out
     assert "answered       [none/off-topic] which Kubernetes ingress" in out
 
 

@@ -1,4 +1,5 @@
-"""The recall metrics on small cases worked out by hand, and the golden file reader."""
+"""The recall metrics on small cases worked out by hand, the golden file reader, and the projects
+taken from a real store."""
 
 import json
 import math
@@ -12,12 +13,22 @@ from librarian_dagster.core.evaluation import (
     evaluate,
     load_golden,
     ndcg_at,
+    store_projects,
     summarize,
+    with_projects,
 )
+from librarian_dagster.core.store import ChunkRecord
+from tests.core.test_store import memory_record
 
 
-def q(query: str, *relevant: str, kind: str = "solved", style: str = "keyword") -> GoldenQuestion:
-    return GoldenQuestion(query, frozenset(relevant), kind, style)
+def q(
+    query: str,
+    *relevant: str,
+    kind: str = "solved",
+    style: str = "keyword",
+    project: str | None = None,
+) -> GoldenQuestion:
+    return GoldenQuestion(query, frozenset(relevant), kind, style, project, listed=relevant)
 
 
 # Five questions and what a search ranked for each, chosen so every figure below is checkable:
@@ -28,10 +39,10 @@ def q(query: str, *relevant: str, kind: str = "solved", style: str = "keyword") 
 #   n1: nothing relevant, nothing returned -> a correct abstention
 #   n2: nothing relevant, q returned      -> a wrong answer
 QUESTIONS = [
-    q("a", "a", kind="solved", style="paraphrase"),
-    q("b", "b", "c", kind="solved", style="keyword"),
-    q("c", "d", kind="decision", style="keyword"),
-    q("n1", kind="none", style="off-topic"),
+    q("a", "a", kind="solved", style="paraphrase", project="app"),
+    q("b", "b", "c", kind="solved", style="keyword", project="web"),
+    q("c", "d", kind="decision", style="keyword", project="app"),
+    q("n1", kind="none", style="off-topic", project="web"),
     q("n2", kind="none", style="near-miss"),
 ]
 RANKINGS = {
@@ -77,6 +88,26 @@ def test_breakdowns_by_kind_and_style():
     assert report.by_style["near-miss"].abstain_rate == 0.0
 
 
+def test_breakdown_by_project_with_unnamed_ones_unspecified():
+    report = _report()
+    assert list(report.by_project) == ["app", "unspecified", "web"]
+    app = report.by_project["app"]  # a (2nd) and c (not answered)
+    assert (app.questions, app.answerable) == (2, 2)
+    assert app.mrr == pytest.approx(0.25) and app.false_abstain_rate == 0.5
+    assert app.abstain_rate is None
+    web = report.by_project["web"]  # b (1st) and n1 (a correct abstention)
+    assert (web.recall_at[1], web.abstain_rate) == (1.0, 1.0)
+    assert report.by_project["unspecified"].abstain_rate == 0.0  # n2, answered
+
+
+def test_an_asker_that_always_answers_has_no_abstention_figures():
+    report = evaluate(QUESTIONS, lambda query: RANKINGS[query], abstains=False)
+    assert report.overall.abstain_rate is None and report.overall.false_abstain_rate is None
+    assert report.by_kind["none"].abstain_rate is None
+    # The ranking figures are the same as with abstention measured.
+    assert report.overall.recall_at == _report().overall.recall_at
+
+
 def test_as_dict_uses_the_report_names():
     doc = _report().as_dict()
     for key in ("recall@1", "recall@5", "recall@10", "mrr", "ndcg@10", "abstain_rate"):
@@ -84,6 +115,7 @@ def test_as_dict_uses_the_report_names():
     assert doc["false_abstain_rate"] == pytest.approx(1 / 3)
     assert doc["by_kind"]["decision"]["recall@10"] == 0.0
     assert doc["by_style"]["paraphrase"]["ndcg@10"] == pytest.approx(NDCG_A)
+    assert doc["by_project"]["web"]["recall@1"] == 1.0
     json.dumps(doc)  # plain data all the way down
 
 
@@ -146,6 +178,51 @@ def test_load_golden_reads_questions_and_ignores_extra_keys_and_blank_lines(tmp_
     first, second = load_golden([path])
     assert first == GoldenQuestion("why locked?", frozenset({"s1"}), "solved", "vague")
     assert not second.answerable and second.kind == "unspecified"
+    assert first.project is None  # not named: the store says, later
+
+
+def test_load_golden_reads_the_project_and_keeps_the_relevant_sessions_order(tmp_path):
+    path = tmp_path / "golden.jsonl"
+    path.write_text(
+        '{"query": "x", "relevant": ["s9", "s1", "s9"], "project": "cipher-box"}\n'
+        '{"query": "y", "relevant": ["s9", "s1"]}\n',
+        encoding="utf-8",
+    )
+    named, unnamed = load_golden([path])
+    assert named.project == "cipher-box" and named.relevant == frozenset({"s1", "s9"})
+    assert unnamed.project is None and unnamed.listed == ("s9", "s1")
+
+
+def test_with_projects_takes_an_unnamed_project_from_the_first_relevant_session_stored():
+    projects = {"s1": "app", "s2": "web"}
+    named, first_stored, first_of_two, nothing_stored, unanswerable = with_projects(
+        [
+            q("named", "s1", project="cli"),
+            q("first stored", "gone", "s2", "s1"),  # `gone` is not in the store: s2 decides
+            q("first of two", "s1", "s2"),
+            q("nothing stored", "gone"),
+            q("unanswerable"),
+        ],
+        projects,
+    )
+    assert named.project == "cli"  # the line's word wins over the store's
+    assert first_stored.project == "web"
+    assert first_of_two.project == "app"
+    assert nothing_stored.project == "unspecified"
+    assert unanswerable.project == "unspecified"
+
+
+def test_store_projects_lists_every_session_private_ones_too(store):
+    for session_id, project, domain in [
+        ("s1", "app", "technical"),
+        ("s2", "web", "technical"),
+        ("s3", "app", "private"),
+    ]:
+        record = memory_record(session_id, project=project, domain=domain)
+        store.replace_memory(record, [ChunkRecord("summary", 0, "x", [1.0, 0.0])])
+    expected = {"s1": "app", "s2": "web", "s3": "app"}
+    assert store_projects(store) == expected
+    assert store_projects(store, page_size=2) == expected  # two pages, the cursor followed
 
 
 @pytest.mark.parametrize(
@@ -157,6 +234,7 @@ def test_load_golden_reads_questions_and_ignores_extra_keys_and_blank_lines(tmp_
         ('{"query": "x", "relevant": "s1"}', "`relevant` must be a list of session ids"),
         ('{"query": "x", "relevant": [1]}', "`relevant` must be a list of session ids"),
         ('{"query": "x", "relevant": [], "kind": 3}', "`kind` must be a non-empty string"),
+        ('{"query": "x", "relevant": [], "project": ""}', "`project` must be a non-empty string"),
     ],
 )
 def test_a_malformed_line_names_the_file_and_line(tmp_path, line, reason):
