@@ -34,13 +34,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-WEIGHT_EXCHANGE = 0.486
-WEIGHT_DIGEST = 0.420
-WEIGHT_SESSION = 0.447
-WEIGHT_UNSEEN = -7.96
-BIAS = -0.16
+WEIGHT_EXCHANGE = 0.784
+WEIGHT_DIGEST = 0.184
+WEIGHT_SESSION = 0.392
+WEIGHT_UNSEEN = -9.39
+BIAS = -0.49
 
-DEFAULT_THRESHOLD = 0.5
+DEFAULT_THRESHOLD = 0.6
 """Recall answers nothing when its best session does not reach this (LIBRARIAN_RECALL_THRESHOLD).
 Measured in docs/decisions/0021."""
 

@@ -757,6 +757,7 @@ class Store:
         max_per_session: int = 2,
         mode: SearchMode = "hybrid",
         boosts: Boosts = DEFAULT_BOOSTS,
+        judged: Callable[[str, Evidence, SpaceCalibration], None] | None = None,
     ) -> list[ChunkResult]:
         """Chunks of the sessions that best answer a query, best session first.
 
@@ -771,12 +772,14 @@ class Store:
         The vectors are searched in PostgreSQL, BM25 in the store's in-memory postings
         (core/lexical.py), which a long-lived store (the recall server) keeps between queries.
         `query_embedding` may be a callable that waits for the vector (core/recall.py embeds
-        while BM25 is scored): it is called only once the vector is needed.
+        while BM25 is scored): it is called only once the vector is needed. `judged`, when
+        given, is told each ranked session's relevance evidence, best first (the relevance
+        fit, benchmarks/fit_relevance.py, learns from it).
         """
         return self._read(
             lambda conn: self._search(
                 conn, query_text, query_embedding, embedding_model, filters, limit,
-                max_per_session, mode, boosts,
+                max_per_session, mode, boosts, judged,
             )
         )  # fmt: skip
 
@@ -804,6 +807,7 @@ class Store:
         max_per_session: int,
         mode: SearchMode,
         boosts: Boosts,
+        judged: Callable[[str, Evidence, SpaceCalibration], None] | None,
     ) -> list[ChunkResult]:
         # The private domain is left out through the in-memory session facts (no join, no list
         # of every other session); the caller's own filters, when any, in SQL.
@@ -909,6 +913,8 @@ class Store:
                 unseen=unseen or 0.0,
             )
             score = relevance(evidence, calibration)
+            if judged is not None:
+                judged(session_id, evidence, calibration)
             for chunk_id in shown[session_id]:
                 chunk = texts[chunk_id]
                 results.append(ChunkResult(
