@@ -4,8 +4,9 @@
         [--held-out MORE.jsonl...] [--json]
 
 Each question goes through the product's own search (hybrid, as `recall` ranks). The evidence of
-its best ranked session (core/relevance.py: the standardized exchange, digest and session
-cosines, and the share of the question's names the store never held) is what the gate judges.
+its best ranked session (`core.relevance.features`: the standardized cosines of its best chunk
+and of the session as a whole, and the share of the question's names the store never held) is
+what the gate judges.
 A logistic regression of "the question is answerable" on that evidence is then fitted:
 
 - leaving one project out: fitted on the others' questions, judged on the left-out project's,
@@ -31,8 +32,9 @@ from pathlib import Path
 import numpy as np
 
 THRESHOLDS = (0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7)
-FEATURES = ("exchange", "digest", "session", "unseen")
+FEATURES = ("best_chunk", "session", "unseen")
 L2 = 0.1
+_NOTHING = (0.0, 0.0, 0.0)  # no session ranked, or none with a chunk: no evidence
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ def _cases(paths: Sequence[Path], default_project: str) -> list[Case]:
     from librarian_dagster.core.evaluation import load_golden, store_projects, with_projects
     from librarian_dagster.core.providers import configured_embedder
     from librarian_dagster.core.recall import MAX_RESULTS
-    from librarian_dagster.core.relevance import Evidence, SpaceCalibration
+    from librarian_dagster.core.relevance import Evidence, SpaceCalibration, features
     from librarian_dagster.core.settings import Settings
     from librarian_dagster.core.store import SearchFilters, open_store
 
@@ -116,21 +118,8 @@ def _cases(paths: Sequence[Path], default_project: str) -> list[Case]:
             if project is None or project == "unspecified":
                 project = default_project
             cases.append(Case(path.name, project, question.answerable, first,
-                              _features(*seen[0]) if seen else (0.0, 0.0, 0.0, 0.0)))  # fmt: skip
+                              (features(*seen[0]) or _NOTHING) if seen else _NOTHING))  # fmt: skip
     return cases
-
-
-def _features(evidence, space) -> tuple[float, ...]:
-    """The evidence as the relevance model weighs it (core/relevance.py), standardized."""
-    exchange = evidence.exchange_cosine if evidence.exchange_cosine is not None else 0.0
-    digest = evidence.digest_cosine if evidence.digest_cosine is not None else exchange
-    session = evidence.session_cosine if evidence.session_cosine is not None else 0.0
-    return (
-        (exchange - space.chunk_mean) / space.chunk_sd,
-        (digest - space.chunk_mean) / space.chunk_sd,
-        (session - space.session_mean) / space.session_sd,
-        evidence.unseen,
-    )
 
 
 def fit(cases: Sequence[Case]) -> np.ndarray:

@@ -5,13 +5,13 @@ a question nothing answers look like those of one that is answered. So the best 
 also judged on evidence that means the same in any store, whatever its project or embedding model
 (docs/decisions/0021):
 
-- how close the question is to the session, three ways: its best exchange window (the session's
-  own words), its best digest line (whoever wrote the digest: a line an LLM wrote in its own words
-  counts as much as the transcript), and the session as a whole (the mean of its exchange
-  vectors). Each cosine is standardized against the embedding space's background, measured on the
-  store itself (`SpaceCalibration`): how alike two unrelated chunks of this store are under this
-  model. A cosine of 0.45 is close for all-MiniLM-L6-v2 and far for a model whose unrelated
-  chunks already sit at 0.6; standardized, both say how far above chance the match stands.
+- how close the question is to the session, two ways: its best chunk of either layer (an exchange
+  window, the session's own words, or a digest line: whoever wrote the digest, a line an LLM wrote
+  in its own words counts as much as the transcript), and the session as a whole (the mean of its
+  exchange vectors). Each cosine is standardized against the embedding space's background,
+  measured on the store itself (`SpaceCalibration`): how alike two unrelated chunks of this store
+  are under this model. A cosine of 0.45 is close for all-MiniLM-L6-v2 and far for a model whose
+  unrelated chunks already sit at 0.6; standardized, both say how far above chance a match stands.
 - whether the question names something the memory has never seen. A question about "Mercurial" or
   "Ollama" in a store that never held the word is about a thing no session did, however close the
   rest of it comes (a near miss: the project's own world, a thing it never did). Names are the
@@ -34,11 +34,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-WEIGHT_EXCHANGE = 0.784
-WEIGHT_DIGEST = 0.184
-WEIGHT_SESSION = 0.392
-WEIGHT_UNSEEN = -9.39
-BIAS = -0.49
+WEIGHTS = (0.742, 0.611, -9.36)
+"""Of `features`: the best chunk's standardized cosine, the session's, the unseen names' share."""
+BIAS = -0.344
 
 DEFAULT_THRESHOLD = 0.6
 """Recall answers nothing when its best session does not reach this (LIBRARIAN_RECALL_THRESHOLD).
@@ -111,31 +109,34 @@ class Evidence:
     """The share of the question's idf mass in names that no stored chunk holds."""
 
 
+def features(
+    evidence: Evidence, calibration: SpaceCalibration = DEFAULT_CALIBRATION
+) -> tuple[float, float, float] | None:
+    """What the model weighs (in the order of WEIGHTS), or None when the session has no chunk.
+
+    The best chunk is that of either layer: whichever says it better, the session's own words
+    or its digest's, answers. A session without a mean vector is taken as close as a whole as
+    its best chunk."""
+    c = calibration
+    layers = [
+        (cosine - c.chunk_mean) / c.chunk_sd
+        for cosine in (evidence.exchange_cosine, evidence.digest_cosine)
+        if cosine is not None
+    ]
+    if not layers:
+        return None
+    best = max(layers)
+    session = evidence.session_cosine
+    whole = best if session is None else (session - c.session_mean) / c.session_sd
+    return best, whole, evidence.unseen
+
+
 def relevance(evidence: Evidence, calibration: SpaceCalibration = DEFAULT_CALIBRATION) -> float:
     """The probability that the session answers the question."""
-    c = calibration
-    exchange, digest = evidence.exchange_cosine, evidence.digest_cosine
-    # A memory with one chunk layer only (written before the exchange layer, or a digest with
-    # no lines) is judged by the layer it has, for both.
-    exchange = digest if exchange is None else exchange
-    digest = exchange if digest is None else digest
-    if exchange is None or digest is None:
+    weighed = features(evidence, calibration)
+    if weighed is None:
         return 0.0
-    z_exchange = (exchange - c.chunk_mean) / c.chunk_sd
-    z_digest = (digest - c.chunk_mean) / c.chunk_sd
-    session = evidence.session_cosine
-    z_session = (
-        (session - c.session_mean) / c.session_sd
-        if session is not None
-        else (z_exchange + z_digest) / 2
-    )
-    z = (
-        WEIGHT_EXCHANGE * z_exchange
-        + WEIGHT_DIGEST * z_digest
-        + WEIGHT_SESSION * z_session
-        + WEIGHT_UNSEEN * evidence.unseen
-        + BIAS
-    )
+    z = math.fsum(w * x for w, x in zip(WEIGHTS, weighed, strict=True)) + BIAS
     return 1.0 / (1.0 + math.exp(-z))
 
 
