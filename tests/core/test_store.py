@@ -306,7 +306,7 @@ def test_bm25_statistics_follow_every_write_and_delete(store):
         assert conn.execute("SELECT chunks, total_length FROM chunk_stats").fetchone() == stats
 
 
-def test_relevance_comes_from_the_exchange_layer_when_there_is_one(store):
+def test_relevance_comes_from_whichever_layer_says_it(store):
     store.replace_memory(
         memory_record("s1"),
         [
@@ -314,9 +314,83 @@ def test_relevance_comes_from_the_exchange_layer_when_there_is_one(store):
             ChunkRecord(EXCHANGE, 0, "why does the sqlite lock time out", _unit(1, 0, 0)),
         ],
     )
+    # A digest in its own words (an LLM's), the transcript saying something else.
+    store.replace_memory(
+        memory_record("s2"),
+        [
+            ChunkRecord("summary", 0, "made the cache warm up at start", _unit(0, 0.2, 1)),
+            ChunkRecord(EXCHANGE, 0, "can you look at this", _unit(0, 1, 0)),
+        ],
+    )
     [near, *_] = store.search("sqlite lock time out", _unit(1, 0, 0), MODEL)
-    [far, *_] = store.search("kubernetes ingress", _unit(0, 0, 1), MODEL)
-    assert near.score > 0.9 > 0.1 > far.score
+    [digest, *_] = store.search("cache warm up", _unit(0, 0.2, 1), MODEL)
+    [far, *_] = store.search("kubernetes ingress", _unit(-1, 0, 0), MODEL)
+    assert near.session_id == "s1" and digest.session_id == "s2"
+    assert min(near.score, digest.score) > 0.9 > 0.1 > far.score
+
+
+def test_each_memory_has_its_mean_exchange_vector_written_and_removed_with_it(store):
+    store.replace_memory(
+        memory_record("s1"),
+        [ChunkRecord(EXCHANGE, 0, "one", _unit(1, 0, 0)), ChunkRecord(EXCHANGE, 1, "two",
+         _unit(0, 1, 0)), ChunkRecord("solution", 0, "a bullet", _unit(0, 0, 1))],
+    )  # fmt: skip
+    store.replace_memory(memory_record("s2"), [ChunkRecord("summary", 0, "x", _unit(0, 0, 1))])
+
+    def vectors() -> dict[str, list[float]]:
+        with psycopg.connect(store.url) as conn:
+            rows = conn.execute("SELECT session_id, embedding::text FROM session_vectors")
+            return {sid: [float(x) for x in text.strip("[]").split(",")] for sid, text in rows}
+
+    # The exchanges' mean, bullets left out; a memory without exchanges: all its chunks'.
+    assert vectors() == {"s1": pytest.approx([0.5, 0.5, 0]), "s2": pytest.approx([0, 0, 1])}
+    store.replace_memory(memory_record("s1"), [ChunkRecord(EXCHANGE, 0, "new", _unit(0, 1, 0))])
+    assert vectors()["s1"] == pytest.approx([0, 1, 0])
+    store.delete_memory("s2")
+    assert set(vectors()) == {"s1"}
+
+
+def test_migration_9_gives_the_sessions_already_stored_their_mean_vector(store):
+    store.replace_memory(
+        memory_record("old"),
+        [ChunkRecord(EXCHANGE, 0, "one", _unit(1, 0, 0)), ChunkRecord(EXCHANGE, 1, "two",
+         _unit(0, 1, 0))],
+    )  # fmt: skip
+    with psycopg.connect(store.url, autocommit=True) as conn:
+        conn.execute("DROP TABLE session_vectors")
+        conn.execute("DELETE FROM schema_migrations WHERE version >= 9")
+    assert store.migrate() == max(v for v, _ in MIGRATIONS)
+    with psycopg.connect(store.url) as conn:
+        [(session, text)] = conn.execute("SELECT session_id, embedding::text FROM session_vectors")
+        names = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes")}
+    assert session == "old" and text == "[0.5,0.5,0]"
+    assert "session_vectors_3_hnsw" in names
+
+
+def test_a_question_in_other_words_is_ranked_by_meaning_not_by_a_shared_filler_word(store):
+    # The session that answers shares no word with the question; another shares "window" and
+    # nothing else. BM25 votes only as much as the question's words are found (one word of
+    # five), so the vectors and the sessions' whole decide.
+    store.replace_memory(
+        memory_record("answer"),
+        [
+            ChunkRecord(
+                EXCHANGE, 0, "the telemetry subprocess panicked into stderr", _unit(1, 0.1, 0)
+            )
+        ],
+    )
+    store.replace_memory(
+        memory_record("filler"),
+        [ChunkRecord(EXCHANGE, 0, "resized the window of the dashboard", _unit(0, 1, 0))],
+    )
+    for i in range(12):  # sessions in between, nearer the question than the filler one
+        store.replace_memory(
+            memory_record(f"between{i}"),
+            [ChunkRecord(EXCHANGE, 0, f"unrelated work {i}", _unit(1, 0.5 + i, 0))],
+        )
+    hits = store.search("crash report scribbled over my shell window", _unit(1, 0, 0), MODEL)
+    assert hits[0].session_id == "answer"
+    assert store.search("resized window dashboard", _unit(0, 1, 0), MODEL)[0].session_id == "filler"
 
 
 @pytest.mark.parametrize("query", ["how did we", "what's O'Reilly & co | !x (y) <-> z:*", ""])

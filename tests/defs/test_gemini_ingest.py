@@ -6,7 +6,7 @@ import dagster as dg
 import pytest
 
 from librarian_dagster.core.providers import configured_embedder
-from librarian_dagster.core.recall import EmbeddingSpaceMismatch, recall
+from librarian_dagster.core.recall import NOTHING_RELEVANT, EmbeddingSpaceMismatch, recall
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store import Store
 from librarian_dagster.core.transcripts import session_files_for
@@ -14,10 +14,11 @@ from librarian_dagster.defs.assets.session_digest import session_digest
 from librarian_dagster.defs.partitions import session_id_of
 from librarian_dagster.ingest import ingest_sessions, open_instance
 from tests.conftest import FIXTURES
-from tests.fake_gemini import FakeGemini, error, generation
+from tests.fake_gemini import FakeGemini, digest_reply, error, generation
 from tests.helpers import write_transcript
 
 SESSION = "55555555-5555-5555-5555-555555555555"
+OTHER = "66666666-6666-6666-6666-666666666666"
 KEY = "AIzaSyFAKE-test-key-0123456789abcdefgh"
 PROMPT, REPLY = "Why does the zanzibar cache test hang on CI?", "The lock was held."
 
@@ -254,4 +255,27 @@ def test_the_sensor_asks_again_for_a_deferral_due_today(tmp_path, database_url, 
     assert session_id_of(request.partition_key) == SESSION and ":deferred:" in (
         request.run_key or ""
     )
+    instance.dispose()
+
+
+def test_a_question_only_the_digest_answers_is_answered_and_one_about_nothing_is_not(
+    tmp_path, database_url, fake, monkeypatch
+):
+    # The digest says in its own words what the session's transcript never does: relevance
+    # reads both layers, against the Gemini space's own scale, not the local model's.
+    fake.default_generate = lambda _body: digest_reply(summary="QUOKKA fake text about the session")
+    folder = tmp_path / "mirror" / "-work-app"
+    write_transcript(folder, SESSION, PROMPT, REPLY)
+    write_transcript(folder, OTHER, "Rename the build script", "Renamed it to build.sh.")
+    settings = _settings(tmp_path, database_url, fake, monkeypatch)
+    instance = open_instance(settings)
+    outcomes = ingest_sessions(session_files_for([folder]), settings, instance)
+    assert [o.status for o in outcomes] == ["ingested", "ingested"]
+    store, embedder = Store(database_url), configured_embedder(settings)
+
+    found = recall(store, embedder, "QUOKKA fake text about the session", limit=5)
+    assert found.note is None and found.results[0].session_id == SESSION
+    assert found.results[0].score >= settings.recall_threshold
+    nothing = recall(store, embedder, "how did we tune pod autoscaling for the billing service")
+    assert nothing.results == [] and nothing.note == NOTHING_RELEVANT
     instance.dispose()
