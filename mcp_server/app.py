@@ -45,6 +45,7 @@ from librarian_dagster.core.store import (
     PRIVATE_DOMAIN,
     Boosts,
     InvalidCursor,
+    RecallContext,
     SearchFilters,
     Store,
     open_store,
@@ -91,6 +92,7 @@ Tag = Annotated[Text, Field(max_length=200)]
 # The longest next_cursor is a timestamp and a session id, base64'd: well under this.
 _MAX_CURSOR = 1000
 _MAX_SESSION_ID = 200
+_MAX_PATH = 4096  # PATH_MAX on Linux
 
 PRIVATE_REFUSED = "the private domain needs a token with the `private` scope"
 
@@ -143,6 +145,22 @@ def build_server(
             datetime | None, Field(description="Only sessions that began at or before this.")
         ] = None,
         limit: Annotated[int, Field(ge=1, le=MAX_RESULTS, description="How many chunks.")] = 5,
+        cwd: Annotated[
+            Text | None,
+            Field(
+                max_length=_MAX_PATH,
+                description="Your working directory: its project's sessions rank first "
+                "(not a filter).",
+            ),
+        ] = None,
+        current_branch: Annotated[
+            Text | None,
+            Field(
+                max_length=200,
+                description="Your git branch: earlier work on it is preferred (not a filter; "
+                "git_branch filters).",
+            ),
+        ] = None,
     ) -> SearchResult:
         """Find remembered facts from past sessions that answer a question, best first.
 
@@ -160,10 +178,12 @@ def build_server(
             until=until,
             include_private=include_private,
         )
+        context = RecallContext(cwd, current_branch) if cwd or current_branch else None
         try:
             return recall(
-                store, embedder, query, filters, limit, min_relevance=min_relevance, boosts=boosts
-            )
+                store, embedder, query, filters, limit,
+                min_relevance=min_relevance, boosts=boosts, context=context,
+            )  # fmt: skip
         except EmbeddingSpaceMismatch as exc:
             raise ToolError(str(exc)) from None
 
@@ -215,12 +235,30 @@ _RECALL_MAX_BODY = 16 * 1024
 
 
 class RecallRequest(BaseModel):
-    """The body of `POST /recall`. Strict: a typo'd field or a string limit is an error."""
+    """The body of `POST /recall`. Strict: a typo'd field or a string limit is an error.
+
+    `cwd` and `git_branch` say where the prompt comes from (context: that project's sessions
+    first, earlier work on that branch preferred); the other fields filter, as in search_chunks.
+    """
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
     query: Text = Field(min_length=1, max_length=2000, description="What to recall.")
     limit: int = Field(default=3, ge=1, le=RECALL_MAX_LIMIT, description="How many chunks.")
+    cwd: Text | None = Field(default=None, max_length=_MAX_PATH)
+    git_branch: Text | None = Field(default=None, max_length=200)
+    project: ProjectFilter = None
+    domain: DomainFilter = None
+    tags: list[Tag] | None = Field(default=None, max_length=50)
+    any_tags: list[Tag] | None = Field(default=None, max_length=50)
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+_RECALL_SHAPE = (
+    '{"query": str, "limit": 1..10} and optionally "cwd", "git_branch", "project", "domain", '
+    '"tags", "any_tags", "since", "until"'
+)
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -235,7 +273,8 @@ def _host_name(header: str) -> str:
 
 
 def _recall_endpoint(server: MCPServer, host: str):
-    """`POST /recall {"query": str, "limit": 1..10}` -> search_chunks' `SearchResult` as JSON."""
+    """`POST /recall {"query": str, "limit": 1..10, "cwd", "git_branch", filters}` ->
+    search_chunks' `SearchResult` as JSON."""
     loopback = host in LOOPBACK_HOSTS
     # The SDK's bearer backend has checked the token of every request to this app before it
     # gets here (the same verifier as /mcp); it does not refuse, so this endpoint does.
@@ -266,14 +305,16 @@ def _recall_endpoint(server: MCPServer, host: str):
             reasons = "; ".join(
                 f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()
             )
-            return _error(400, f'expected {{"query": str, "limit": 1..10}}: {reasons}')
+            return _error(400, f"expected {_RECALL_SHAPE}: {reasons}")
         # Through the tool itself, not a second call of core.recall: the endpoint gives exactly
         # the answer search_chunks gives (same relevance threshold, same errors), and MCPServer
-        # runs the blocking search in a worker thread.
+        # runs the blocking search in a worker thread. The tool's `git_branch` is a filter: the
+        # hook's branch is context, its `current_branch`.
+        arguments = asked.model_dump(mode="json", exclude_none=True, exclude={"git_branch"})
+        if asked.git_branch is not None:
+            arguments["current_branch"] = asked.git_branch
         try:
-            result = await server.call_tool(
-                "search_chunks", {"query": asked.query, "limit": asked.limit}
-            )
+            result = await server.call_tool("search_chunks", arguments)
         except UnexpectedToolError as exc:
             # The database is down or broken: the cause goes to the server's log (psycopg's
             # messages name the server, never query parameters), not to the client.

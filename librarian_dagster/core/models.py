@@ -7,6 +7,7 @@ agree, so the two cannot drift.
 """
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -121,7 +122,8 @@ class ChunkResult(BaseModel):
 
     text: str = Field(description="The remembered text: a digest bullet or an exchange window.")
     score: float = Field(
-        description="Its session's relevance: the probability (0 to 1) that it answers the query."
+        description="Its session's relevance: the probability (0 to 1) that it answers the query "
+        "(for a session of the caller's own feature branch, with a prior that it does)."
     )
     session_id: str
     section: str = Field(
@@ -134,6 +136,19 @@ class ChunkResult(BaseModel):
     summary: str = Field(description="One-sentence summary of the whole session.")
     domain: Domain
     tags: list[str]
+    title: str | None = Field(default=None, description="The session's title, when it has one.")
+    git_branch: str | None = Field(default=None, description="The git branch it worked on.")
+    highlights: list[str] = Field(
+        default=[],
+        description="Up to 3 distilled lines of the session's digest (solution, problem, open "
+        "items; those matching the query first), each at most 200 characters: what was found, "
+        "decided or fixed there. The same for every chunk of the session.",
+    )
+    context: Literal["project", "branch"] | None = Field(
+        default=None,
+        description="How the session relates to where the question was asked from (`cwd`): "
+        "`project` of the same project, `branch` of its git branch too; null otherwise.",
+    )
 
 
 class SearchResult(BaseModel):

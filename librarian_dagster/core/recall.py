@@ -9,16 +9,18 @@ relevance: the ranking is better than the relevance at ordering, and a relevant 
 under the threshold, ranked second, is worth seeing (docs/decisions/0010, 0021).
 """
 
+import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from librarian_dagster.core.embeddings import Embedder
-from librarian_dagster.core.models import EmbeddingSpace, SearchResult
+from librarian_dagster.core.models import ChunkResult, EmbeddingSpace, SearchResult
 from librarian_dagster.core.relevance import DEFAULT_THRESHOLD
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store import (
     DEFAULT_BOOSTS,
     Boosts,
+    RecallContext,
     SearchFilters,
     SearchMode,
     Store,
@@ -38,6 +40,34 @@ REEMBED_HOW = (
     "of the `ingest_session` job in the Dagster UI (digests are reused, only the vectors are "
     "made again); or set LIBRARIAN_EMBED_PROVIDER / LIBRARIAN_EMBED_MODEL back"
 )
+
+
+SAME_BRANCH_LOGIT = 1.0
+"""The same-branch prior: a session of the caller's own feature branch (same project, same
+branch, not a trunk) has its relevance's log-odds raised by this much before the threshold is
+applied. Earlier work on the branch one is on is likely to bear on its next prompt, so it may
+pass with less evidence than a stranger; +1.0 turns a relevance of 0.27 into 0.50 and leaves a
+clear miss (0.05 -> 0.13) a miss. Tuned on cli + cipher-box, checked on FitToday
+(benchmarks/replay.py). The one place relevance is adjusted for context: see `branch_prior`."""
+
+TRUNKS = frozenset({"main", "master", "trunk", "develop", "development", "HEAD"})
+"""Branches everyone works on (and `HEAD`, detached): sharing one says nothing about the work."""
+
+
+def is_feature_branch(branch: str | None) -> bool:
+    return bool(branch) and branch not in TRUNKS
+
+
+def branch_prior(relevance: float, logit: float = SAME_BRANCH_LOGIT) -> float:
+    """`relevance` with `logit` added to its log-odds: the prior for a same-branch session."""
+    p = min(max(relevance, 1e-12), 1 - 1e-12)
+    return 1.0 / (1.0 + math.exp(-(math.log(p / (1 - p)) + logit)))
+
+
+def _with_prior(hit: ChunkResult, context: RecallContext | None) -> ChunkResult:
+    if context is None or hit.context != "branch" or not is_feature_branch(hit.git_branch):
+        return hit
+    return hit.model_copy(update={"score": branch_prior(hit.score)})
 
 
 class EmbeddingSpaceMismatch(RuntimeError):
@@ -80,8 +110,13 @@ def recall(
     min_relevance: float = DEFAULT_THRESHOLD,
     mode: SearchMode = "hybrid",
     boosts: Boosts = DEFAULT_BOOSTS,
+    context: RecallContext | None = None,
 ) -> SearchResult:
-    """Embed the query with `embedder` and search the memories made with the same model."""
+    """Embed the query with `embedder` and search the memories made with the same model.
+
+    `context` (the caller's cwd and branch) ranks its project's sessions first and gives its
+    feature branch's sessions the same-branch prior; it filters nothing.
+    """
     if not 1 <= limit <= MAX_RESULTS:
         raise ValueError(f"limit must be between 1 and {MAX_RESULTS}, got {limit}")
     # The question is embedded in another thread while the store scores its words (BM25 needs
@@ -95,7 +130,9 @@ def recall(
         limit,
         mode=mode,
         boosts=boosts,
+        context=context,
     )
+    hits = [_with_prior(h, context) for h in hits]
     if not hits:
         # Only now: a store searched in the wrong space yields nothing, and says why.
         problem = space_problem(store.embedding_spaces(), embedder.model_name, embedder.dimension)

@@ -63,7 +63,7 @@ from librarian_dagster.core.relevance import (
 )
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.skips import SkipList, before_entry
-from librarian_dagster.core.transcripts import SessionFiles
+from librarian_dagster.core.transcripts import SessionFiles, project_of
 
 # Versioned, append-only: never edit a released step, add a new one.
 MIGRATIONS: tuple[tuple[int, str], ...] = (
@@ -395,9 +395,31 @@ class Boosts:
     recency: float = 0.005
     half_life_days: float = 90.0
     importance: float = 0.002
+    project: float = 0.25
+    """With a `RecallContext`: the fused score of a session of the caller's project is multiplied
+    by `1 + project`. Unlike the tie-breakers above, strong enough to lift it over sessions of
+    other projects that the lists rank a few places better (benchmarks/replay.py measures it)."""
+    branch: float = 0.05
+    """...and by `1 + branch` more when it is also of the caller's git branch: earlier work on the
+    same branch first among the project's sessions the lists rank alike."""
 
 
 DEFAULT_BOOSTS = Boosts()
+
+
+@dataclass(frozen=True)
+class RecallContext:
+    """Where the question is asked from: context for the ranking, never a filter.
+
+    `cwd` names the current project: sessions whose stored cwd is it, inside it or contains it
+    (path prefixes on '/' boundaries), or whose project is its project name (the last folder
+    name, as ingest names projects). `git_branch` counts for sessions of that project (of any,
+    without a cwd). Sessions that match are ranked up (`Boosts.project`, `Boosts.branch`) and say
+    how they match (`ChunkResult.context`); core/recall.py gives same-branch sessions a prior.
+    """
+
+    cwd: str | None = None
+    git_branch: str | None = None
 
 
 _T = TypeVar("_T")
@@ -758,6 +780,7 @@ class Store:
         mode: SearchMode = "hybrid",
         boosts: Boosts = DEFAULT_BOOSTS,
         judged: Callable[[str, Evidence, SpaceCalibration], None] | None = None,
+        context: RecallContext | None = None,
     ) -> list[ChunkResult]:
         """Chunks of the sessions that best answer a query, best session first.
 
@@ -774,12 +797,13 @@ class Store:
         `query_embedding` may be a callable that waits for the vector (core/recall.py embeds
         while BM25 is scored): it is called only once the vector is needed. `judged`, when
         given, is told each ranked session's relevance evidence, best first (the relevance
-        fit, benchmarks/fit_relevance.py, learns from it).
+        fit, benchmarks/fit_relevance.py, learns from it). `context` (where the question comes
+        from) ranks the caller's project and branch first; it filters nothing.
         """
         return self._read(
             lambda conn: self._search(
                 conn, query_text, query_embedding, embedding_model, filters, limit,
-                max_per_session, mode, boosts, judged,
+                max_per_session, mode, boosts, judged, context,
             )
         )  # fmt: skip
 
@@ -808,6 +832,7 @@ class Store:
         mode: SearchMode,
         boosts: Boosts,
         judged: Callable[[str, Evidence, SpaceCalibration], None] | None,
+        context: RecallContext | None = None,
     ) -> list[ChunkResult]:
         # The private domain is left out through the in-memory session facts (no join, no list
         # of every other session); the caller's own filters, when any, in SQL.
@@ -862,6 +887,11 @@ class Store:
             age = max(now - dated, 0.0) / 86400
             recency = 1 + boosts.recency * 0.5 ** (age / half_life)
             fused[session_id] *= recency * (1 + boosts.importance * (importance - 3))
+        relations = _context_relations(conn, context, list(fused)) if context else {}
+        for session_id, relation in relations.items():
+            fused[session_id] *= (1 + boosts.project) * (
+                1 + boosts.branch if relation == "branch" else 1
+            )
         top = sorted(fused, key=lambda s: (-fused[s], s))[:limit]
         shown = _shown_chunks(chunk_lists, top, max_per_session)
 
@@ -872,7 +902,9 @@ class Store:
                 SELECT m.session_id, m.project, COALESCE(m.ended_at, m.started_at) AS date,
                        m.summary, m.domain, m.tags, e.exchange_cosine, e.digest_cosine,
                        1 - (v.embedding::vector({dim}) <=> %(vector)s::vector({dim}))
-                           AS session_cosine
+                           AS session_cosine,
+                       m.title, m.git_branch, m.digest -> 'solution' AS solution,
+                       m.digest -> 'problem' AS problem, m.digest -> 'open_items' AS open_items
                 FROM memories m JOIN (
                     SELECT c.session_id,
                            MAX(1 - (c.embedding::vector({dim}) <=> %(vector)s::vector({dim})))
@@ -915,13 +947,16 @@ class Store:
             score = relevance(evidence, calibration)
             if judged is not None:
                 judged(session_id, evidence, calibration)
+            highlights = _highlights(facts, [texts[i] for i in shown[session_id]])
             for chunk_id in shown[session_id]:
                 chunk = texts[chunk_id]
                 results.append(ChunkResult(
                     text=chunk["text"], score=score, session_id=session_id,
                     section=chunk["section"], position=chunk["position"],
                     project=facts["project"], date=facts["date"], summary=facts["summary"],
-                    domain=facts["domain"], tags=facts["tags"],
+                    domain=facts["domain"], tags=facts["tags"], title=facts["title"],
+                    git_branch=facts["git_branch"], highlights=highlights,
+                    context=relations.get(session_id),
                 ))  # fmt: skip
         return results[:limit]
 
@@ -1186,6 +1221,72 @@ class Store:
 def _sessions_of(chunks: Sequence[tuple[int, str]]) -> list[str]:
     """The sessions of ranked chunks, each once, at the place of its best chunk."""
     return list(dict.fromkeys(session for _, session in chunks))
+
+
+HIGHLIGHTS = 3
+"""Digest lines a result carries for its session (`ChunkResult.highlights`)..."""
+HIGHLIGHT_CHARS = 200
+"""...each at most this long: the prompt hook shows several sessions in 1,500 characters."""
+# What a session found, decided or fixed, in that order: `worked_on` is left out (the offline
+# digester fills it with the session's own prompts, not with what came of them).
+_HIGHLIGHT_SECTIONS = ("solution", "problem", "open_items")
+
+
+def _highlights(facts: dict[str, Any], shown: Sequence[dict[str, Any]]) -> list[str]:
+    """The session's best distilled lines: its shown digest bullets (the ones that matched the
+    query) first, then the first bullets of solution, problem and open items, taken in turn."""
+    found = [c["text"] for c in shown if c["section"] in _HIGHLIGHT_SECTIONS]
+    sections = [b if isinstance(b, list) else [] for b in map(facts.get, _HIGHLIGHT_SECTIONS)]
+    for row in range(max(map(len, sections), default=0)):
+        found += [bullets[row] for bullets in sections if row < len(bullets)]
+    lines: list[str] = []
+    for text in found:
+        line = _cut(" ".join(str(text).split()), HIGHLIGHT_CHARS)
+        if line and line not in lines:
+            lines.append(line)
+        if len(lines) == HIGHLIGHTS:
+            break
+    return lines
+
+
+def _cut(text: str, limit: int) -> str:
+    """At most `limit` characters, cut at a word with an ellipsis that says so."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    space = head.rfind(" ")
+    return (head[:space] if space > limit // 2 else head).rstrip() + "\u2026"
+
+
+def _context_relations(
+    conn: psycopg.Connection[DictRow], context: RecallContext, sessions: Sequence[str]
+) -> dict[str, Literal["project", "branch"]]:
+    """Which of `sessions` are of the context's project ("project"), and of its branch too
+    ("branch"); see RecallContext. Sessions of neither are left out."""
+    cwd = (context.cwd or "").rstrip("/")
+    # A cwd of "/" contains every path: it names no project, and the root is nobody's project.
+    project = project_of(cwd) if cwd else None
+    rows = conn.execute(
+        """
+        SELECT m.session_id,
+               %(cwd)s::text <> '' AND (
+                   m.project = %(project)s::text OR rtrim(m.cwd, '/') = %(cwd)s::text
+                   OR starts_with(m.cwd, %(cwd)s::text || '/')
+                   OR (rtrim(m.cwd, '/') <> ''
+                       AND starts_with(%(cwd)s::text, rtrim(m.cwd, '/') || '/'))
+               ) AS in_project,
+               m.git_branch = %(branch)s::text AS same_branch
+        FROM memories m WHERE m.session_id = ANY(%(sessions)s)
+        """,
+        {"cwd": cwd, "project": project, "branch": context.git_branch, "sessions": sessions},
+    ).fetchall()
+    relations: dict[str, Literal["project", "branch"]] = {}
+    for row in rows:
+        if row["same_branch"] and (row["in_project"] or not cwd):
+            relations[row["session_id"]] = "branch"
+        elif row["in_project"]:
+            relations[row["session_id"]] = "project"
+    return relations
 
 
 def _fuse_sessions(lists: Sequence[tuple[float, Sequence[str]]]) -> dict[str, float]:

@@ -60,6 +60,7 @@ __all__ = [
     "discover_sessions",
     "iter_records",
     "parse_session",
+    "project_of",
     "session_files_for",
     "session_head",
     "summary_titles",
@@ -936,6 +937,11 @@ def _process_inner(state: _SessionState, rec: dict[str, Any], builder: _Builder)
         state.uuids_seen[uuid] = len(state.uuids_seen)
     if rec.get("type") in ("user", "assistant"):
         builder.add(rec)
+
+
+def project_of(cwd: str) -> str | None:
+    """The project a working directory belongs to, named as ingest names a session's project."""
+    return _project_from(cwd, None) if cwd else None
 
 
 def _agent_order(builder: _Builder) -> tuple[str, str]:

@@ -9,6 +9,7 @@ import pydantic
 import pytest
 
 from librarian_dagster.core.chunking import EXCHANGE
+from librarian_dagster.core.digest import Digest
 from librarian_dagster.core.models import MemoryRecord
 from librarian_dagster.core.store import (
     MIGRATIONS,
@@ -276,6 +277,43 @@ def test_boosts_order_near_ties_by_recency_and_importance(store):
     assert order(Boosts(recency=0, importance=0)) == ["a-old", "b-important", "c-recent"]
     assert order(Boosts(recency=0, importance=0.02))[0] == "b-important"
     assert order(Boosts(recency=0.05, importance=0))[0] == "c-recent"
+
+
+def test_a_result_names_its_session_and_carries_its_distilled_lines(store):
+    long = "Raised busy_timeout to five seconds " + "and more words " * 20
+    digest = {
+        "summary": "summary of s1",
+        "worked_on": ["the user's own prompt, never a highlight"],
+        "problem": ["database is locked under two writers"],
+        "solution": [long, "WAL mode on", "WAL mode on"],
+        "open_items": ["check the reader path"],
+        "tags": ["go"],
+        "domain": "technical",
+        "importance": 3,
+    }
+    record = memory_record("s1").model_copy(
+        update={"title": "Fix the lock", "git_branch": "fix/lock", "digest": Digest(**digest)}
+    )
+    store.replace_memory(
+        record,
+        [
+            ChunkRecord("open_items", 0, "check the reader path", _unit(1, 0, 0)),
+            ChunkRecord(
+                EXCHANGE, 0, "User: why is it locked? Assistant: two writers", _unit(1, 0, 0)
+            ),
+        ],
+    )
+    [first, *rest] = store.search("reader path locked", _unit(1, 0, 0), MODEL)
+    assert (first.title, first.git_branch, first.context) == ("Fix the lock", "fix/lock", None)
+    cut = long[:199].rsplit(" ", 1)[0].rstrip() + "\u2026"
+    # The bullet that matched the query first; then solution, problem, open items in turn.
+    assert first.highlights == [
+        "check the reader path",
+        cut,
+        "database is locked under two writers",
+    ]
+    assert all(len(line) <= 200 for line in first.highlights)
+    assert all(hit.highlights == first.highlights for hit in rest)
 
 
 def test_bm25_statistics_follow_every_write_and_delete(store):

@@ -7,7 +7,7 @@ import pytest
 from mcp import Client
 
 from librarian_dagster.core.models import SearchResult
-from librarian_dagster.core.recall import NOTHING_RELEVANT
+from librarian_dagster.core.recall import NOTHING_RELEVANT, branch_prior
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store import ChunkRecord, Store
 from mcp_server.app import build_server, http_app
@@ -82,7 +82,13 @@ def test_an_empty_memory_answers_nothing_relevant_with_a_note(store):
         ({"query": "lock", "limit": "3"}, "limit"),
         ({"query": 42}, "query"),
         ({"query": "lock\x00"}, "NUL"),
-        ({"query": "lock", "project": "alpha"}, "project"),
+        ({"query": "lock", "projects": "alpha"}, "projects"),
+        ({"query": "lock", "project": 7}, "project"),
+        ({"query": "lock", "domain": "secret"}, "domain"),
+        ({"query": "lock", "tags": "go"}, "tags"),
+        ({"query": "lock", "until": "last tuesday"}, "until"),
+        ({"query": "lock", "cwd": ["/src"]}, "cwd"),
+        ({"query": "lock", "git_branch": "b" * 201}, "git_branch"),
         (["lock"], "body"),
     ],
 )
@@ -90,7 +96,82 @@ def test_a_bad_body_is_a_400_that_says_what_is_wrong(served, body, says):
     response = _post(served, body)
     assert response.status_code == 400
     message = response.json()["error"]
-    assert message.startswith('expected {"query": str, "limit": 1..10}') and says in message
+    assert message.startswith('expected {"query": str, "limit": 1..10} and optionally "cwd"')
+    assert says in message.split(": ", 1)[1]
+
+
+def test_the_filters_of_search_chunks_filter(store):
+    _remember(store)  # s0 .. s4, s<i> ended i days before 2026-11-01
+    store.replace_memory(
+        memory_record("b0", project="beta", embedding_model=FakeEmbedder.model_name),
+        [ChunkRecord("solution", 0, "sqlite lock fix b", [1.0, 0.0, 0.0])],
+    )
+    with serve_http(http_app(build_server(store, FakeEmbedder()), "127.0.0.1"), free_port()) as url:
+        # s<i> began i days and an hour before 2026-11-01: until the 29th leaves s3 and s4.
+        until = _post(url, {"query": "lock", "limit": 10, "until": "2026-10-29T00:00:00Z"})
+        beta = _post(url, {"query": "lock", "limit": 10, "project": "beta"})
+        private = _post(url, {"query": "lock", "domain": "private"})
+    assert {r["session_id"] for r in until.json()["results"]} == {"s3", "s4"}
+    assert {r["session_id"] for r in beta.json()["results"]} == {"b0"}
+    assert private.status_code == 400 and "private" in private.json()["error"]
+
+
+def _alike(store, session_id: str, project: str, cwd: str, days_ago: int, branch="main") -> None:
+    """A memory whose words and vector are those of every other one made here."""
+    record = memory_record(
+        session_id, project=project, days_ago=days_ago, embedding_model=FakeEmbedder.model_name
+    ).model_copy(update={"cwd": cwd, "git_branch": branch})
+    store.replace_memory(record, [ChunkRecord("solution", 0, "sqlite lock fix", [1.0, 0.0, 0.0])])
+
+
+def _order(url: str, **context) -> list[tuple[str, str | None]]:
+    response = _post(url, {"query": "lock", "limit": 10, **context})
+    assert response.status_code == 200, response.text
+    return [(r["session_id"], r["context"]) for r in response.json()["results"]]
+
+
+def test_the_cwd_s_project_comes_first_and_filters_nothing(store):
+    # Alike in every way the lists see; alpha's is newer, so without context it comes first.
+    _alike(store, "a-new", "alpha", "/src/alpha", days_ago=0)
+    _alike(store, "b-old", "beta", "/src/beta", days_ago=30)
+    _alike(store, "b-feature", "beta", "/src/beta", days_ago=40, branch="feat/lock")
+    with serve_http(http_app(build_server(store, FakeEmbedder()), "127.0.0.1"), free_port()) as url:
+        alone = _order(url)
+        inside = _order(url, cwd="/src/beta/pkg/")  # a folder of the project
+        above = _order(url, cwd="/src")  # contains both: both are "here"
+        by_name = _order(url, cwd="/elsewhere/checkouts/beta")  # the same project name
+        branch = _order(url, cwd="/src/beta", git_branch="feat/lock")
+        stranger = _order(url, cwd="/src/gamma", git_branch="feat/lock")
+        prefix = _order(url, cwd="/src/bet")  # a prefix of the path, not a folder of it
+    assert alone == [("a-new", None), ("b-old", None), ("b-feature", None)]
+    assert inside == [("b-old", "project"), ("b-feature", "project"), ("a-new", None)]
+    assert above == [("a-new", "project"), ("b-old", "project"), ("b-feature", "project")]
+    assert by_name == inside
+    assert branch == [("b-feature", "branch"), ("b-old", "project"), ("a-new", None)]
+    # Another project's branch of the same name is not this branch: nothing is "here".
+    assert stranger == alone == prefix
+
+
+def test_a_same_feature_branch_session_passes_with_less_evidence(store):
+    # Cosine 0.243 (a little above the default background of 0.19): relevance 0.45, under the
+    # 0.6 threshold alone; the same-branch prior lifts it over (0.69). On a trunk, in another
+    # project or with no context at all, it stays under.
+    record = memory_record("s-near", embedding_model=FakeEmbedder.model_name).model_copy(
+        update={"cwd": "/src/alpha", "git_branch": "fix/busy"}
+    )
+    store.replace_memory(
+        record, [ChunkRecord("solution", 0, "sqlite busy timeout raised", [0.243, 0.97, 0.0])]
+    )
+    with serve_http(http_app(build_server(store, FakeEmbedder()), "127.0.0.1"), free_port()) as url:
+        bare = _post(url, {"query": "lock"}).json()
+        trunk = _post(url, {"query": "lock", "cwd": "/src/alpha", "git_branch": "main"}).json()
+        other = _post(url, {"query": "lock", "cwd": "/src/beta", "git_branch": "fix/busy"}).json()
+        same = _post(url, {"query": "lock", "cwd": "/src/alpha", "git_branch": "fix/busy"}).json()
+    assert bare["results"] == trunk["results"] == other["results"] == []
+    [hit] = same["results"]
+    assert hit["session_id"] == "s-near" and hit["context"] == "branch"
+    assert hit["git_branch"] == "fix/busy" and hit["score"] >= same["min_relevance"]
+    assert hit["score"] == pytest.approx(branch_prior(0.45), abs=0.02)
 
 
 def test_a_400_never_repeats_the_prompt(served):
