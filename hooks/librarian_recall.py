@@ -9,11 +9,18 @@ runs in a daemon thread that we wait for at most `LIBRARIAN_RECALL_TIMEOUT_MS`. 
 timeouts alone would not bound it: a server that trickles bytes resets them on every read, and a
 name lookup ignores them. Past the deadline the thread is abandoned and dies with the process.
 
+The request says where the prompt comes from: the session's cwd and its git branch (read from
+`.git/HEAD`, `git_branch`), so the server ranks this project's sessions, and earlier work on this
+branch, first. The branch is read in the same thread, within the same deadline: a slow or hostile
+file system costs the context, never the prompt.
+
 `http.client` and `threading` are imported only when a prompt is really asked about: `http.client`
 costs ~20 ms under `python3 -S`, which a short prompt or a slash command should not pay.
 """
 
 import json
+import os
+import stat
 import time
 
 HOOK_PART = "recall"
@@ -30,6 +37,12 @@ MIN_WORDS = 4
 LIMIT = 3  # chunks asked for: pushed context should be the few best, not a page of results
 MAX_QUERY_CHARS = 2000  # the endpoint's limit: the start of a long prompt says what it is about
 MAX_RESPONSE_BYTES = 1024 * 1024
+MAX_CWD_CHARS = 4096  # the endpoint's limit; a longer cwd is not sent (it would be refused)
+MAX_BRANCH_CHARS = 200  # likewise for the branch
+# Folders looked at on the way up from cwd to the one holding `.git`: no checkout is deeper.
+MAX_GIT_WALK = 64
+# Bytes read of `.git` (a `gitdir:` file) or HEAD: a ref line is short, a path at most PATH_MAX.
+MAX_GIT_READ = 4200
 OFF = ("off", "0", "false", "no")
 HEADER = (
     "Librarian remembers past sessions that may bear on this prompt (from memory, possibly out "
@@ -84,7 +97,93 @@ def skip_reason(prompt) -> str | None:
     return None
 
 
-def fetch(url: str, query: str, token: str, timeout_s: float) -> dict:
+def _read_start(path: str) -> str | None:
+    """The first MAX_GIT_READ bytes of a regular file as text; None for anything else.
+
+    Opened without blocking and checked before reading: a FIFO or a device named HEAD must not
+    hang the hook (a plain open() of a FIFO waits for a writer).
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except (OSError, ValueError):  # ValueError: a NUL in the path
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, MAX_GIT_READ)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _branch_in(head_path: str) -> str | None:
+    """`ref: refs/heads/<name>` -> name; a detached or odd HEAD names no branch."""
+    text = _read_start(head_path)
+    if not text:
+        return None
+    line = text.splitlines()[0].strip()
+    prefix = "ref: refs/heads/"
+    if not line.startswith(prefix):
+        return None
+    name = line[len(prefix) :]
+    # Git refuses spaces and control characters in a branch name; a HEAD with them is not git's.
+    if not _sendable(name, MAX_BRANCH_CHARS) or any(
+        c.isspace() or not c.isprintable() for c in name
+    ):
+        return None
+    return name
+
+
+def git_branch(cwd: str) -> str | None:
+    """The branch checked out in the repository holding `cwd`, or None; never raises.
+
+    Walks up at most MAX_GIT_WALK folders to the first `.git`: a folder (HEAD inside) or, for a
+    worktree or submodule, a file `gitdir: <path>` (HEAD in that folder, relative to the file).
+    """
+    try:
+        folder = os.path.abspath(cwd)
+        for _ in range(MAX_GIT_WALK):
+            dotgit = os.path.join(folder, ".git")
+            try:
+                mode = os.stat(dotgit).st_mode
+            except OSError:
+                mode = None
+            if mode is not None and stat.S_ISDIR(mode):
+                return _branch_in(os.path.join(dotgit, "HEAD"))
+            if mode is not None:  # the first `.git` decides, as it does for git itself
+                text = _read_start(dotgit) or ""
+                line = text.splitlines()[0] if text else ""
+                gitdir = line.removeprefix("gitdir:").strip()
+                if not line.startswith("gitdir:") or not gitdir:
+                    return None
+                return _branch_in(os.path.join(folder, gitdir, "HEAD"))
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                return None
+            folder = parent
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def request_body(query: str, cwd: str | None) -> bytes:
+    """The POST body: the query, and where it is asked from when that is known."""
+    body: dict = {"query": query, "limit": LIMIT}
+    if cwd:
+        body["cwd"] = cwd
+        branch = git_branch(cwd)
+        if branch:
+            body["git_branch"] = branch
+    return json.dumps(body).encode("ascii")
+
+
+def fetch(url: str, body: bytes, token: str, timeout_s: float) -> dict:
     """One POST; the answer as a dict. Raises RecallFailed (or OSError) on anything else."""
     import http.client
     from urllib.parse import urlsplit  # already loaded by http.client
@@ -97,7 +196,6 @@ def fetch(url: str, query: str, token: str, timeout_s: float) -> dict:
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if token:
         headers["Authorization"] = "Bearer " + token
-    body = json.dumps({"query": query, "limit": LIMIT}).encode("ascii")
     try:
         conn.request("POST", parts.path or "/", body=body, headers=headers)
         response = conn.getresponse()
@@ -121,15 +219,15 @@ def fetch(url: str, query: str, token: str, timeout_s: float) -> dict:
     return answer
 
 
-def ask(url: str, query: str, token: str, timeout_s: float) -> dict:
-    """`fetch` within a hard deadline; raises RecallFailed("timeout") past it."""
+def ask(url: str, query: str, token: str, timeout_s: float, cwd: str | None = None) -> dict:
+    """The branch look-up and `fetch` within a hard deadline; RecallFailed("timeout") past it."""
     import threading
 
     box: dict = {}
 
     def work() -> None:
         try:
-            box["answer"] = fetch(url, query, token, timeout_s)
+            box["answer"] = fetch(url, request_body(query, cwd), token, timeout_s)
         except BaseException as exc:  # handed to the waiting thread, which decides
             box["error"] = exc
 
@@ -152,7 +250,12 @@ def _clean(value, limit: int = 2000) -> str:
 
 
 def sessions_of(answer: dict) -> list[dict]:
-    """Results grouped by session, best session first; malformed entries are skipped."""
+    """Results grouped by session, best session first; malformed entries are skipped.
+
+    A session's lines are its `highlights` (the digest's distilled lines), never the matched
+    chunk's text, which may be an exchange window (the past prompt's own words); an answer
+    without highlights (an older server) gives its digest bullets instead.
+    """
     results = answer.get("results")
     if not isinstance(results, list):
         raise RecallFailed("answer has no results list")
@@ -163,49 +266,74 @@ def sessions_of(answer: dict) -> list[dict]:
         sid, text = _clean(item.get("session_id"), 200), _clean(item.get("text"))
         if not sid or not text:
             continue
+        highlights = item.get("highlights")
         session = sessions.setdefault(
             sid,
             {
                 "id": sid,
                 "project": _clean(item.get("project"), 100),
                 "date": _clean(item.get("date"), 10),  # ISO: the day is enough
+                "branch": _clean(item.get("git_branch"), MAX_BRANCH_CHARS),
+                "title": _clean(item.get("title"), 200).replace('"', "'"),
                 "summary": _clean(item.get("summary"), 400),
                 "bullets": [],
             },
         )
-        if text != session["summary"] and text not in session["bullets"]:
-            session["bullets"].append(text)
+        if isinstance(highlights, list):
+            lines = [_clean(h, 400) for h in highlights]
+        else:
+            lines = [text] if item.get("section") != "exchange" else []
+        for line in lines:
+            if line and line != session["summary"] and line not in session["bullets"]:
+                session["bullets"].append(line)
     return list(sessions.values())
+
+
+def _head(session: dict, with_summary: bool) -> str:
+    where = ", ".join(x for x in (session["project"], session["date"]) if x)
+    if session["branch"]:
+        where += (", " if where else "") + "branch " + session["branch"]
+    head = f"- session {session['id']}" + (f" ({where})" if where else "")
+    if session["title"]:
+        head += f' "{session["title"]}"'
+    return head + (f": {session['summary']}" if with_summary and session["summary"] else "")
 
 
 def render(sessions: list[dict], budget: int) -> tuple[str | None, int]:
     """The context, at most `budget` characters, and how many sessions it names.
 
-    Whole lines or nothing: a bullet cut in half can read as a different fact. A session's
-    line loses its summary before the session is dropped; bullets that do not fit are left out.
+    Whole lines or nothing: a bullet cut in half can read as a different fact. The budget goes
+    first to naming the sessions (best first), then to their summaries, then to their bullets
+    one round at a time: a second session named beats a third bullet about the first.
     """
-    lines = [HEADER]
     used = len(HEADER)
-    named = 0
+    heads: list[str] = []
     for session in sessions:
-        where = ", ".join(x for x in (session["project"], session["date"]) if x)
-        head = f"- session {session['id']}" + (f" ({where})" if where else "")
-        for line in (f"{head}: {session['summary']}" if session["summary"] else head, head):
-            if used + 1 + len(line) <= budget:
-                lines.append(line)
-                used += 1 + len(line)
-                named += 1
-                break
-        else:
-            break  # not even the bare line fits: later sessions are less relevant anyway
-        for bullet in session["bullets"]:
-            line = "  - " + bullet
-            if used + 1 + len(line) <= budget:
-                lines.append(line)
-                used += 1 + len(line)
-    if not named:
+        line = _head(session, False)
+        if used + 1 + len(line) > budget:
+            break  # later sessions are less relevant anyway
+        heads.append(line)
+        used += 1 + len(line)
+    if not heads:
         return None, 0
-    return "\n".join(lines), named
+    named = sessions[: len(heads)]
+    for i, session in enumerate(named):
+        fuller = _head(session, True)
+        if used + len(fuller) - len(heads[i]) <= budget:
+            used += len(fuller) - len(heads[i])
+            heads[i] = fuller
+    shown: list[list[str]] = [[] for _ in named]
+    for row in range(max(len(s["bullets"]) for s in named)):
+        for i, session in enumerate(named):
+            if row < len(session["bullets"]):
+                line = "  - " + session["bullets"][row]
+                if used + 1 + len(line) <= budget:
+                    shown[i].append(line)
+                    used += 1 + len(line)
+    lines = [HEADER]
+    for head, bullets in zip(heads, shown, strict=True):
+        lines += [head, *bullets]
+    return "\n".join(lines), len(heads)
 
 
 def context(event: dict, env) -> tuple[str | None, str]:
@@ -219,8 +347,12 @@ def context(event: dict, env) -> tuple[str | None, str]:
         if reason or not isinstance(prompt, str):
             return None, f"recall skipped ({reason})"
         token = env.get("LIBRARIAN_MCP_TOKEN") or ""
+        cwd = event.get("cwd")
+        if not isinstance(cwd, str) or not _sendable(cwd, MAX_CWD_CHARS) or not os.path.isabs(cwd):
+            cwd = None
         try:
-            answer = ask(recall_url(env), prompt[:MAX_QUERY_CHARS], token, timeout_from(env))
+            query = prompt[:MAX_QUERY_CHARS]
+            answer = ask(recall_url(env), query, token, timeout_from(env), cwd)
             sessions = sessions_of(answer)
         except (RecallFailed, OSError, ValueError) as exc:
             # The exception's class and our own messages only: OS errors can carry addresses,
@@ -233,6 +365,17 @@ def context(event: dict, env) -> tuple[str | None, str]:
         return text, f"recall added {named} sessions, {len(text)} chars {_ms(start)}"
     except Exception as exc:
         return None, f"recall error: {type(exc).__name__} {_ms(start)}"
+
+
+def _sendable(text, limit: int) -> bool:
+    """Whether the endpoint takes `text` as it is: a refused request would cost the recall."""
+    if not isinstance(text, str) or not text or len(text) > limit or "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")  # a lone surrogate (a \ud800 escape in the event) cannot go
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _ms(start: float) -> str:
