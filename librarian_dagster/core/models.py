@@ -147,7 +147,7 @@ class ChunkResult(BaseModel):
     context: Literal["project", "branch"] | None = Field(
         default=None,
         description="How the session relates to where the question was asked from (`cwd`): "
-        "`project` of the same project, `branch` of its git branch too; null otherwise.",
+        "`project` of the same project, `branch` of its feature branch too; null otherwise.",
     )
 
 

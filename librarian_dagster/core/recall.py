@@ -42,30 +42,26 @@ REEMBED_HOW = (
 )
 
 
-SAME_BRANCH_LOGIT = 1.0
+SAME_BRANCH_LOGIT = 1.5
 """The same-branch prior: a session of the caller's own feature branch (same project, same
 branch, not a trunk) has its relevance's log-odds raised by this much before the threshold is
-applied. Earlier work on the branch one is on is likely to bear on its next prompt, so it may
-pass with less evidence than a stranger; +1.0 turns a relevance of 0.27 into 0.50 and leaves a
-clear miss (0.05 -> 0.13) a miss. Tuned on cli + cipher-box, checked on FitToday
-(benchmarks/replay.py). The one place relevance is adjusted for context: see `branch_prior`."""
-
-TRUNKS = frozenset({"main", "master", "trunk", "develop", "development", "HEAD"})
-"""Branches everyone works on (and `HEAD`, detached): sharing one says nothing about the work."""
+applied. Earlier work on the branch one is on is likely to bear on its next prompt ("let's answer
+the review comments"), so it may pass with less evidence than a stranger: +1.5 lets a relevance
+of 0.16 reach 0.46 and leaves a clear miss (0.05 -> 0.19) a miss. Tuned on the opening prompts
+of cli + cipher-box, checked on FitToday (benchmarks/replay.py; README). The one place relevance
+is adjusted for context: see `branch_prior`."""
 
 
-def is_feature_branch(branch: str | None) -> bool:
-    return bool(branch) and branch not in TRUNKS
-
-
-def branch_prior(relevance: float, logit: float = SAME_BRANCH_LOGIT) -> float:
-    """`relevance` with `logit` added to its log-odds: the prior for a same-branch session."""
+def branch_prior(relevance: float, logit: float | None = None) -> float:
+    """`relevance` with `logit` (default SAME_BRANCH_LOGIT, read when called, so that
+    benchmarks/replay.py can try others) added to its log-odds: the same-branch prior."""
+    bonus = SAME_BRANCH_LOGIT if logit is None else logit
     p = min(max(relevance, 1e-12), 1 - 1e-12)
-    return 1.0 / (1.0 + math.exp(-(math.log(p / (1 - p)) + logit)))
+    return 1.0 / (1.0 + math.exp(-(math.log(p / (1 - p)) + bonus)))
 
 
 def _with_prior(hit: ChunkResult, context: RecallContext | None) -> ChunkResult:
-    if context is None or hit.context != "branch" or not is_feature_branch(hit.git_branch):
+    if context is None or hit.context != "branch":  # "branch": the caller's feature branch
         return hit
     return hit.model_copy(update={"score": branch_prior(hit.score)})
 
