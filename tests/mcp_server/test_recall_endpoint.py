@@ -143,11 +143,13 @@ def test_the_cwd_s_project_comes_first_and_filters_nothing(store):
         branch = _order(url, cwd="/src/beta", git_branch="feat/lock")
         stranger = _order(url, cwd="/src/gamma", git_branch="feat/lock")
         prefix = _order(url, cwd="/src/bet")  # a prefix of the path, not a folder of it
+        trunk = _order(url, cwd="/src/beta", git_branch="main")  # everyone's branch
     assert alone == [("a-new", None), ("b-old", None), ("b-feature", None)]
     assert inside == [("b-old", "project"), ("b-feature", "project"), ("a-new", None)]
     assert above == [("a-new", "project"), ("b-old", "project"), ("b-feature", "project")]
     assert by_name == inside
     assert branch == [("b-feature", "branch"), ("b-old", "project"), ("a-new", None)]
+    assert trunk == inside  # sharing main says nothing about the work
     # Another project's branch of the same name is not this branch: nothing is "here".
     assert stranger == alone == prefix
 
