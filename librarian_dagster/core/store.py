@@ -399,12 +399,13 @@ class Boosts:
     """With a `RecallContext`: the fused score of a session of the caller's project is multiplied
     by `1 + project`. Unlike the tie-breakers above, strong enough to lift it over sessions of
     other projects that the lists rank a few places better: of the sessions the prompt hook names
-    on the dev store, 97.7% -> 99.2% are of the prompt's project (benchmarks/replay.py)."""
-    branch: float = 1.0
+    on the dev store, 95% -> 97% are of the prompt's project (benchmarks/replay.py)."""
+    branch: float = 0.5
     """...and by `1 + branch` more when it is also of the caller's feature branch (not a trunk).
     As large as it is because a prompt that continues a branch ("review this PR", "why is lint
-    failing") has words that rank that branch's earlier sessions 10th to 40th: at 0.05 the hook
-    named one in 61% of such sessions, at 1.0 in 83% (benchmarks/replay.py, README)."""
+    failing") has words that rank that branch's earlier sessions 10th to 40th: the hook names one
+    in 58% of such sessions without it, 78% at 0.25, 82% at 0.5 (cli + cipher-box; FitToday 33%
+    -> 89%), 89% at 1.0 (benchmarks/replay.py, README)."""
 
 
 DEFAULT_BOOSTS = Boosts()
