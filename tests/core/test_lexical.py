@@ -45,8 +45,8 @@ def _write(store, session_id: str, texts: list[str], model: str = MODEL) -> None
 
 def _index_scores(store, index: LexicalIndex, text: str, sessions=None) -> dict[int, tuple]:
     with psycopg.connect(store.url, autocommit=True) as conn:
-        terms = conn.execute(_QUERY_TERMS, {"text": text}).fetchone()
-        generation, avgdl, lexemes, idfs = terms
+        terms = conn.execute(_QUERY_TERMS, {"text": text, "named": ""}).fetchone()
+        generation, avgdl, _chunks, lexemes, idfs, _unseen = terms
         index.refresh(conn, generation)
     scored = index.score(list(zip(lexemes or (), idfs or (), strict=True)), avgdl, MODEL, sessions)
     return {
