@@ -71,3 +71,9 @@ def test_a_space_is_measured_from_chunks_of_different_sessions():
     # Too few chunks to say: the caller keeps the default background.
     assert SpaceCalibration.from_sample(vectors[:20], sessions[:20], means, ["s0"]) is None
     assert DEFAULT_CALIBRATION.chunk_sd > 0
+
+
+def test_a_space_with_almost_no_spread_still_gives_a_probability():
+    flat = SpaceCalibration(0.5, 1e-3, 0.5, 1e-3)
+    assert relevance(Evidence(0.0, 0.0, 0.0, 0.0), flat) == pytest.approx(0.0, abs=1e-12)
+    assert relevance(Evidence(1.0, 1.0, 1.0, 0.0), flat) == pytest.approx(1.0)
