@@ -179,7 +179,7 @@ def bulk_load(store, rows) -> None:
     )
     indexed = time.perf_counter()
     # COPY went around replace_memory, which keeps the BM25 statistics: count them once here.
-    store.recount_text_statistics()
+    store.recount_from_chunks()
     with psycopg.connect(store.url, autocommit=True) as conn:
         conn.execute("ANALYZE memories")
         conn.execute("ANALYZE indexed_chunks")

@@ -300,13 +300,15 @@ _KEPT_READERS = 8  # idle read connections a store keeps (two per concurrent sea
 # the other: two index scans at once on two server processes, not one after the other.
 _SIDE_READS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="librarian-read")
 
-# A session's vector from its chunks just written, as migration 9 made it for the older ones.
-_WRITE_SESSION_VECTOR = """
+# A session's mean vector from its chunks (every session's when `session` is NULL), as migration 9
+# made them for the sessions stored before it.
+_WRITE_SESSION_VECTORS = """
     INSERT INTO session_vectors (session_id, embedding, embedding_model, embedding_dim)
     SELECT session_id,
            COALESCE(avg(embedding) FILTER (WHERE section = 'exchange'), avg(embedding)),
            embedding_model, embedding_dim
-    FROM indexed_chunks WHERE session_id = %s GROUP BY session_id, embedding_model, embedding_dim
+    FROM indexed_chunks WHERE %(session)s::text IS NULL OR session_id = %(session)s
+    GROUP BY session_id, embedding_model, embedding_dim
 """
 
 # A question's distinct lexemes with their BM25 idf, those of its names that no chunk holds
@@ -592,7 +594,7 @@ class Store:
                             for c in chunks
                         ],
                     )  # fmt: skip
-                conn.execute(_WRITE_SESSION_VECTOR, (memory.session_id,))
+                conn.execute(_WRITE_SESSION_VECTORS, {"session": memory.session_id})
             _count_chunks(conn, memory.session_id, +1)
 
     def record_sources(self, sessions: Sequence[tuple[SessionFiles, str]]) -> None:
@@ -740,13 +742,15 @@ class Store:
             subagents=tuple(Path(p) for p in row["subagent_paths"]),
         )
 
-    def recount_text_statistics(self) -> None:
-        """Count the BM25 statistics again from every chunk.
+    def recount_from_chunks(self) -> None:
+        """Count the BM25 statistics and make the sessions' mean vectors again from every chunk.
 
         `replace_memory` and `delete_memory` keep them as they write; a bulk load that goes
         around them (COPY) calls this once afterwards.
         """
         with self.connect() as conn, conn.transaction():
+            conn.execute("DELETE FROM session_vectors")
+            conn.execute(_WRITE_SESSION_VECTORS, {"session": None})
             conn.execute(
                 """
                 UPDATE chunk_stats SET chunks = x.n, total_length = x.length,

@@ -316,7 +316,7 @@ def test_a_result_names_its_session_and_carries_its_distilled_lines(store):
     assert all(hit.highlights == first.highlights for hit in rest)
 
 
-def test_bm25_statistics_follow_every_write_and_delete(store):
+def test_bm25_statistics_and_session_vectors_follow_every_write_and_a_recount(store):
     store.replace_memory(
         memory_record("s1"),
         [ChunkRecord("a", i, f"sqlite lock number {i}", _unit(1, 0)) for i in range(3)],
@@ -338,10 +338,18 @@ def test_bm25_statistics_follow_every_write_and_delete(store):
         ).fetchone()
     assert kept == recount == {"lock": 1}  # "again" is an English stop word
     assert stats == actual == (1, 1)
-    store.recount_text_statistics()
+    with psycopg.connect(store.url, autocommit=True) as conn:
+        held = conn.execute("SELECT session_id, embedding::text FROM session_vectors").fetchall()
+        conn.execute("DELETE FROM session_vectors")  # as after a bulk load around the store
+    store.recount_from_chunks()
     with psycopg.connect(store.url) as conn:
         assert dict(conn.execute("SELECT lexeme, df FROM lexeme_df").fetchall()) == recount
         assert conn.execute("SELECT chunks, total_length FROM chunk_stats").fetchone() == stats
+        assert (
+            conn.execute("SELECT session_id, embedding::text FROM session_vectors").fetchall()
+            == held
+        )
+        assert held
 
 
 def test_relevance_comes_from_whichever_layer_says_it(store):
