@@ -257,19 +257,10 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
                    embedding_model, embedding_dim
             FROM indexed_chunks GROUP BY session_id, embedding_model, embedding_dim
             ORDER BY session_id, COUNT(*) DESC;
-        -- The HNSW indexes of a dimension now include the session vectors' (the predicates must
-        -- stay those of `Store._vector_lists`).
-        CREATE OR REPLACE FUNCTION librarian_ensure_vector_indexes(dim integer) RETURNS void
+        -- An HNSW index per dimension, as the chunks have (`Store._vector_lists` plans with it).
+        CREATE FUNCTION librarian_ensure_session_vector_index(dim integer) RETURNS void
         LANGUAGE plpgsql AS $$
         BEGIN
-            EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON indexed_chunks USING hnsw '
-                           '((embedding::vector(%s)) vector_cosine_ops) '
-                           'WHERE embedding_dim = %s AND section = %L',
-                           'indexed_chunks_' || dim || '_exchange_hnsw', dim, dim, 'exchange');
-            EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON indexed_chunks USING hnsw '
-                           '((embedding::vector(%s)) vector_cosine_ops) '
-                           'WHERE embedding_dim = %s AND section <> %L',
-                           'indexed_chunks_' || dim || '_bullets_hnsw', dim, dim, 'exchange');
             EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON session_vectors USING hnsw '
                            '((embedding::vector(%s)) vector_cosine_ops) '
                            'WHERE embedding_dim = %s',
@@ -281,7 +272,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             d integer;
         BEGIN
             FOREACH d IN ARRAY dims LOOP
-                PERFORM librarian_ensure_vector_indexes(d);
+                PERFORM librarian_ensure_session_vector_index(d);
             END LOOP;
         END $$;
         """,
@@ -773,8 +764,10 @@ class Store:
 
     @staticmethod
     def _ensure_vector_index(conn: psycopg.Connection[Any], dim: int) -> None:
-        # Partial HNSW indexes per dimension and layer (migration 4 defines them, in one place).
+        # Partial HNSW indexes per dimension and layer, and for the sessions' mean vectors
+        # (migrations 4 and 9 define them, in one place each).
         conn.execute("SELECT librarian_ensure_vector_indexes(%s)", (int(dim),))
+        conn.execute("SELECT librarian_ensure_session_vector_index(%s)", (int(dim),))
 
     # -- reads ----------------------------------------------------------------------------------
 

@@ -404,6 +404,7 @@ def test_migration_9_gives_the_sessions_already_stored_their_mean_vector(store):
     )  # fmt: skip
     with psycopg.connect(store.url, autocommit=True) as conn:
         conn.execute("DROP TABLE session_vectors")
+        conn.execute("DROP FUNCTION librarian_ensure_session_vector_index")
         conn.execute("DELETE FROM schema_migrations WHERE version >= 9")
     assert store.migrate() == max(v for v, _ in MIGRATIONS)
     with psycopg.connect(store.url) as conn:
@@ -464,6 +465,7 @@ def test_a_store_from_before_migration_4_gets_one_vector_index_per_layer(store):
         )
         # And what came after it (migrations 5 to 9), as a store of that time lacked them.
         conn.execute("DROP TABLE llm_usage, deferred_digests, skip_list, session_vectors")
+        conn.execute("DROP FUNCTION librarian_ensure_session_vector_index")
         conn.execute("ALTER TABLE memories DROP COLUMN source_fingerprint")
         conn.execute("ALTER TABLE session_sources DROP COLUMN nothing_at_fingerprint")
         conn.execute("DELETE FROM schema_migrations WHERE version >= 4")
