@@ -2,6 +2,7 @@ import random
 import string
 import types
 import typing
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -500,3 +501,46 @@ def test_a_chunks_vector_stays_in_its_row(store):
     assert row is not None
     assert row["vector_toast"] is None, "the vector was moved out of its row"
     assert store.search(text[:40], vector, MODEL)[0].text == text
+
+
+def test_a_question_naming_what_no_chunk_holds_is_less_relevant(store):
+    store.replace_memory(
+        memory_record("agents"),
+        [ChunkRecord(EXCHANGE, 0, "we added Gemini as an agent the CLI can track", _unit(1, 0, 0))],
+    )
+    vector = _unit(1, 0.3, 0)  # the same closeness for both questions
+    [seen] = store.search("Did we add Gemini as an agent?", vector, MODEL, limit=1)
+    [unseen] = store.search("Did we add Ollama as an agent?", vector, MODEL, limit=1)
+    assert seen.session_id == unseen.session_id == "agents"
+    assert seen.score > 0.6 > unseen.score
+
+
+def test_the_same_cosine_counts_for_less_in_a_store_whose_unrelated_chunks_are_alike(
+    pg_server,
+):
+    # Two stores of 12 sessions x 20 chunks (enough to measure their own background): in one,
+    # unrelated chunks point anywhere (cosine ~0 between sessions); in the other, every chunk
+    # leans the same way (cosine ~0.8). A question at cosine 0.8 to its best chunk stands out in
+    # the first and is chance in the second.
+    rng = random.Random(3)
+    judged = {}
+    for name, lean in (("spread", 0.0), ("alike", 8.0)):
+        database = f"{name}_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(pg_server.get_uri(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{database}"')
+        store = Store(pg_server.get_uri(database))
+        store.migrate()
+        for s in range(12):
+            chunks = []
+            for i in range(20):
+                noise = [rng.gauss(0, 1) for _ in range(16)]
+                chunks.append(ChunkRecord(EXCHANGE, i, f"s{s} c{i}", _unit(lean, *noise)))
+            store.replace_memory(memory_record(f"s{s}"), chunks)
+        target = _unit(0.8, 0.6, *[0.0] * 15)  # cosine 0.8 with the lean's direction
+        store.replace_memory(
+            memory_record("target"), [ChunkRecord(EXCHANGE, 0, "the answer", _unit(1, *[0.0] * 16))]
+        )
+        [hit] = store.search("the answer", target, MODEL, limit=1)
+        judged[name] = (hit.session_id, hit.score)
+    assert judged["spread"][0] == "target" and judged["spread"][1] > 0.9
+    assert judged["alike"][1] < judged["spread"][1] - 0.3
