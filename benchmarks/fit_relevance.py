@@ -3,6 +3,10 @@
     uv run python benchmarks/fit_relevance.py --home H GOLDEN.jsonl... [--default-project P]
         [--held-out MORE.jsonl...] [--json]
 
+e.g. GOLDEN = ../shared/eval/{golden-dev,negatives-dev,golden-xdev,golden-far}.jsonl,
+--held-out benchmarks/eval/extra-dev.jsonl, --default-project cli (the lines of golden-dev and
+negatives-dev name none).
+
 Each question goes through the product's own search (hybrid, as `recall` ranks). The evidence of
 its best ranked session (`core.relevance.features`: the standardized cosines of its best chunk
 and of the session as a whole, and the share of the question's names the store never held) is
