@@ -34,9 +34,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-WEIGHTS = (0.742, 0.611, -9.36)
+WEIGHTS = (0.765, 0.625, -9.36)
 """Of `features`: the best chunk's standardized cosine, the session's, the unseen names' share."""
-BIAS = -0.344
+BIAS = -0.134
 
 DEFAULT_THRESHOLD = 0.6
 """Recall answers nothing when its best session does not reach this (LIBRARIAN_RECALL_THRESHOLD).

@@ -993,16 +993,22 @@ class Store:
         if bounds is None or bounds["low"] is None:
             return None
         low, high = int(bounds["low"]), int(bounds["high"])
-        # Ids drawn at random (the same draw each time: the same store is judged alike), then
-        # fetched by primary key: a sample without scanning a table of a million chunks. Four
-        # times the sample is drawn, as ids of deleted chunks find nothing.
-        wanted = min(4 * CALIBRATION_SAMPLE, high - low + 1)
-        draw = random.Random(0).sample(range(low, high + 1), wanted)
-        rows = conn.execute(
-            "SELECT session_id, embedding FROM indexed_chunks WHERE id = ANY(%s)"
-            " AND embedding_model = %s AND embedding_dim = %s ORDER BY id LIMIT %s",
-            (draw, model, dim, CALIBRATION_SAMPLE),
-        ).fetchall()
+        # Ids drawn at random (the same draw each time: the same store is judged alike) and
+        # fetched by primary key, a sample without scanning a table of a million chunks; drawn
+        # again, up to four times the sample in all, for ids of deleted chunks, which find nothing.
+        draw = random.Random(0).sample(
+            range(low, high + 1), min(4 * CALIBRATION_SAMPLE, high - low + 1)
+        )
+        rows: list[DictRow] = []
+        for start in range(0, len(draw), CALIBRATION_SAMPLE):
+            rows += conn.execute(
+                "SELECT session_id, embedding FROM indexed_chunks WHERE id = ANY(%s)"
+                " AND embedding_model = %s AND embedding_dim = %s",
+                (draw[start : start + CALIBRATION_SAMPLE], model, dim),
+            ).fetchall()
+            if len(rows) >= CALIBRATION_SAMPLE:
+                break
+        rows = rows[:CALIBRATION_SAMPLE]
         owners = sorted({r["session_id"] for r in rows})
         means = conn.execute(
             "SELECT session_id, embedding FROM session_vectors WHERE session_id = ANY(%s)"
