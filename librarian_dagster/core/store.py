@@ -398,7 +398,7 @@ class Boosts:
     As large as it is because a prompt that continues a branch ("review this PR", "why is lint
     failing") has words that rank that branch's earlier sessions 10th to 40th: the hook names one
     in 58% of such sessions without it, 78% at 0.25, 82% at 0.5 (cli + cipher-box; FitToday 33%
-    -> 89%), 89% at 1.0 (benchmarks/replay.py, README)."""
+    -> 89%), 89% at 1.0 (benchmarks/replay.py, docs/benchmarks.md)."""
 
 
 DEFAULT_BOOSTS = Boosts()
