@@ -926,7 +926,8 @@ class Store:
                     GROUP BY c.session_id
                 ) e USING (session_id)
                 LEFT JOIN session_vectors v
-                    ON v.session_id = m.session_id AND v.embedding_dim = {dim}
+                    ON v.session_id = m.session_id AND v.embedding_model = %(model)s
+                       AND v.embedding_dim = {dim}
                 WHERE m.session_id = ANY(%(top)s)
                       -- Written private since the facts were read: still never shown.
                       AND (%(private_ok)s OR m.domain <> %(private_domain)s)
