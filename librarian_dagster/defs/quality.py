@@ -18,6 +18,8 @@ from librarian_dagster.core.evaluation import (
     evaluate,
     load_golden,
     session_asker,
+    store_projects,
+    with_projects,
 )
 from librarian_dagster.defs.resources import EmbedderResource, QualityResource, StoreResource
 
@@ -49,7 +51,8 @@ def recall_quality(
 
     recall@1/5/10, MRR and nDCG@10 over the answerable questions, and how often recall answers
     nothing: rightly (abstain_rate, on questions nothing answers) and wrongly
-    (false_abstain_rate). Not tied to the session partitions: it reads the whole store as it is.
+    (false_abstain_rate); per kind, style and project (a line's, else its first relevant
+    session's in the store). Not tied to the session partitions: it reads the whole store as it is.
     """
     folder = Path(quality.eval_dir)
     files = sorted(folder.glob("*.jsonl"))
@@ -67,7 +70,7 @@ def recall_quality(
         }
         return _with_floor_check(metadata, None, quality.recall_floor)
     try:
-        questions = load_golden(files)
+        questions = with_projects(load_golden(files), store_projects(db))
     except GoldenFileError as exc:
         raise dg.Failure(str(exc)) from None
     report = evaluate(questions, session_asker(db, model, min_relevance=quality.min_relevance))
@@ -83,6 +86,7 @@ def recall_quality(
         "golden_files": ", ".join(f.name for f in files),
         "by_kind": dg.MetadataValue.md(_markdown("kind", report.by_kind)),
         "by_style": dg.MetadataValue.md(_markdown("style", report.by_style)),
+        "by_project": dg.MetadataValue.md(_markdown("project", report.by_project)),
     }
     return _with_floor_check(metadata, report.overall.recall_at[5], quality.recall_floor)
 

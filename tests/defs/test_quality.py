@@ -78,6 +78,9 @@ def test_recall_quality_records_the_figures_and_passes_above_the_floor(tmp_path,
     assert meta["embedding_model"] == "all-MiniLM-L6-v2"
     assert meta["golden_files"] == "dev.jsonl"
     assert "| solved | 1 | 1.000 |" in meta["by_kind"]
+    # The answerable question counts under its session's project, as the store names it.
+    assert "| alpha | 1 | 1.000 |" in meta["by_project"]
+    assert "| unspecified | 1 |" in meta["by_project"]
     [check] = result.get_asset_check_evaluations()
     assert check.check_name == RECALL_FLOOR_CHECK and check.passed
     assert check.severity == dg.AssetCheckSeverity.WARN
