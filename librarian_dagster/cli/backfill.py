@@ -4,12 +4,12 @@ import argparse
 import sys
 from typing import TextIO
 
-from librarian_dagster.core.commandline import iso_date
+from librarian_dagster.core.commandline import AddParser, iso_date
 from librarian_dagster.core.settings import Settings
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
+def register(add_parser: AddParser) -> None:
+    parser = add_parser(
         "backfill",
         help="run a project's sessions, a date range or everything again, through the same job",
     )

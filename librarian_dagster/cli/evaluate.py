@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from librarian_dagster.core.commandline import AddParser
 from librarian_dagster.core.settings import Settings
 
 if TYPE_CHECKING:
@@ -21,8 +22,8 @@ NAIVE = "naive"
 _BAR_WIDTH = 30
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    ev = subparsers.add_parser(
+def register(add_parser: AddParser) -> None:
+    ev = add_parser(
         "eval",
         help="measure recall on golden questions: recall@k, MRR, nDCG@10, abstention",
         description="Ask every question of the golden files (one JSON object a line: query, "

@@ -6,6 +6,8 @@ the command runs, so `librarian --help` stays fast.
 
 import argparse
 
+from librarian_dagster.core.commandline import AddParser
+
 
 def _run_import(args: argparse.Namespace) -> int:
     from librarian_dagster.core import library
@@ -13,8 +15,8 @@ def _run_import(args: argparse.Namespace) -> int:
     return library.run_import(args)
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
+def register(add_parser: AddParser) -> None:
+    parser = add_parser(
         "library",
         help="manage the _memory_library/ notes kept by the hooks",
         description="Manage the _memory_library/ notes kept by the Librarian hooks.",

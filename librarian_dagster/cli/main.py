@@ -1,6 +1,6 @@
 """The `librarian` command: one subcommand per module, each imported only when it runs.
 
-Every subcommand module in this package exposes `register(subparsers)`, which adds its parser and
+Every subcommand module in this package exposes `register(add_parser)`, which adds its parser and
 sets `handler` (a callable taking the parsed args and returning an exit code). Heavy libraries
 (dagster, mcp, google-genai) are imported inside the handlers, so `librarian parse` or
 `librarian redact` start in well under a second.
@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
             if exc.name == f"librarian_dagster.cli.{name}":
                 continue
             raise
-        module.register(subparsers)
+        module.register(subparsers.add_parser)
     return parser
 
 

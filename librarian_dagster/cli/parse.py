@@ -10,12 +10,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from librarian_dagster.core.commandline import AddParser
 from librarian_dagster.core.redaction import redact_session
 from librarian_dagster.core.transcripts import Session, parse_session, session_files_for
 
 
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+def register(add_parser: AddParser) -> None:
+    p = add_parser(
         "parse",
         help="parse transcripts and report what was found (and why a session is skipped)",
         description="Parse Claude Code transcripts (files or folders) and print per-session stats.",

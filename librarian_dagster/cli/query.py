@@ -3,12 +3,12 @@
 import argparse
 import sys
 
-from librarian_dagster.core.commandline import iso_date
+from librarian_dagster.core.commandline import AddParser, iso_date
 from librarian_dagster.core.settings import Settings
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    search = subparsers.add_parser("search", help="search remembered sessions")
+def register(add_parser: AddParser) -> None:
+    search = add_parser("search", help="search remembered sessions")
     search.add_argument("query")
     search.add_argument("--project")
     search.add_argument("--domain", help="only sessions of this domain, e.g. technical")

@@ -3,13 +3,13 @@
 import argparse
 import json
 import sys
-from typing import Any
 
+from librarian_dagster.core.commandline import AddParser
 from librarian_dagster.core.redaction import redact
 
 
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+def register(add_parser: AddParser) -> None:
+    p = add_parser(
         "redact",
         help="redact secrets in text read from stdin",
         description="Read text on stdin, write it redacted to stdout; findings go to stderr "

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import librarian_dagster
-from librarian_dagster.core.commandline import port
+from librarian_dagster.core.commandline import AddParser, port
 from librarian_dagster.core.settings import Settings
 
 if TYPE_CHECKING:
@@ -21,25 +21,23 @@ DEFAULT_UI_PORT = 3000
 _STOP_GRACE_SECONDS = 5
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    up = subparsers.add_parser(
-        "up", help="start the database, Dagster (UI, sensor) and the MCP server"
-    )
+def register(add_parser: AddParser) -> None:
+    up = add_parser("up", help="start the database, Dagster (UI, sensor) and the MCP server")
     up.add_argument("--ui-port", type=port, default=DEFAULT_UI_PORT)
     up.add_argument("--mcp-port", type=port, default=None, help="default: LIBRARIAN_MCP_PORT/3201")
     up.add_argument("--no-mcp", action="store_true", help="do not start the MCP server")
     up.set_defaults(handler=cmd_up)
 
-    ingest = subparsers.add_parser(
+    ingest = add_parser(
         "ingest", help="ingest transcript files or folders now, through the same assets"
     )
     ingest.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     ingest.set_defaults(handler=cmd_ingest)
 
-    status = subparsers.add_parser("status", help="sessions, chunks, last ingest, database")
+    status = add_parser("status", help="sessions, chunks, last ingest, database")
     status.set_defaults(handler=cmd_status)
 
-    mcp = subparsers.add_parser("mcp", help="serve search_chunks/get_digest/list_sessions")
+    mcp = add_parser("mcp", help="serve search_chunks/get_digest/list_sessions")
     mcp.add_argument("--transport", choices=("http", "stdio"), default="http")
     mcp.add_argument("--host", default=None, help="default: LIBRARIAN_MCP_HOST or 127.0.0.1")
     mcp.add_argument("--port", type=port, default=None, help="default: LIBRARIAN_MCP_PORT or 3201")

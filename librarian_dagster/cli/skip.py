@@ -3,12 +3,12 @@
 import argparse
 import sys
 
-from librarian_dagster.core.commandline import iso_date
+from librarian_dagster.core.commandline import AddParser, iso_date
 from librarian_dagster.core.settings import Settings
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
+def register(add_parser: AddParser) -> None:
+    parser = add_parser(
         "skip",
         help="never ingest these sessions (or those last active before a date); list or undo",
     )

@@ -4,13 +4,12 @@ import argparse
 import sys
 
 from librarian_dagster.core import tokens
+from librarian_dagster.core.commandline import AddParser
 from librarian_dagster.core.settings import Settings
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    token = subparsers.add_parser(
-        "token", help="make, list and revoke the recall server's bearer tokens"
-    )
+def register(add_parser: AddParser) -> None:
+    token = add_parser("token", help="make, list and revoke the recall server's bearer tokens")
     actions = token.add_subparsers(dest="action", metavar="ACTION", required=True)
     add = actions.add_parser(
         "add", help="make a token; it is printed once, as the last line, and never again"

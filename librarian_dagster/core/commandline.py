@@ -6,6 +6,7 @@ In core, not in cli/, because the MCP server must not import the `librarian` com
 
 import argparse
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import NoReturn
 
@@ -18,6 +19,11 @@ _USER_ERRORS = (
     ("librarian_dagster.core.store", "StoreError"),
     ("psycopg", "OperationalError"),
 )
+
+
+AddParser = Callable[..., argparse.ArgumentParser]
+"""How a command module adds its parser: the `add_parser` of `add_subparsers()`, a public call
+(the object it belongs to has a private class, which would break silently on a Python upgrade)."""
 
 
 class Parser(argparse.ArgumentParser):

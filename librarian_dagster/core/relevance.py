@@ -31,8 +31,10 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where a space is measured: every command reads this module
+    import numpy as np
 
 WEIGHTS = (0.765, 0.625, -9.36)
 """Of `features`: the best chunk's standardized cosine, the session's, the unseen names' share."""
@@ -59,9 +61,9 @@ class SpaceCalibration:
     @classmethod
     def from_sample(
         cls,
-        vectors: np.ndarray,
+        vectors: "np.ndarray",
         sessions: Sequence[str],
-        session_vectors: np.ndarray,
+        session_vectors: "np.ndarray",
         session_ids: Sequence[str],
     ) -> "SpaceCalibration | None":
         """From sampled chunk vectors (with their sessions) and some sessions' mean vectors.
@@ -69,6 +71,8 @@ class SpaceCalibration:
         None when the sample is too small to say (fewer than MIN_SAMPLE chunks or
         MIN_SESSIONS sessions): the caller then keeps `DEFAULT_CALIBRATION`.
         """
+        import numpy as np
+
         if len(vectors) < MIN_SAMPLE or len(set(sessions)) < MIN_SESSIONS:
             return None
         chunks = _unit(vectors)
@@ -167,6 +171,8 @@ def named_terms(question: str) -> str:
     return " ".join(names)
 
 
-def _unit(vectors: np.ndarray) -> np.ndarray:
+def _unit(vectors: "np.ndarray") -> "np.ndarray":
+    import numpy as np
+
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return vectors / np.where(norms > 0, norms, 1.0)
