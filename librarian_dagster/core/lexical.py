@@ -104,7 +104,8 @@ class Scored:
     exchange: np.ndarray
     score: np.ndarray
     covered: np.ndarray
-    """The question's idf mass the chunk holds (relevance's coverage, before dividing)."""
+    """The question's idf mass the chunk holds: its best chunk's share says how much the BM25
+    lists weigh in the ranking (Store._search)."""
     names: Names
 
     def top(self, exchange: bool, pool: int) -> list[tuple[int, str]]:
@@ -117,16 +118,6 @@ class Scored:
         rows = rows[np.lexsort((self.ids[rows], -self.score[rows]))][:pool]
         names = self.names.names
         return [(int(self.ids[r]), names[self.sessions[r]]) for r in rows]
-
-    def best_covered(self, sessions: Collection[str], exchange_only: bool) -> dict[str, float]:
-        """Per session, the idf mass held by its best-scoring chunk (of the exchange layer)."""
-        rows = np.flatnonzero(np.isin(self.sessions, self.names.codes(sessions)))
-        if exchange_only:
-            rows = rows[self.exchange[rows]]
-        best: dict[str, float] = {}
-        for row in rows[np.lexsort((self.ids[rows], -self.score[rows]))]:
-            best.setdefault(self.names.names[self.sessions[row]], float(self.covered[row]))
-        return best
 
 
 class LexicalIndex:
