@@ -32,9 +32,9 @@ def main() -> None:
 
     import dagster as dg
 
+    from librarian_dagster.core.capture.transcripts import discover_sessions
     from librarian_dagster.core.settings import Settings
-    from librarian_dagster.core.store import open_store
-    from librarian_dagster.core.transcripts import discover_sessions
+    from librarian_dagster.core.store.store import open_store
     from librarian_dagster.definitions import build_definitions
     from librarian_dagster.defs.resources import build_resources
     from librarian_dagster.ingest import open_instance

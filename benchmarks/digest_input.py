@@ -12,9 +12,9 @@ import statistics
 
 from _corpus import unpack_corpus
 
-from librarian_dagster.core.llm_digest import CHARS_PER_TOKEN, digest_input
-from librarian_dagster.core.redaction import redact_session
-from librarian_dagster.core.transcripts import parse_session, session_files_for
+from librarian_dagster.core.capture.transcripts import parse_session, session_files_for
+from librarian_dagster.core.digest.llm import CHARS_PER_TOKEN, digest_input
+from librarian_dagster.core.redaction.scan import redact_session
 
 
 def main() -> None:

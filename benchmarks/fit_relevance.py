@@ -15,7 +15,7 @@ A logistic regression of "the question is answerable" on that evidence is then f
 
 - leaving one project out: fitted on the others' questions, judged on the left-out project's,
   which is what a project never seen gets (the figures to trust);
-- on every question: the weights to put in core/relevance.py.
+- on every question: the weights to put in core/recall/relevance.py.
 
 Questions are grouped by the `project` of their line, else that of their first relevant
 session in the store, else `--default-project`. `--held-out` files are never fitted on: they are
@@ -90,12 +90,12 @@ def main() -> int:
 
 
 def _cases(paths: Sequence[Path], default_project: str) -> list[Case]:
-    from librarian_dagster.core.evaluation import load_golden, store_projects, with_projects
-    from librarian_dagster.core.providers import configured_embedder
-    from librarian_dagster.core.recall import MAX_RESULTS
-    from librarian_dagster.core.relevance import Evidence, SpaceCalibration, features
+    from librarian_dagster.core.models.providers import configured_embedder
+    from librarian_dagster.core.recall.answer import MAX_RESULTS
+    from librarian_dagster.core.recall.evaluation import load_golden, store_projects, with_projects
+    from librarian_dagster.core.recall.relevance import Evidence, SpaceCalibration, features
     from librarian_dagster.core.settings import Settings
-    from librarian_dagster.core.store import SearchFilters, open_store
+    from librarian_dagster.core.store.store import SearchFilters, open_store
 
     settings = Settings.from_env()
     store, embedder = open_store(settings), configured_embedder(settings)

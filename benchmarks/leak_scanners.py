@@ -40,8 +40,8 @@ from pathlib import Path
 
 from _corpus import SHARED, TARBALL, extract
 
-from librarian_dagster.core.redaction import redact, redact_many
-from librarian_dagster.core.transcripts import discover_sessions, parse_session
+from librarian_dagster.core.capture.transcripts import discover_sessions, parse_session
+from librarian_dagster.core.redaction.scan import redact, redact_many
 
 SECRETS = SHARED / "eval" / "secrets-dev.jsonl"
 TESTS = Path(__file__).resolve().parents[1] / "tests" / "core"

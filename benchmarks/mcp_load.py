@@ -44,14 +44,15 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from recall_latency import free_port, start_server
 
-from librarian_dagster.core import tokens
-from librarian_dagster.core.chunking import chunk_digest, chunk_exchanges
-from librarian_dagster.core.digest import DigestRecord, OfflineDigester, content_hash
-from librarian_dagster.core.embeddings import local_embedder
-from librarian_dagster.core.models import memory_of
-from librarian_dagster.core.redaction import redact_session
-from librarian_dagster.core.store import ChunkRecord, Store
-from librarian_dagster.core.transcripts import parse_session, session_files_for
+from librarian_dagster.core.capture.transcripts import parse_session, session_files_for
+from librarian_dagster.core.digest.chunking import chunk_digest, chunk_exchanges
+from librarian_dagster.core.digest.offline import OfflineDigester
+from librarian_dagster.core.digest.schema import DigestRecord, content_hash
+from librarian_dagster.core.models.embeddings import local_embedder
+from librarian_dagster.core.ops import tokens
+from librarian_dagster.core.redaction.scan import redact_session
+from librarian_dagster.core.store.rows import memory_of
+from librarian_dagster.core.store.store import ChunkRecord, Store
 
 NEGATIVES = GOLDEN.with_name("negatives-dev.jsonl")
 

@@ -54,17 +54,14 @@ from mcp import Client
 from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
 
-from librarian_dagster.core.chunking import chunk_digest, chunk_exchanges
-from librarian_dagster.core.digest import (
-    DigestRecord,
-    OfflineDigester,
-    content_hash,
-)
-from librarian_dagster.core.embeddings import local_embedder
-from librarian_dagster.core.models import MemoryRecord, memory_of
-from librarian_dagster.core.redaction import redact_session
-from librarian_dagster.core.store import ChunkRecord, Store
-from librarian_dagster.core.transcripts import parse_session, session_files_for
+from librarian_dagster.core.capture.transcripts import parse_session, session_files_for
+from librarian_dagster.core.digest.chunking import chunk_digest, chunk_exchanges
+from librarian_dagster.core.digest.offline import OfflineDigester
+from librarian_dagster.core.digest.schema import DigestRecord, content_hash
+from librarian_dagster.core.models.embeddings import local_embedder
+from librarian_dagster.core.redaction.scan import redact_session
+from librarian_dagster.core.store.rows import MemoryRecord, memory_of
+from librarian_dagster.core.store.store import ChunkRecord, Store
 
 REPO = Path(__file__).resolve().parents[1]
 HOOK = REPO / "hooks" / "user_prompt_submit.py"

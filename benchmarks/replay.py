@@ -36,21 +36,21 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from librarian_dagster.core import recall as recall_module
-from librarian_dagster.core.database import database_url
-from librarian_dagster.core.digest import exchanges
-from librarian_dagster.core.embeddings import Embedder
-from librarian_dagster.core.providers import configured_embedder
-from librarian_dagster.core.recall import boosts_for, recall
+from librarian_dagster.core.capture.transcripts import SessionFiles, iter_records, parse_session
+from librarian_dagster.core.digest.offline import exchanges
+from librarian_dagster.core.models.embeddings import Embedder
+from librarian_dagster.core.models.providers import configured_embedder
+from librarian_dagster.core.recall import answer as recall_module
+from librarian_dagster.core.recall.answer import boosts_for, recall
 from librarian_dagster.core.settings import Settings
-from librarian_dagster.core.store import (
+from librarian_dagster.core.store.database import database_url
+from librarian_dagster.core.store.store import (
     Boosts,
     RecallContext,
     SearchFilters,
     Store,
     is_feature_branch,
 )
-from librarian_dagster.core.transcripts import SessionFiles, iter_records, parse_session
 
 
 def _hook_module():

@@ -16,8 +16,8 @@ import time
 # importer uses too (docs/decisions/0004). The plugin folder is the repository, so its package is
 # one level up; appended, not inserted, so nothing there can shadow the standard library.
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from librarian_dagster.core.library_paths import LIBRARY_DIRNAME as LIBRARY_DIRNAME
-from librarian_dagster.core.library_paths import find_library as find_library
+from librarian_dagster.core.library.paths import LIBRARY_DIRNAME as LIBRARY_DIRNAME
+from librarian_dagster.core.library.paths import find_library as find_library
 
 SCRATCH_NAME = ".scratch.md"
 # Bounded debug log: one rotation keeps at most about twice this on disk.

@@ -24,13 +24,13 @@ from typing import Literal
 
 import dagster as dg
 
-from librarian_dagster.core.dagster_home import prepare_dagster_home
-from librarian_dagster.core.database import unreachable
-from librarian_dagster.core.mirror import is_excluded
+from librarian_dagster.core.capture.mirror import is_excluded
+from librarian_dagster.core.capture.skips import SkipList, last_active
+from librarian_dagster.core.capture.transcripts import SessionFiles, session_files_for
+from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
 from librarian_dagster.core.settings import Settings
-from librarian_dagster.core.skips import SkipList, last_active
-from librarian_dagster.core.store import open_store
-from librarian_dagster.core.transcripts import SessionFiles, session_files_for
+from librarian_dagster.core.store.database import unreachable
+from librarian_dagster.core.store.store import open_store
 from librarian_dagster.dead_runs import in_process_run_tags, report_dead_runs
 from librarian_dagster.definitions import build_definitions
 from librarian_dagster.defs.jobs import INGEST_SESSION

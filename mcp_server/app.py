@@ -28,19 +28,20 @@ from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
-from librarian_dagster.core.digest import Domain
-from librarian_dagster.core.embeddings import Embedder
-from librarian_dagster.core.models import SearchResult, SessionDigest, SessionList
-from librarian_dagster.core.providers import configured_embedder
-from librarian_dagster.core.recall import (
+from librarian_dagster.core.digest.schema import Domain
+from librarian_dagster.core.models.embeddings import Embedder
+from librarian_dagster.core.models.providers import configured_embedder
+from librarian_dagster.core.ops.tokens import TokenFileError
+from librarian_dagster.core.recall.answer import (
     MAX_RESULTS,
     EmbeddingSpaceMismatch,
     boosts_for,
     recall,
 )
-from librarian_dagster.core.relevance import DEFAULT_THRESHOLD
+from librarian_dagster.core.recall.relevance import DEFAULT_THRESHOLD
 from librarian_dagster.core.settings import Settings
-from librarian_dagster.core.store import (
+from librarian_dagster.core.store.rows import SearchResult, SessionDigest, SessionList
+from librarian_dagster.core.store.store import (
     DEFAULT_BOOSTS,
     PRIVATE_DOMAIN,
     Boosts,
@@ -50,7 +51,6 @@ from librarian_dagster.core.store import (
     Store,
     open_store,
 )
-from librarian_dagster.core.tokens import TokenFileError
 from mcp_server.auth import (
     LOOPBACK_HOSTS,
     auth_settings,

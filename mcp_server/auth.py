@@ -4,7 +4,7 @@ Over HTTP, with tokens configured, every request (/mcp, /sse, /recall) passes th
 `BearerAuthBackend`, which asks `TokenFileVerifier` about the `Authorization: Bearer` header;
 /mcp and /sse refuse a request without a valid token with a 401 (`RequireAuthMiddleware`), and
 /recall does the same itself. A token is valid if it is in the token file (`librarian token
-add`, core/tokens.py), or if it equals `LIBRARIAN_MCP_TOKEN`, which counts as a token of the
+add`, core/ops/tokens.py), or if it equals `LIBRARIAN_MCP_TOKEN`, which counts as a token of the
 default scope: the plugin's .mcp.json and the prompt hook send that variable.
 
 The tools read the caller's scopes with the SDK's `get_access_token()`: the `private` domain
@@ -21,7 +21,7 @@ from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from pydantic import AnyHttpUrl
 
-from librarian_dagster.core import tokens
+from librarian_dagster.core.ops import tokens
 from librarian_dagster.core.settings import Settings
 
 logger = logging.getLogger(__name__)

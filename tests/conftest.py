@@ -49,7 +49,7 @@ def database_url(pg_server) -> str:
 
 @pytest.fixture
 def store(database_url):
-    from librarian_dagster.core.store import Store
+    from librarian_dagster.core.store.store import Store
 
     s = Store(database_url)
     s.migrate()

@@ -11,7 +11,7 @@ import time
 
 import dagster as dg
 
-from librarian_dagster.core.dagster_home import prepare_dagster_home
+from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.dead_runs import in_process_run_tags
 

@@ -12,10 +12,10 @@ from librarian_dagster.core.commandline import AddParser
 from librarian_dagster.core.settings import Settings
 
 if TYPE_CHECKING:
-    from librarian_dagster.core.embeddings import Embedder
-    from librarian_dagster.core.evaluation import Metrics, Report
-    from librarian_dagster.core.reference import NaiveIndex
-    from librarian_dagster.core.store import Store
+    from librarian_dagster.core.models.embeddings import Embedder
+    from librarian_dagster.core.recall.evaluation import Metrics, Report
+    from librarian_dagster.core.recall.reference import NaiveIndex
+    from librarian_dagster.core.store.store import Store
 
 DEFAULT_K = 5
 NAIVE = "naive"
@@ -71,7 +71,9 @@ def register(add_parser: AddParser) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     # Imported here, not at parser build: the store, pydantic and numpy cost every command.
-    from librarian_dagster.core.evaluation import (
+    from librarian_dagster.core.models.providers import configured_embedder
+    from librarian_dagster.core.recall.answer import boosts_for
+    from librarian_dagster.core.recall.evaluation import (
         MAX_K,
         RECALL_KS,
         GoldenFileError,
@@ -81,9 +83,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         store_projects,
         with_projects,
     )
-    from librarian_dagster.core.providers import configured_embedder
-    from librarian_dagster.core.recall import boosts_for
-    from librarian_dagster.core.store import open_store
+    from librarian_dagster.core.store.store import open_store
 
     if not 1 <= args.k <= MAX_K:
         print(f"librarian eval: --k must be between 1 and {MAX_K}", file=sys.stderr)
@@ -139,7 +139,7 @@ def naive_reference(
     store: "Store", embedder: "Embedder", settings: Settings, session_ids: list[str]
 ) -> tuple["NaiveIndex", dict[str, Any]]:
     """The naive index over these sessions, and what went into it and how long it took."""
-    from librarian_dagster.core.reference import NaiveIndex, gather_documents
+    from librarian_dagster.core.recall.reference import NaiveIndex, gather_documents
 
     # Imported here: only the staging I/O manager knows where a stage's files are, and it
     # brings Dagster (a second of import) that the other modes do without.

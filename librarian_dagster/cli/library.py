@@ -1,7 +1,7 @@
 """`librarian library import MEMORY_BANK_DIR [--into PATH] [--dry-run]`.
 
-The import logic lives in `librarian_dagster.core.library` (standard library only), imported when
-the command runs, so `librarian --help` stays fast.
+The import logic lives in `librarian_dagster.core.library.cline_import` (standard library only),
+imported when the command runs, so `librarian --help` stays fast.
 """
 
 import argparse
@@ -10,7 +10,7 @@ from librarian_dagster.core.commandline import AddParser
 
 
 def _run_import(args: argparse.Namespace) -> int:
-    from librarian_dagster.core import library
+    from librarian_dagster.core.library import cline_import as library
 
     return library.run_import(args)
 
@@ -29,7 +29,7 @@ def register(add_parser: AddParser) -> None:
         "plan; existing notes are never overwritten.",
     )
     # Same arguments as the standalone script, defined once in core.
-    from librarian_dagster.core.library import add_arguments
+    from librarian_dagster.core.library.cline_import import add_arguments
 
     add_arguments(importer)
     importer.set_defaults(handler=_run_import)

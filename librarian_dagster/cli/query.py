@@ -35,15 +35,15 @@ def register(add_parser: AddParser) -> None:
 
 def cmd_search(args: argparse.Namespace) -> int:
     # Imported here, not at parser build: pydantic and the digest cost every command ~0.4 s.
-    from librarian_dagster.core.digest import DOMAINS
-    from librarian_dagster.core.providers import configured_embedder
-    from librarian_dagster.core.recall import (
+    from librarian_dagster.core.digest.schema import DOMAINS
+    from librarian_dagster.core.models.providers import configured_embedder
+    from librarian_dagster.core.recall.answer import (
         MAX_RESULTS,
         EmbeddingSpaceMismatch,
         boosts_for,
         recall,
     )
-    from librarian_dagster.core.store import PRIVATE_DOMAIN, SearchFilters, open_store
+    from librarian_dagster.core.store.store import PRIVATE_DOMAIN, SearchFilters, open_store
 
     if not 1 <= args.limit <= MAX_RESULTS:
         print(f"librarian search: --limit must be between 1 and {MAX_RESULTS}", file=sys.stderr)

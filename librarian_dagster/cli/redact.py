@@ -5,7 +5,7 @@ import json
 import sys
 
 from librarian_dagster.core.commandline import AddParser
-from librarian_dagster.core.redaction import redact
+from librarian_dagster.core.redaction.scan import redact
 
 
 def register(add_parser: AddParser) -> None:

@@ -68,10 +68,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from librarian_dagster.core.database import describe_location
-    from librarian_dagster.core.providers import describe
-    from librarian_dagster.core.recall import REEMBED_HOW, other_spaces
-    from librarian_dagster.core.store import open_store
+    from librarian_dagster.core.models.providers import describe
+    from librarian_dagster.core.recall.answer import REEMBED_HOW, other_spaces
+    from librarian_dagster.core.store.database import describe_location
+    from librarian_dagster.core.store.store import open_store
 
     settings = Settings.from_env()
     store = open_store(settings)
@@ -111,7 +111,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def _embedding_space(settings: Settings) -> tuple[str, int]:
     """The configured embedder's model and dimension, without loading or calling it."""
-    from librarian_dagster.core.embeddings import LocalMiniLMEmbedder
+    from librarian_dagster.core.models.embeddings import LocalMiniLMEmbedder
 
     if settings.embed_provider == "local":
         return LocalMiniLMEmbedder.model_name, LocalMiniLMEmbedder.dimension
@@ -126,9 +126,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from librarian_dagster.core.dagster_home import prepare_dagster_home
-    from librarian_dagster.core.database import describe_location
-    from librarian_dagster.core.store import open_store
+    from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
+    from librarian_dagster.core.store.database import describe_location
+    from librarian_dagster.core.store.store import open_store
 
     settings = Settings.from_env()
     children: list[tuple[str, subprocess.Popen]] = []

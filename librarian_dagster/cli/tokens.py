@@ -3,8 +3,8 @@
 import argparse
 import sys
 
-from librarian_dagster.core import tokens
 from librarian_dagster.core.commandline import AddParser
+from librarian_dagster.core.ops import tokens
 from librarian_dagster.core.settings import Settings
 
 

@@ -15,8 +15,8 @@ from librarian_dagster.core.settings import SettingsError, check_port
 # Where the classes of "cannot use what you gave me" errors live. Looked up only once one is
 # raised (sys.modules), so that a command that never opened a database never imports psycopg.
 _USER_ERRORS = (
-    ("librarian_dagster.core.database", "DatabaseError"),
-    ("librarian_dagster.core.store", "StoreError"),
+    ("librarian_dagster.core.store.database", "DatabaseError"),
+    ("librarian_dagster.core.store.store", "StoreError"),
     ("psycopg", "OperationalError"),
 )
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from librarian_dagster.core.relevance import DEFAULT_THRESHOLD
+from librarian_dagster.core.recall.relevance import DEFAULT_THRESHOLD
 
 DEFAULT_SETTLE_SECONDS = 120.0
 DEFAULT_MCP_HOST = "127.0.0.1"
@@ -53,7 +53,7 @@ class Settings:
     mcp_host: str = DEFAULT_MCP_HOST
     mcp_port: int = DEFAULT_MCP_PORT
     recall_threshold: float = DEFAULT_THRESHOLD
-    """Recall leaves out results less likely relevant than this (0 to 1; core/relevance.py)."""
+    """Recall leaves out results less likely relevant than this (0 to 1; recall/relevance.py)."""
     recall_floor: float = DEFAULT_RECALL_FLOOR
     """The recall@5 on the golden questions below which the quality check warns."""
     recency_boost: float = 0.005
@@ -61,12 +61,12 @@ class Settings:
     importance_boost: float = 0.002
     """How much more each point of importance above 3 weighs in ranking (store.Boosts)."""
     exclude: tuple[str, ...] = ()
-    """Globs over project folder names or transcript paths never ingested (core/mirror.py)."""
+    """Globs over project folder names or transcript paths never ingested (capture/mirror.py)."""
     mcp_token: str | None = field(default=None, repr=False)
     """A bearer token the recall server's HTTP endpoints accept with the default scope, beside
     the token file's; kept out of repr (and logs)."""
     mcp_tokens: Path | None = None
-    """The token file (core/tokens.py); None means `home/tokens.json`."""
+    """The token file (core/ops/tokens.py); None means `home/tokens.json`."""
     stdio_private: bool = False
     """Whether the stdio server (local, started by its user) returns the `private` domain."""
     telegram_bot_token: str | None = field(default=None, repr=False)

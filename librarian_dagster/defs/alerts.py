@@ -2,8 +2,8 @@
 
 All three are sensors of their own, so an alert never runs inside (and never fails) an ingest
 run, and each shows its messages in its tick log in the UI. Without Telegram settings that log is
-where the alerts are. What is worth an alert is decided in `core/alerts.py`; these functions only
-gather the state and send.
+where the alerts are. What is worth an alert is decided in `core/ops/alerts.py`; these functions
+only gather the state and send.
 """
 
 from collections import Counter
@@ -11,7 +11,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from librarian_dagster.core.alerts import (
+from librarian_dagster.core.capture.mirror import snapshot
+from librarian_dagster.core.capture.transcripts import discover_sessions
+from librarian_dagster.core.ops.alerts import (
     GapState,
     advance,
     capture_incidents,
@@ -20,9 +22,7 @@ from librarian_dagster.core.alerts import (
     due_sessions,
     run_failure_message,
 )
-from librarian_dagster.core.integrity import ingested_at, requested_at
-from librarian_dagster.core.mirror import snapshot
-from librarian_dagster.core.transcripts import discover_sessions
+from librarian_dagster.core.store.integrity import ingested_at, requested_at
 from librarian_dagster.defs.partitions import SESSIONS, keys_by_session, session_id_of
 from librarian_dagster.defs.resources import (
     ClockResource,

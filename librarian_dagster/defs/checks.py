@@ -13,9 +13,9 @@ from datetime import timedelta
 import dagster as dg
 from pydantic import ValidationError
 
-from librarian_dagster.core.chunking import EXCHANGE
-from librarian_dagster.core.digest import DIGEST_VERSION, SECTIONS, DigestRecord
-from librarian_dagster.core.integrity import session_integrity
+from librarian_dagster.core.digest.chunking import EXCHANGE
+from librarian_dagster.core.digest.schema import DIGEST_VERSION, SECTIONS, DigestRecord
+from librarian_dagster.core.store.integrity import session_integrity
 from librarian_dagster.defs.partitions import session_id_of, sessions_partitions
 from librarian_dagster.defs.resources import EmbedderResource, StoreResource
 from librarian_dagster.defs.staging import StagingIOManager

@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from librarian_dagster.core.store import Store
-from librarian_dagster.core.transcripts import SessionFiles, session_head
+from librarian_dagster.core.capture.transcripts import SessionFiles, session_head
+from librarian_dagster.core.store.store import Store
 
 SESSIONS = "sessions"
 sessions_partitions = dg.DynamicPartitionsDefinition(name=SESSIONS)

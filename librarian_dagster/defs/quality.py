@@ -12,7 +12,7 @@ from typing import Any
 
 import dagster as dg
 
-from librarian_dagster.core.evaluation import (
+from librarian_dagster.core.recall.evaluation import (
     GoldenFileError,
     Metrics,
     evaluate,

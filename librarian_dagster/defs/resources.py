@@ -9,15 +9,16 @@ from typing import Self
 import dagster as dg
 from pydantic import Field
 
-from librarian_dagster.core.digest import Digester
-from librarian_dagster.core.embeddings import Embedder
-from librarian_dagster.core.providers import (
+from librarian_dagster.core.digest.schema import Digester
+from librarian_dagster.core.models.embeddings import Embedder
+from librarian_dagster.core.models.providers import (
     ProviderConfig,
     digest_config,
     embed_config,
     make_digester,
     make_embedder,
 )
+from librarian_dagster.core.ops.telegram import Notifier
 from librarian_dagster.core.settings import (
     DEFAULT_GAP_MINUTES,
     DEFAULT_QUIET_HOURS,
@@ -25,8 +26,7 @@ from librarian_dagster.core.settings import (
     DEFAULT_UI_URL,
     Settings,
 )
-from librarian_dagster.core.store import Store, open_store
-from librarian_dagster.core.telegram import Notifier
+from librarian_dagster.core.store.store import Store, open_store
 from librarian_dagster.defs.staging import StagingIOManager
 
 

@@ -8,10 +8,10 @@ import pytest
 from mcp import Client
 
 from librarian_dagster.cli.main import main
-from librarian_dagster.core.chunking import EXCHANGE
-from librarian_dagster.core.embeddings import local_embedder
-from librarian_dagster.core.models import SearchResult
-from librarian_dagster.core.store import ChunkRecord
+from librarian_dagster.core.digest.chunking import EXCHANGE
+from librarian_dagster.core.models.embeddings import local_embedder
+from librarian_dagster.core.store.rows import SearchResult
+from librarian_dagster.core.store.store import ChunkRecord
 from mcp_server.app import build_server
 from tests.core.test_store import memory_record
 
@@ -71,7 +71,7 @@ def test_search_filters_and_text_output(remembered, capsys):
     assert _search_json(capsys, "stylesheet", "--project", "nowhere")["results"] == []
     assert main(["search", "stylesheet margin", "--domain", "technical"]) == 0
     out = capsys.readouterr().out
-    # The relevance is the model's (core/relevance.py), printed with two decimals.
+    # The relevance is the model's (core/recall/relevance.py), printed with two decimals.
     assert re.match(r"1\. \[alpha 2026-11-01 solution relevance 0\.\d\d\] Added margin-bottom", out)
     assert "session css: summary of css" in out
 

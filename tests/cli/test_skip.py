@@ -4,7 +4,7 @@ import pytest
 
 from librarian_dagster.cli.main import main
 from librarian_dagster.core.settings import Settings
-from librarian_dagster.core.store import open_store
+from librarian_dagster.core.store.store import open_store
 from librarian_dagster.definitions import defs as load_defs
 from librarian_dagster.defs.partitions import session_id_of
 from librarian_dagster.ingest import backfill, ingest_paths, open_instance
@@ -75,7 +75,7 @@ def test_a_backfill_over_a_skipped_partition_stores_nothing_and_fails_nothing(en
     settings, instance, mirror = env
     for sid in (KEPT, SKIPPED):
         age(write_transcript(mirror / "-work-app", sid, f"Question {sid}?", "Answer."), 600)
-    from librarian_dagster.core.transcripts import session_files_for
+    from librarian_dagster.core.capture.transcripts import session_files_for
     from librarian_dagster.ingest import ingest_sessions
 
     # As a backfill from the UI would: the partition exists and the skip list grew since.

@@ -1,7 +1,7 @@
 """`librarian status` on a real store."""
 
 from librarian_dagster.cli.main import main
-from librarian_dagster.core.store import ChunkRecord
+from librarian_dagster.core.store.store import ChunkRecord
 from tests.core.test_store import memory_record
 
 

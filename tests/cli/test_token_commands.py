@@ -3,7 +3,7 @@
 import pytest
 
 from librarian_dagster.cli.main import main
-from librarian_dagster.core import tokens
+from librarian_dagster.core.ops import tokens
 
 
 @pytest.fixture

@@ -2,7 +2,9 @@
 
 from pathlib import Path
 
-from librarian_dagster.core.alerts import (
+from librarian_dagster.core.capture.mirror import Snapshot
+from librarian_dagster.core.capture.transcripts import SessionFiles
+from librarian_dagster.core.ops.alerts import (
     INGEST_GAP,
     MIRROR_QUIET,
     MIRROR_SENSOR_SILENT,
@@ -15,8 +17,6 @@ from librarian_dagster.core.alerts import (
     project_of,
     run_failure_message,
 )
-from librarian_dagster.core.mirror import Snapshot
-from librarian_dagster.core.transcripts import SessionFiles
 
 T0 = 1_800_000_000.0
 MIN, HOUR = 60.0, 3600.0
@@ -152,7 +152,7 @@ def test_messages():
 
 
 def test_without_telegram_a_gap_is_logged_once_not_every_tick():
-    from librarian_dagster.core.telegram import Notifier
+    from librarian_dagster.core.ops.telegram import Notifier
 
     logged: list[str] = []
     notifier = Notifier("http://127.0.0.1:9", None, None, log_warning=logged.append)

@@ -23,7 +23,7 @@ from librarian_dagster.core.settings import Settings
 # Joins the embedded server, prints its URL, then holds it until stdin closes.
 HOLDER = """
 import sys
-from librarian_dagster.core.database import database_url
+from librarian_dagster.core.store.database import database_url
 from librarian_dagster.core.settings import Settings
 print(database_url(Settings.from_env()), flush=True)
 sys.stdin.read()
@@ -139,7 +139,7 @@ def test_a_process_may_hold_the_server_again_after_it_stopped(home):
 
 RELEASE_THEN_REMOVE = """
 import shutil, sys
-from librarian_dagster.core.database import database_url, release_embedded_server
+from librarian_dagster.core.store.database import database_url, release_embedded_server
 from librarian_dagster.core.settings import Settings
 settings = Settings.from_env()
 database_url(settings)
@@ -164,7 +164,7 @@ def test_database_url_names_the_external_server_without_starting_one(tmp_path):
     home = tmp_path / "home"
     url = "postgresql://someone:secret@db.example:5432/memories"
     settings = Settings.from_env({"LIBRARIAN_HOME": str(home), "LIBRARIAN_DATABASE_URL": url})
-    from librarian_dagster.core.database import database_url, describe_location
+    from librarian_dagster.core.store.database import database_url, describe_location
 
     assert database_url(settings) == url
     assert (

@@ -1,14 +1,15 @@
 from datetime import UTC, datetime
 
-from librarian_dagster.core.chunking import chunk_digest
-from librarian_dagster.core.digest import OfflineDigester, content_hash, exchanges, render_digest
-from librarian_dagster.core.transcripts import (
+from librarian_dagster.core.capture.transcripts import (
     Session,
     ToolUse,
     Turn,
     parse_session,
     session_files_for,
 )
+from librarian_dagster.core.digest.chunking import chunk_digest
+from librarian_dagster.core.digest.offline import OfflineDigester, exchanges
+from librarian_dagster.core.digest.schema import content_hash, render_digest
 from tests.conftest import TRANSCRIPTS
 
 T = datetime(2026, 11, 1, tzinfo=UTC)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from librarian_dagster.core.embeddings import (
+from librarian_dagster.core.models.embeddings import (
     _MAX_PADDING_RATIO,
     _MAX_SEQUENCES_PER_BATCH,
     _MAX_TOKENS_PER_BATCH,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from librarian_dagster.core.evaluation import (
+from librarian_dagster.core.recall.evaluation import (
     GoldenFileError,
     GoldenQuestion,
     Outcome,
@@ -17,7 +17,7 @@ from librarian_dagster.core.evaluation import (
     summarize,
     with_projects,
 )
-from librarian_dagster.core.store import ChunkRecord
+from librarian_dagster.core.store.store import ChunkRecord
 from tests.core.test_store import memory_record
 
 

@@ -5,8 +5,8 @@ import math
 import google.oauth2.credentials
 import pytest
 
-from librarian_dagster.core.embeddings import Embedder, GeminiEmbedder
-from librarian_dagster.core.gemini import ClientConfig, ProviderRejected, RetryBounds
+from librarian_dagster.core.models.embeddings import Embedder, GeminiEmbedder
+from librarian_dagster.core.models.gemini import ClientConfig, ProviderRejected, RetryBounds
 from tests.fake_gemini import FakeGemini, Reply, error
 
 

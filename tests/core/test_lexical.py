@@ -3,9 +3,9 @@
 import psycopg
 import pytest
 
-from librarian_dagster.core.chunking import EXCHANGE
-from librarian_dagster.core.lexical import _MAX_SEGMENTS, BM25_B, BM25_K1, LexicalIndex
-from librarian_dagster.core.store import _QUERY_TERMS, ChunkRecord, SearchFilters
+from librarian_dagster.core.digest.chunking import EXCHANGE
+from librarian_dagster.core.recall.lexical import _MAX_SEGMENTS, BM25_B, BM25_K1, LexicalIndex
+from librarian_dagster.core.store.store import _QUERY_TERMS, ChunkRecord, SearchFilters
 from tests.core.test_store import MODEL, _unit, memory_record
 
 # BM25 straight from each chunk's tsvector: the formula the index must reproduce, in SQL.

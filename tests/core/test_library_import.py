@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from librarian_dagster.cli.main import main
-from librarian_dagster.core.library import apply_plan, demote_headings, plan_import
+from librarian_dagster.core.library.cline_import import apply_plan, demote_headings, plan_import
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "tests" / "fixtures" / "memory-bank-samples" / "1w2w3y__gpt-image-1-playground"

@@ -2,8 +2,9 @@
 
 from pathlib import Path
 
-from librarian_dagster.core import library, library_paths
-from librarian_dagster.core.library_paths import find_library, library_for, nearest_library
+from librarian_dagster.core.library import cline_import as library
+from librarian_dagster.core.library import paths as library_paths
+from librarian_dagster.core.library.paths import find_library, library_for, nearest_library
 
 HOOKS = Path(__file__).resolve().parents[2] / "hooks"
 

@@ -6,21 +6,21 @@ from datetime import UTC, datetime
 import google.oauth2.credentials
 import pytest
 
-from librarian_dagster.core.digest import Digest
-from librarian_dagster.core.digest_prompt import PROMPT_VERSION
-from librarian_dagster.core.gemini import (
-    ClientConfig,
-    ProviderRejected,
-    ProviderUnavailable,
-    RetryBounds,
-)
-from librarian_dagster.core.llm_digest import (
+from librarian_dagster.core.capture.transcripts import Session, ToolUse, Turn
+from librarian_dagster.core.digest.llm import (
     DigestRejected,
     GeminiDigester,
     SecretInRequest,
     digest_input,
 )
-from librarian_dagster.core.transcripts import Session, ToolUse, Turn
+from librarian_dagster.core.digest.prompt import PROMPT_VERSION
+from librarian_dagster.core.digest.schema import Digest
+from librarian_dagster.core.models.gemini import (
+    ClientConfig,
+    ProviderRejected,
+    ProviderUnavailable,
+    RetryBounds,
+)
 from tests.fake_gemini import DEFAULT_DIGEST, FakeGemini, Reply, digest_reply, error, generation
 
 T = datetime(2026, 11, 1, tzinfo=UTC)

@@ -1,8 +1,8 @@
 import json
 from pathlib import Path
 
-from librarian_dagster.core.mirror import Snapshot, parse_cursor, plan_ingest, run_key
-from librarian_dagster.core.transcripts import SessionFiles
+from librarian_dagster.core.capture.mirror import Snapshot, parse_cursor, plan_ingest, run_key
+from librarian_dagster.core.capture.transcripts import SessionFiles
 
 
 def _snap(session_id, fingerprint, last_modified):
@@ -45,7 +45,7 @@ def test_what_the_store_holds_at_the_same_fingerprint_is_not_requested():
 
 
 def test_exclude_globs_match_a_project_folder_or_a_path():
-    from librarian_dagster.core.mirror import is_excluded
+    from librarian_dagster.core.capture.mirror import is_excluded
     from librarian_dagster.core.settings import Settings
 
     files = SessionFiles("s", Path("/m/-Users-me-private/s.jsonl"))

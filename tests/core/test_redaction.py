@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from librarian_dagster.core.redaction import find_secrets, redact, redact_many
+from librarian_dagster.core.redaction.scan import find_secrets, redact, redact_many
 
 SECRETS_DEV = Path(__file__).resolve().parents[1] / "fixtures" / "eval" / "secrets-dev.jsonl"
 

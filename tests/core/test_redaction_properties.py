@@ -16,7 +16,7 @@ import string
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from librarian_dagster.core.redaction import FAMILIES, find_secrets, redact, redact_many
+from librarian_dagster.core.redaction.scan import FAMILIES, find_secrets, redact, redact_many
 
 ALNUM = string.ascii_letters + string.digits
 UPPER_DIGITS = string.ascii_uppercase + string.digits

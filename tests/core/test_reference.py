@@ -7,18 +7,18 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import TypeAdapter
 
-from librarian_dagster.core.chunking import EXCHANGE
-from librarian_dagster.core.embeddings import local_embedder
-from librarian_dagster.core.evaluation import GoldenQuestion, evaluate
-from librarian_dagster.core.reference import (
+from librarian_dagster.core.capture.transcripts import Session, Turn
+from librarian_dagster.core.digest.chunking import EXCHANGE
+from librarian_dagster.core.models.embeddings import local_embedder
+from librarian_dagster.core.recall.evaluation import GoldenQuestion, evaluate
+from librarian_dagster.core.recall.reference import (
     Bm25,
     NaiveIndex,
     gather_documents,
     session_texts,
     tokens,
 )
-from librarian_dagster.core.store import ChunkRecord
-from librarian_dagster.core.transcripts import Session, Turn
+from librarian_dagster.core.store.store import ChunkRecord
 from tests.core.test_store import memory_record
 
 T = datetime(2026, 11, 1, tzinfo=UTC)

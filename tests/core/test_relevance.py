@@ -4,7 +4,7 @@ embedding space."""
 import numpy as np
 import pytest
 
-from librarian_dagster.core.relevance import (
+from librarian_dagster.core.recall.relevance import (
     DEFAULT_CALIBRATION,
     DEFAULT_THRESHOLD,
     MIN_SAMPLE,

@@ -9,11 +9,11 @@ import psycopg
 import pydantic
 import pytest
 
-from librarian_dagster.core.chunking import EXCHANGE
-from librarian_dagster.core.digest import Digest
-from librarian_dagster.core.models import MemoryRecord
-from librarian_dagster.core.relevance import DEFAULT_THRESHOLD
-from librarian_dagster.core.store import (
+from librarian_dagster.core.digest.chunking import EXCHANGE
+from librarian_dagster.core.digest.schema import Digest
+from librarian_dagster.core.recall.relevance import DEFAULT_THRESHOLD
+from librarian_dagster.core.store.rows import MemoryRecord
+from librarian_dagster.core.store.store import (
     MIGRATIONS,
     Boosts,
     ChunkRecord,
@@ -237,7 +237,7 @@ def test_a_database_without_pgvector_fails_with_a_clear_error(monkeypatch, datab
     def refuse(conn):
         raise psycopg.ProgrammingError("vector type not found in the database")
 
-    monkeypatch.setattr("librarian_dagster.core.store.register_vector", refuse)
+    monkeypatch.setattr("librarian_dagster.core.store.store.register_vector", refuse)
     with pytest.raises(Exception, match="no `vector` extension"):
         store.connect()
 

@@ -1,4 +1,4 @@
-from librarian_dagster.core.tags import MAX_TAGS, normalize_tag, normalize_tags
+from librarian_dagster.core.digest.tags import MAX_TAGS, normalize_tag, normalize_tags
 
 
 def test_one_spelling_per_tag():
@@ -20,7 +20,7 @@ def test_tags_are_deduplicated_after_normalising_and_capped():
 
 
 def test_the_offline_digesters_vocabulary_is_already_canonical():
-    from librarian_dagster.core.digest import _COMMAND_TAGS, _LANGUAGES
+    from librarian_dagster.core.digest.offline import _COMMAND_TAGS, _LANGUAGES
 
     for tag in {*_LANGUAGES.values(), *_COMMAND_TAGS.values()}:
         assert normalize_tag(tag) == tag

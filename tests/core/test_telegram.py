@@ -5,8 +5,8 @@ import socket
 
 import pytest
 
+from librarian_dagster.core.ops.telegram import ATTEMPTS, Notifier
 from librarian_dagster.core.settings import Settings, SettingsError
-from librarian_dagster.core.telegram import ATTEMPTS, Notifier
 from tests.telegram_fake import CHAT_ID, TOKEN, fake_telegram
 
 

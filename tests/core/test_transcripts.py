@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from librarian_dagster.core.transcripts import (
+from librarian_dagster.core.capture.transcripts import (
     SessionFiles,
     discover_sessions,
     parse_session,

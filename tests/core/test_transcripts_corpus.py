@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from librarian_dagster.core.redaction import find_secrets, redact_session
-from librarian_dagster.core.transcripts import discover_sessions, parse_session
+from librarian_dagster.core.capture.transcripts import discover_sessions, parse_session
+from librarian_dagster.core.redaction.scan import find_secrets, redact_session
 
 
 @pytest.mark.slow

@@ -7,7 +7,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from librarian_dagster.core.transcripts import iter_records, parse_session, session_files_for
+from librarian_dagster.core.capture.transcripts import (
+    iter_records,
+    parse_session,
+    session_files_for,
+)
 
 SESSION = "aaaaaaaa-0000-0000-0000-000000000001"
 

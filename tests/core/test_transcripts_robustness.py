@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from librarian_dagster.core.transcripts import (
+from librarian_dagster.core.capture.transcripts import (
     SessionFiles,
     discover_sessions,
     iter_records,

@@ -14,10 +14,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from librarian_dagster.core.dagster_home import prepare_dagster_home
+from librarian_dagster.core.capture.transcripts import session_files_for
+from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
 from librarian_dagster.core.settings import Settings
-from librarian_dagster.core.store import Store
-from librarian_dagster.core.transcripts import session_files_for
+from librarian_dagster.core.store.store import Store
 from librarian_dagster.definitions import build_definitions
 from librarian_dagster.defs.alerts import _last_good_tick, _sensor_known
 from librarian_dagster.defs.jobs import INGEST_SESSION

@@ -6,8 +6,8 @@ import shutil
 import dagster as dg
 import pytest
 
-from librarian_dagster.core.store import Store
-from librarian_dagster.core.transcripts import session_files_for
+from librarian_dagster.core.capture.transcripts import session_files_for
+from librarian_dagster.core.store.store import Store
 from librarian_dagster.definitions import defs as load_defs
 from librarian_dagster.defs.partitions import keys_by_session, session_id_of
 from librarian_dagster.ingest import ingest_sessions, open_instance

@@ -5,11 +5,11 @@ import json
 import dagster as dg
 import pytest
 
-from librarian_dagster.core.providers import configured_embedder
-from librarian_dagster.core.recall import NOTHING_RELEVANT, EmbeddingSpaceMismatch, recall
+from librarian_dagster.core.capture.transcripts import session_files_for
+from librarian_dagster.core.models.providers import configured_embedder
+from librarian_dagster.core.recall.answer import NOTHING_RELEVANT, EmbeddingSpaceMismatch, recall
 from librarian_dagster.core.settings import Settings
-from librarian_dagster.core.store import Store
-from librarian_dagster.core.transcripts import session_files_for
+from librarian_dagster.core.store.store import Store
 from librarian_dagster.defs.assets.session_digest import session_digest
 from librarian_dagster.defs.partitions import session_id_of
 from librarian_dagster.ingest import ingest_sessions, open_instance

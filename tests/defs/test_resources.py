@@ -5,7 +5,7 @@ import dataclasses
 import dagster as dg
 import pytest
 
-from librarian_dagster.core.providers import ProviderConfig
+from librarian_dagster.core.models.providers import ProviderConfig
 from librarian_dagster.defs.resources import DigesterResource, EmbedderResource
 
 KEY_VARIABLE = "LIBRARIAN_TEST_PROVIDER_KEY"

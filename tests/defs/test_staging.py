@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 import dagster as dg
 import pytest
 
-from librarian_dagster.core.transcripts import ParseStats, Session, ToolUse, Turn
+from librarian_dagster.core.capture.transcripts import ParseStats, Session, ToolUse, Turn
 from librarian_dagster.defs.staging import StagingIOManager
 
 KEY = "0a1b2c3d-0000-4000-8000-000000000001"

@@ -57,7 +57,7 @@ def test_hooks_import_only_the_standard_library(hooks, tmp_path):
     assert report["package"] == [
         "librarian_dagster",
         "librarian_dagster.core",
-        "librarian_dagster.core.library_paths",
+        "librarian_dagster.core.library.paths",
     ]
     # site/sitecustomize machinery of this interpreter may load a few extras; they are not ours.
     outside = top - set(report["stdlib"]) - ours - {"__main__", "sitecustomize", "usercustomize"}

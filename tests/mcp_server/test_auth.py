@@ -16,8 +16,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from librarian_dagster.core import tokens
-from librarian_dagster.core.store import ChunkRecord
+from librarian_dagster.core.ops import tokens
+from librarian_dagster.core.store.store import ChunkRecord
 from mcp_server.app import PRIVATE_REFUSED, build_server, http_app
 from mcp_server.auth import TokenFileVerifier
 from tests.core.test_store import memory_record

@@ -6,7 +6,7 @@ import base64
 import pytest
 from mcp import Client
 
-from librarian_dagster.core.store import ChunkRecord
+from librarian_dagster.core.store.store import ChunkRecord
 from mcp_server.app import build_server, http_app
 from tests.core.test_store import memory_record
 from tests.helpers import free_port, serve_http

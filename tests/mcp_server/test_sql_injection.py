@@ -10,7 +10,7 @@ import base64
 import pytest
 from mcp import Client
 
-from librarian_dagster.core.store import ChunkRecord
+from librarian_dagster.core.store.store import ChunkRecord
 from mcp_server.app import build_server
 from tests.core.test_store import memory_record
 from tests.mcp_server.test_tools import FakeEmbedder
@@ -107,7 +107,7 @@ def test_payloads_in_every_text_parameter_are_only_text(store, server):
 
 def test_the_store_itself_binds_every_value(store, server):
     """The same payloads straight at the Store, below the tools' validation."""
-    from librarian_dagster.core.store import SearchFilters
+    from librarian_dagster.core.store.store import SearchFilters
 
     before = _rows(store)
     for p in PAYLOADS:

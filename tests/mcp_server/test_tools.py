@@ -5,8 +5,8 @@ import asyncio
 import pytest
 from mcp import Client
 
-from librarian_dagster.core.digest import DOMAINS
-from librarian_dagster.core.store import ChunkRecord
+from librarian_dagster.core.digest.schema import DOMAINS
+from librarian_dagster.core.store.store import ChunkRecord
 from mcp_server.app import build_server
 from tests.core.test_store import memory_record
 

@@ -12,11 +12,11 @@ from typing import Any, TypeVar
 
 import dagster as dg
 
-from librarian_dagster.core.chunking import Chunk
-from librarian_dagster.core.mirror import is_excluded
-from librarian_dagster.core.skips import SkipList, last_active
-from librarian_dagster.core.store import Store
-from librarian_dagster.core.transcripts import SessionFiles
+from librarian_dagster.core.capture.mirror import is_excluded
+from librarian_dagster.core.capture.skips import SkipList, last_active
+from librarian_dagster.core.capture.transcripts import SessionFiles
+from librarian_dagster.core.digest.chunking import Chunk
+from librarian_dagster.core.store.store import Store
 from librarian_dagster.defs.partitions import session_id_of
 
 GROUP = "sessions"

@@ -3,8 +3,8 @@ from collections.abc import Iterator
 
 import dagster as dg
 
-from librarian_dagster.core.chunking import Chunk, chunk_digest
-from librarian_dagster.core.digest import DigestRecord
+from librarian_dagster.core.digest.chunking import Chunk, chunk_digest
+from librarian_dagster.core.digest.schema import DigestRecord
 from librarian_dagster.defs.assets._common import GROUP, chunk_sessions
 from librarian_dagster.defs.partitions import BATCH, sessions_partitions
 

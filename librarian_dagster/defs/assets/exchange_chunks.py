@@ -2,8 +2,8 @@ from collections.abc import Iterator
 
 import dagster as dg
 
-from librarian_dagster.core.chunking import Chunk, chunk_exchanges
-from librarian_dagster.core.transcripts import Session
+from librarian_dagster.core.capture.transcripts import Session
+from librarian_dagster.core.digest.chunking import Chunk, chunk_exchanges
 from librarian_dagster.defs.assets._common import GROUP, chunk_sessions
 from librarian_dagster.defs.partitions import BATCH, sessions_partitions
 

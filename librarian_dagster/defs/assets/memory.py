@@ -2,12 +2,12 @@ from collections.abc import Iterator
 
 import dagster as dg
 
-from librarian_dagster.core.chunking import Chunk, ChunkVectors
-from librarian_dagster.core.digest import DigestRecord
-from librarian_dagster.core.models import memory_of
-from librarian_dagster.core.skips import last_active
-from librarian_dagster.core.store import ChunkRecord
-from librarian_dagster.core.transcripts import Session
+from librarian_dagster.core.capture.skips import last_active
+from librarian_dagster.core.capture.transcripts import Session
+from librarian_dagster.core.digest.chunking import Chunk, ChunkVectors
+from librarian_dagster.core.digest.schema import DigestRecord
+from librarian_dagster.core.store.rows import memory_of
+from librarian_dagster.core.store.store import ChunkRecord
 from librarian_dagster.defs.assets._common import GROUP, common_keys, per_session, source_files
 from librarian_dagster.defs.partitions import BATCH, session_id_of, sessions_partitions
 from librarian_dagster.defs.resources import StoreResource

@@ -4,8 +4,8 @@ from collections.abc import Iterator
 import dagster as dg
 from pydantic import TypeAdapter
 
-from librarian_dagster.core.redaction import find_secrets, redact_session
-from librarian_dagster.core.transcripts import Session, parse_session
+from librarian_dagster.core.capture.transcripts import Session, parse_session
+from librarian_dagster.core.redaction.scan import find_secrets, redact_session
 from librarian_dagster.defs.assets._common import (
     EXCLUDED,
     GROUP,

@@ -1,6 +1,6 @@
 import dagster as dg
 
-from librarian_dagster.core.transcripts import parse_session
+from librarian_dagster.core.capture.transcripts import parse_session
 from librarian_dagster.defs.assets._common import GROUP, kept_out, per_session, source_files
 from librarian_dagster.defs.partitions import BATCH, sessions_partitions
 from librarian_dagster.defs.resources import MirrorResource, StoreResource

@@ -6,7 +6,7 @@ one round trip each, so a gap tick or a check costs milliseconds.
 
 from dataclasses import dataclass
 
-from librarian_dagster.core.store import Store
+from librarian_dagster.core.store.store import Store
 
 
 def ingested_at(store: Store) -> dict[str, float]:

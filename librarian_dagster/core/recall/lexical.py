@@ -29,8 +29,8 @@ import numpy as np
 import psycopg
 from psycopg.rows import tuple_row
 
-from librarian_dagster.core.chunking import EXCHANGE
-from librarian_dagster.core.digest import PRIVATE_DOMAIN
+from librarian_dagster.core.digest.chunking import EXCHANGE
+from librarian_dagster.core.digest.schema import PRIVATE_DOMAIN
 
 # BM25 as Lucene sets it; a chunk's length is its number of distinct lexemes (length(tsvector)).
 BM25_K1 = 1.2

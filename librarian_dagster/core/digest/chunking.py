@@ -15,8 +15,9 @@ English or code): text past that would be cut off by the model and never searche
 import re
 from dataclasses import dataclass
 
-from librarian_dagster.core.digest import SECTIONS, Digest, exchanges
-from librarian_dagster.core.transcripts import Session
+from librarian_dagster.core.capture.transcripts import Session
+from librarian_dagster.core.digest.offline import exchanges
+from librarian_dagster.core.digest.schema import SECTIONS, Digest
 
 EXCHANGE = "exchange"
 """The section name of exchange-layer chunks; every other section is a digest bullet."""

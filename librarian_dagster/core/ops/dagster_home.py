@@ -11,14 +11,14 @@ import json
 import os
 from importlib.resources import files
 
-from librarian_dagster.core.database import dagster_storage_url
 from librarian_dagster.core.settings import Settings
+from librarian_dagster.core.store.database import dagster_storage_url
 
 
 def shared_instance_yaml() -> str:
     """The instance settings `librarian up` and deploy/dagster.yaml share: all but the storage."""
     return (
-        files("librarian_dagster.core")
+        files("librarian_dagster.core.ops")
         .joinpath("dagster_instance.yaml")
         .read_text(encoding="utf-8")
     )

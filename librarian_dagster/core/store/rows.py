@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from librarian_dagster.core.digest import Digest, DigestRecord, Domain, render_digest
-from librarian_dagster.core.transcripts import Session
+from librarian_dagster.core.capture.transcripts import Session
+from librarian_dagster.core.digest.schema import Digest, DigestRecord, Domain, render_digest
 
 
 class SessionFacts(BaseModel):

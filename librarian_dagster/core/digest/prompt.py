@@ -7,7 +7,7 @@ written again on their session's next run, so a backfill re-digests everything.
 
 from collections.abc import Sequence
 
-from librarian_dagster.core.digest import DOMAINS
+from librarian_dagster.core.digest.schema import DOMAINS
 
 PROMPT_VERSION = 1
 

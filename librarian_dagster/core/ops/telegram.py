@@ -19,7 +19,7 @@ from functools import cache
 
 import httpx
 
-from librarian_dagster.core.redaction import redact
+from librarian_dagster.core.redaction.scan import redact
 
 ATTEMPTS = 3
 BACKOFF_SECONDS = (0.5, 1.5)

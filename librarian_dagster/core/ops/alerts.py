@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from librarian_dagster.core.mirror import Snapshot
+from librarian_dagster.core.capture.mirror import Snapshot
 
 INGEST_GAP = "ingest_gap"
 MIRROR_QUIET = "mirror_quiet"

@@ -25,11 +25,11 @@ from pathlib import Path
 import numpy as np
 from pydantic import TypeAdapter, ValidationError
 
-from librarian_dagster.core.digest import exchanges
-from librarian_dagster.core.embeddings import Embedder
-from librarian_dagster.core.lexical import BM25_B, BM25_K1
-from librarian_dagster.core.store import Store
-from librarian_dagster.core.transcripts import Session
+from librarian_dagster.core.capture.transcripts import Session
+from librarian_dagster.core.digest.offline import exchanges
+from librarian_dagster.core.models.embeddings import Embedder
+from librarian_dagster.core.recall.lexical import BM25_B, BM25_K1
+from librarian_dagster.core.store.store import Store
 
 RRF_K = 60
 """Reciprocal rank fusion's constant, as Cormack et al. set it: a chunk at place r adds 1/(60+r)."""

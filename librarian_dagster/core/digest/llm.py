@@ -26,23 +26,24 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from librarian_dagster.core.digest import SECTIONS, Digest, DigestResult, Exchange, exchanges
-from librarian_dagster.core.digest_prompt import (
+from librarian_dagster.core.capture.transcripts import Session
+from librarian_dagster.core.digest.offline import Exchange, exchanges
+from librarian_dagster.core.digest.prompt import (
     PROMPT_VERSION,
     SYSTEM,
     digest_request,
     merge_request,
     repair_request,
 )
-from librarian_dagster.core.gemini import (
+from librarian_dagster.core.digest.schema import SECTIONS, Digest, DigestResult
+from librarian_dagster.core.models.gemini import (
     ClientConfig,
     ProviderError,
     RetryBounds,
     call_with_backoff,
     make_client,
 )
-from librarian_dagster.core.redaction import find_secrets
-from librarian_dagster.core.transcripts import Session
+from librarian_dagster.core.redaction.scan import find_secrets
 
 if TYPE_CHECKING:
     from google import genai

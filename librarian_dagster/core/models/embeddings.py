@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from google.auth.credentials import Credentials
     from tokenizers import Tokenizer
 
-    from librarian_dagster.core.gemini import ClientConfig, RetryBounds
+    from librarian_dagster.core.models.gemini import ClientConfig, RetryBounds
 
 __all__ = [
     "Embedder",
@@ -575,7 +575,7 @@ class GeminiEmbedder:
         credentials: Credentials | None = None,
         sleep: Callable[[float], None] | None = None,
     ) -> None:
-        from librarian_dagster.core.gemini import RetryBounds
+        from librarian_dagster.core.models.gemini import RetryBounds
 
         self.config = config
         self.model_name = model
@@ -600,7 +600,11 @@ class GeminiEmbedder:
     def _embed(self, texts: list[str], task_type: str) -> list[list[float]]:
         from google.genai import types
 
-        from librarian_dagster.core.gemini import ProviderRejected, call_with_backoff, make_client
+        from librarian_dagster.core.models.gemini import (
+            ProviderRejected,
+            call_with_backoff,
+            make_client,
+        )
 
         with self._lock:
             if self._client is None:

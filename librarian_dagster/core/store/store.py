@@ -10,9 +10,9 @@ dimensions.
 Search is hybrid: cosine distance over the HNSW indexes and BM25 over PostgreSQL's lexemes, fused
 by reciprocal rank. Vectors find paraphrases; BM25 finds the exact identifiers (function names,
 error strings) that developers type and that a small embedding model blurs. BM25 is scored from
-postings held in memory (core/lexical.py), from statistics this module keeps as it writes.
+postings held in memory (core/recall/lexical.py), from statistics this module keeps as it writes.
 
-What a row holds is defined once, by the models in `core/models.py`: the INSERT and SELECT lists
+What a row holds is defined once, by the models in `core/store/rows.py`: the INSERT and SELECT lists
 here are built from their fields, and rows come back as those models.
 """
 
@@ -40,20 +40,12 @@ from psycopg.rows import DictRow, class_row, dict_row
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel
 
-from librarian_dagster.core.chunking import EXCHANGE
-from librarian_dagster.core.database import database_url, unreachable
-from librarian_dagster.core.digest import PRIVATE_DOMAIN, Domain
-from librarian_dagster.core.lexical import LexicalIndex
-from librarian_dagster.core.models import (
-    ChunkResult,
-    EmbeddingSpace,
-    MemoryRecord,
-    SessionDigest,
-    SessionInfo,
-    SessionList,
-    StoreStats,
-)
-from librarian_dagster.core.relevance import (
+from librarian_dagster.core.capture.skips import SkipList, before_entry
+from librarian_dagster.core.capture.transcripts import SessionFiles, project_of
+from librarian_dagster.core.digest.chunking import EXCHANGE
+from librarian_dagster.core.digest.schema import PRIVATE_DOMAIN, Domain
+from librarian_dagster.core.recall.lexical import LexicalIndex
+from librarian_dagster.core.recall.relevance import (
     CALIBRATION_SAMPLE,
     DEFAULT_CALIBRATION,
     Evidence,
@@ -62,8 +54,16 @@ from librarian_dagster.core.relevance import (
     relevance,
 )
 from librarian_dagster.core.settings import Settings
-from librarian_dagster.core.skips import SkipList, before_entry
-from librarian_dagster.core.transcripts import SessionFiles, project_of
+from librarian_dagster.core.store.database import database_url, unreachable
+from librarian_dagster.core.store.rows import (
+    ChunkResult,
+    EmbeddingSpace,
+    MemoryRecord,
+    SessionDigest,
+    SessionInfo,
+    SessionList,
+    StoreStats,
+)
 
 # Versioned, append-only: never edit a released step, add a new one.
 MIGRATIONS: tuple[tuple[int, str], ...] = (
@@ -150,7 +150,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         3,
         """
         -- Bumped by every write of chunks, so a reader that keeps the BM25 postings in memory
-        -- (core/lexical.py) knows, from one small row, when to catch up.
+        -- (core/recall/lexical.py) knows, from one small row, when to catch up.
         ALTER TABLE chunk_stats ADD COLUMN generation bigint NOT NULL DEFAULT 0;
         """,
     ),
@@ -219,8 +219,8 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (
         7,
         """
-        -- What `librarian skip` keeps out of the memory (core/skips.py): a session by its id
-        -- (skip_before NULL), or every session last active before a date ('before:DATE').
+        -- What `librarian skip` keeps out of the memory (core/capture/skips.py): a session by
+        -- its id (skip_before NULL), or every session last active before a date ('before:DATE').
         CREATE TABLE skip_list (
             entry       text PRIMARY KEY,
             skip_before timestamptz,
@@ -303,8 +303,8 @@ _WRITE_SESSION_VECTORS = """
 """
 
 # A question's distinct lexemes with their BM25 idf, those of its names that no chunk holds
-# (core/relevance.py), the collection's mean chunk length and the generation the postings must be
-# at: one row, from the statistics kept at write time.
+# (core/recall/relevance.py), the collection's mean chunk length and the generation the postings
+# must be at: one row, from the statistics kept at write time.
 _QUERY_TERMS = """
     WITH query_lexemes AS (
         SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', %(text)s)) u
@@ -420,8 +420,8 @@ class RecallContext:
     (path prefixes on '/' boundaries), or whose project is its project name (the last folder
     name, as ingest names projects). `git_branch`, a feature branch, counts for sessions of that
     project (of any, without a cwd). Sessions that match are ranked up (`Boosts.project`,
-    `Boosts.branch`) and say how (`ChunkResult.context`); core/recall.py gives the same-branch
-    sessions a prior.
+    `Boosts.branch`) and say how (`ChunkResult.context`); core/recall/answer.py gives the
+    same-branch sessions a prior.
     """
 
     cwd: str | None = None
@@ -654,7 +654,7 @@ class Store:
             return [row["session_id"] for row in conn.execute(query, params).fetchall()]
 
     def skip_list(self) -> SkipList:
-        """The skip list as the sensor, ingest and backfills apply it (core/skips.py)."""
+        """The skip list as the sensor, ingest and backfills apply it (core/capture/skips.py)."""
         with self.connect() as conn:
             rows = conn.execute("SELECT entry, skip_before FROM skip_list").fetchall()
         befores = [r["skip_before"] for r in rows if r["skip_before"] is not None]
@@ -798,14 +798,16 @@ class Store:
         exchanges) searched by vector (HNSW cosine) and by BM25 over PostgreSQL's lexemes; each
         list gives a session one vote, at the rank of its best chunk there, whatever the number
         of chunks a layer holds per session. `mode` keeps the vector or the text lists alone, to
-        measure what each brings. Each session's chunks carry its relevance (core/relevance.py)
-        as their score; at most `max_per_session` chunks of one session are returned, the ones
-        ranked best across the lists, so one long session cannot fill the answer.
+        measure what each brings. Each session's chunks carry its relevance
+        (core/recall/relevance.py) as their score; at most `max_per_session` chunks of one session
+        are returned, the ones ranked best across the lists, so one long session cannot fill the
+        answer.
 
         The vectors are searched in PostgreSQL, BM25 in the store's in-memory postings
-        (core/lexical.py), which a long-lived store (the recall server) keeps between queries.
-        `query_embedding` may be a callable that waits for the vector (core/recall.py embeds
-        while BM25 is scored): it is called only once the vector is needed. `judged`, when
+        (core/recall/lexical.py), which a long-lived store (the recall server) keeps between
+        queries. `query_embedding` may be a callable that waits for the vector
+        (core/recall/answer.py embeds while BM25 is scored): it is called only once the vector is
+        needed. `judged`, when
         given, is told each ranked session's relevance evidence, best first (the relevance
         fit, benchmarks/fit_relevance.py, learns from it). `context` (where the question comes
         from) ranks the caller's project and branch first; it filters nothing.

@@ -13,11 +13,11 @@ import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from librarian_dagster.core.embeddings import Embedder
-from librarian_dagster.core.models import ChunkResult, EmbeddingSpace, SearchResult
-from librarian_dagster.core.relevance import DEFAULT_THRESHOLD
+from librarian_dagster.core.models.embeddings import Embedder
+from librarian_dagster.core.recall.relevance import DEFAULT_THRESHOLD
 from librarian_dagster.core.settings import Settings
-from librarian_dagster.core.store import (
+from librarian_dagster.core.store.rows import ChunkResult, EmbeddingSpace, SearchResult
+from librarian_dagster.core.store.store import (
     DEFAULT_BOOSTS,
     Boosts,
     RecallContext,

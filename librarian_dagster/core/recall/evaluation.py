@@ -26,9 +26,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from librarian_dagster.core.embeddings import Embedder
-from librarian_dagster.core.recall import MAX_RESULTS, recall
-from librarian_dagster.core.store import DEFAULT_BOOSTS, Boosts, SearchFilters, SearchMode, Store
+from librarian_dagster.core.models.embeddings import Embedder
+from librarian_dagster.core.recall.answer import MAX_RESULTS, recall
+from librarian_dagster.core.store.store import (
+    DEFAULT_BOOSTS,
+    Boosts,
+    SearchFilters,
+    SearchMode,
+    Store,
+)
 
 RECALL_KS = (1, 5, 10)
 """The recall@k every report has; a headline k other than these is added to them."""

@@ -6,9 +6,10 @@ the write path and the read path always use the same embedding space.
 
 from dataclasses import dataclass
 
-from librarian_dagster.core.digest import Digester, OfflineDigester
-from librarian_dagster.core.embeddings import Embedder, GeminiEmbedder, local_embedder
-from librarian_dagster.core.gemini import ClientConfig, RetryBounds, Service
+from librarian_dagster.core.digest.offline import OfflineDigester
+from librarian_dagster.core.digest.schema import Digester
+from librarian_dagster.core.models.embeddings import Embedder, GeminiEmbedder, local_embedder
+from librarian_dagster.core.models.gemini import ClientConfig, RetryBounds, Service
 from librarian_dagster.core.settings import Settings
 
 
@@ -78,7 +79,7 @@ def make_digester(config: ProviderConfig) -> Digester:
     if config.provider == "offline":
         return OfflineDigester()
     if config.provider in ("gemini", "vertex"):
-        from librarian_dagster.core.llm_digest import GeminiDigester
+        from librarian_dagster.core.digest.llm import GeminiDigester
 
         return GeminiDigester(
             config.client(), config.model, config.bounds(), config.input_token_budget

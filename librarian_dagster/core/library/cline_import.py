@@ -7,7 +7,7 @@ Each becomes (part of) a library note at the root, with its place in that hierar
 
 Standard library only, and runnable as a script, so the Claude Code plugin can use it without the
 `librarian` package installed:
-`python3 librarian_dagster/core/library.py BANK [--into PATH] [--dry-run]`.
+`python3 librarian_dagster/core/library/cline_import.py BANK [--into PATH] [--dry-run]`.
 """
 
 import argparse
@@ -16,9 +16,9 @@ import sys
 from dataclasses import dataclass, field
 
 if __package__:
-    from . import library_paths
+    from . import paths as library_paths
 else:  # run as a script: Python puts the script's own folder, which holds it, on sys.path
-    import library_paths
+    import paths as library_paths
 
 # Library note -> Cline files merged into it, in order. Matching is case-insensitive on the stem.
 CORE_NOTES = {

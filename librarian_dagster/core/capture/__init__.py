@@ -1,0 +1,1 @@
+"""Reading what Claude Code wrote: transcripts into sessions, what the mirror holds, skips."""

@@ -1,0 +1,1 @@
+"""The models Librarian calls: the embedders (offline MiniLM, Gemini) and the chosen digester."""

@@ -1,0 +1,1 @@
+"""PostgreSQL with pgvector: where it is, its schema, the memories, search and the bookkeeping."""
