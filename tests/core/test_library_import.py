@@ -122,7 +122,7 @@ def test_librarian_path_is_the_default_target_and_into_beats_it(tmp_path, monkey
 
 def test_script_finds_the_library_like_the_hooks(tmp_path):
     """Without the package installed: the walk-up, then LIBRARIAN_PATH over it."""
-    script = REPO / "librarian_dagster" / "core" / "library.py"
+    script = REPO / "librarian_dagster" / "core" / "library" / "cline_import.py"
     lib = tmp_path / "repo" / "_memory_library"
     deep = tmp_path / "repo" / "a" / "b"
     lib.mkdir(parents=True)
@@ -143,7 +143,7 @@ def test_script_finds_the_library_like_the_hooks(tmp_path):
 
 
 def test_runs_as_a_stdlib_script_for_the_plugin(tmp_path):
-    script = REPO / "librarian_dagster" / "core" / "library.py"
+    script = REPO / "librarian_dagster" / "core" / "library" / "cline_import.py"
     proc = subprocess.run(
         [sys.executable, "-E", "-S", str(script), str(SAMPLE), "--into", str(tmp_path / "l")],
         capture_output=True,

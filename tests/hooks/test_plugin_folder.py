@@ -18,11 +18,11 @@ def _plugin_copy(tmp_path: Path) -> Path:
     """The files the hooks run from: hooks/ and the stdlib-only module of library rules."""
     plugin = tmp_path / "plugin"
     shutil.copytree(REPO / "hooks", plugin / "hooks", ignore=shutil.ignore_patterns("__pycache__"))
-    core = plugin / "librarian_dagster" / "core"
-    core.mkdir(parents=True)
-    for name in ("librarian_dagster/__init__.py", "librarian_dagster/core/__init__.py"):
-        (plugin / name).write_text("", encoding="utf-8")
-    shutil.copy(REPO / "librarian_dagster" / "core" / "library_paths.py", core)
+    library = plugin / "librarian_dagster" / "core" / "library"
+    library.mkdir(parents=True)
+    for name in ("__init__.py", "core/__init__.py", "core/library/__init__.py"):
+        (plugin / "librarian_dagster" / name).write_text("", encoding="utf-8")
+    shutil.copy(REPO / "librarian_dagster" / "core" / "library" / "paths.py", library)
     return plugin
 
 
@@ -77,7 +77,7 @@ def test_no_hook_writes_into_the_plugin_folder_and_bytecode_goes_to_the_data_fol
         "librarian_recall",
         "librarian_routing",
         "__init__",
-        "library_paths",
+        "paths",
     }
 
 
