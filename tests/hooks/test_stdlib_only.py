@@ -53,7 +53,7 @@ def test_hooks_import_only_the_standard_library(hooks, tmp_path):
         "user_prompt_submit",
         "librarian_dagster",
     }
-    # Of the package, only the stdlib-only module of library rules (its __init__s hold docstrings only).
+    # Of the package, only the stdlib-only module of library rules (its __init__s: docstrings).
     assert report["package"] == [
         "librarian_dagster",
         "librarian_dagster.core",
