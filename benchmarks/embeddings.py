@@ -208,7 +208,7 @@ def run_worker(backend: str, model_dir: str, out: str) -> None:
     start = time.perf_counter()
     if backend == "ours":
         sys.path.insert(0, str(ROOT))
-        from librarian_dagster.core.models.embeddings import LocalMiniLMEmbedder
+        from librarian_dagster.core.models.minilm import LocalMiniLMEmbedder
 
         embedder = LocalMiniLMEmbedder(model_dir)
         embedder.load()

@@ -58,7 +58,7 @@ from librarian_dagster.core.capture.transcripts import parse_session, session_fi
 from librarian_dagster.core.digest.chunking import chunk_digest, chunk_exchanges
 from librarian_dagster.core.digest.offline import OfflineDigester
 from librarian_dagster.core.digest.schema import DigestRecord, content_hash
-from librarian_dagster.core.models.embeddings import local_embedder
+from librarian_dagster.core.models.minilm import local_embedder
 from librarian_dagster.core.redaction.scan import redact_session
 from librarian_dagster.core.store.rows import MemoryRecord, memory_of
 from librarian_dagster.core.store.store import ChunkRecord, Store

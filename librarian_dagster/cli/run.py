@@ -111,7 +111,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def _embedding_space(settings: Settings) -> tuple[str, int]:
     """The configured embedder's model and dimension, without loading or calling it."""
-    from librarian_dagster.core.models.embeddings import LocalMiniLMEmbedder
+    from librarian_dagster.core.models.minilm import LocalMiniLMEmbedder
 
     if settings.embed_provider == "local":
         return LocalMiniLMEmbedder.model_name, LocalMiniLMEmbedder.dimension

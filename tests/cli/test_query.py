@@ -9,7 +9,7 @@ from mcp import Client
 
 from librarian_dagster.cli.main import main
 from librarian_dagster.core.digest.chunking import EXCHANGE
-from librarian_dagster.core.models.embeddings import local_embedder
+from librarian_dagster.core.models.minilm import local_embedder
 from librarian_dagster.core.store.rows import SearchResult
 from librarian_dagster.core.store.store import ChunkRecord
 from mcp_server.app import build_server

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from librarian_dagster.core.models.embeddings import (
+from librarian_dagster.core.models.embeddings import Embedder
+from librarian_dagster.core.models.minilm import (
     _MAX_PADDING_RATIO,
     _MAX_SEQUENCES_PER_BATCH,
     _MAX_TOKENS_PER_BATCH,
     _PADDING_SLACK_TOKENS,
-    Embedder,
     LocalMiniLMEmbedder,
     _length_batches,
     local_embedder,

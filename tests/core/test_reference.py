@@ -9,7 +9,7 @@ from pydantic import TypeAdapter
 
 from librarian_dagster.core.capture.transcripts import Session, Turn
 from librarian_dagster.core.digest.chunking import EXCHANGE
-from librarian_dagster.core.models.embeddings import local_embedder
+from librarian_dagster.core.models.minilm import local_embedder
 from librarian_dagster.core.recall.evaluation import GoldenQuestion, evaluate
 from librarian_dagster.core.recall.reference import (
     Bm25,

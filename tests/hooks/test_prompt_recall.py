@@ -11,7 +11,7 @@ import time
 import pytest
 from hookutil import FakeServer, answering, make_library, send, user_prompt_event
 
-from librarian_dagster.core.models.embeddings import local_embedder
+from librarian_dagster.core.models.minilm import local_embedder
 from librarian_dagster.core.store.store import ChunkRecord, Store
 from mcp_server.app import build_server, http_app
 from mcp_server.auth import TokenFileVerifier

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 
 from librarian_dagster.core.digest.offline import OfflineDigester
 from librarian_dagster.core.digest.schema import Digester
-from librarian_dagster.core.models.embeddings import Embedder, GeminiEmbedder, local_embedder
+from librarian_dagster.core.models.embeddings import Embedder, GeminiEmbedder
 from librarian_dagster.core.models.gemini import ClientConfig, RetryBounds, Service
+from librarian_dagster.core.models.minilm import local_embedder
 from librarian_dagster.core.settings import Settings
 
 
