@@ -118,7 +118,9 @@ Url = Annotated[
 # Where a path is appended (links to runs, Bot API methods): without the trailing slash.
 Address = Annotated[Url, AfterValidator(lambda url: url.rstrip("/"))]
 ModelName = Annotated[
-    str, AfterValidator(_model_name), _Says("must be a model name such as {default}")
+    str,
+    AfterValidator(_model_name),
+    _Says("must be a model name such as {default}", values="a model name, e.g. `{default}`"),
 ]
 Location = Annotated[Path, AfterValidator(_absolute), _Says("must be a path", values="a path")]
 Globs = Annotated[
