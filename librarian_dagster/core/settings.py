@@ -39,14 +39,16 @@ KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 
 
 class SettingsError(ValueError):
-    """A LIBRARIAN_* variable holds a value we cannot use; the message names it."""
+    """A setting's variable holds a value we cannot use, or a provider lacks what it needs; the
+    message, one line, names the variable."""
 
 
 @dataclass(frozen=True)
-class _Says:
-    """How a kind of value is named: after "VARIABLE " in its one-line error (`wrong`, or
+class Wording:
+    """How a kind of value is put in words: after "VARIABLE " in its one-line error (`wrong`, or
     `outside` when only a bound is crossed) and in docs/settings.md's `values` column.
-    `{ge}`, `{le}`, `{choices}` and `{default}` are the field's own."""
+    `{ge}`, `{le}`, `{choices}` and `{default}` are filled in from the field, so that a bound is
+    written once, in its `Field`."""
 
     wrong: str
     outside: str = ""
@@ -91,44 +93,46 @@ def _absolute(path: Path) -> Path:
 Number = Annotated[
     float,
     Field(ge=0, allow_inf_nan=False),
-    _Says("must be a number", outside="must not be negative", values="a number, at least {ge}"),
+    Wording("must be a number", outside="must not be negative", values="a number, at least {ge}"),
 ]
 Share = Annotated[
     float,
     Field(ge=0, le=1, allow_inf_nan=False),
-    _Says("must be a number", outside="must be between {ge} and {le}", values="{ge} to {le}"),
+    Wording("must be a number", outside="must be between {ge} and {le}", values="{ge} to {le}"),
 ]
 Whole = Annotated[
     int,
     BeforeValidator(_integral),
-    _Says("must be a whole number of at least {ge}", values="a whole number, at least {ge}"),
+    Wording("must be a whole number of at least {ge}", values="a whole number, at least {ge}"),
 ]
 Port = Annotated[
     int,
     BeforeValidator(_integral),
     Field(ge=1, le=65535),
-    _Says(
+    Wording(
         "must be a whole number", outside="must be a port from {ge} to {le}", values="{ge} to {le}"
     ),
 ]
-Flag = Annotated[bool, _Says("must be true or false", values="true or false")]
+Flag = Annotated[bool, Wording("must be true or false", values="true or false")]
 Url = Annotated[
-    str, AfterValidator(_http), _Says("must be an http:// or https:// URL", values="an http(s) URL")
+    str,
+    AfterValidator(_http),
+    Wording("must be an http:// or https:// URL", values="an http(s) URL"),
 ]
 # Where a path is appended (links to runs, Bot API methods): without the trailing slash.
 Address = Annotated[Url, AfterValidator(lambda url: url.rstrip("/"))]
 ModelName = Annotated[
     str,
     AfterValidator(_model_name),
-    _Says("must be a model name such as {default}", values="a model name, e.g. `{default}`"),
+    Wording("must be a model name such as {default}", values="a model name, e.g. `{default}`"),
 ]
-Location = Annotated[Path, AfterValidator(_absolute), _Says("must be a path", values="a path")]
+Location = Annotated[Path, AfterValidator(_absolute), Wording("must be a path", values="a path")]
 Globs = Annotated[
     tuple[str, ...],
     BeforeValidator(_globs),
-    _Says("must be globs", values="globs, comma-separated"),
+    Wording("must be globs", values="globs, comma-separated"),
 ]
-_CHOICE = _Says("must be one of {choices}", values="{choices}")
+_CHOICE = Wording("must be one of {choices}", values="{choices}")
 DigestProvider = Annotated[
     Literal["offline", "gemini", "vertex"], BeforeValidator(str.lower), _CHOICE
 ]
@@ -136,6 +140,7 @@ EmbedProvider = Annotated[Literal["local", "gemini", "vertex"], BeforeValidator(
 
 
 def _zero_is_unset(value: int | None) -> int | None:
+    # 0 means no limit, as unset does: what reads the budget tells "no limit" by None alone.
     return value or None
 
 
@@ -355,10 +360,10 @@ def default(name: str) -> Any:
     return SETTINGS[name].get_default(call_default_factory=True)
 
 
-def says(field: FieldInfo) -> _Says | None:
-    """How the kind of a field's values is named (through an optional `X | None` too)."""
+def wording(field: FieldInfo) -> Wording | None:
+    """How the kind of a field's values is put in words (through an optional `X | None` too)."""
     inside = [getattr(member, "__metadata__", ()) for member in get_args(field.annotation)]
-    found = [m for group in (field.metadata, *inside) for m in group if isinstance(m, _Says)]
+    found = [m for group in (field.metadata, *inside) for m in group if isinstance(m, Wording)]
     return found[0] if found else None
 
 
@@ -385,7 +390,7 @@ def _one_line(exc: ValidationError, given: Mapping[str, str]) -> str:
         return str(error.get("ctx", {}).get("error", error["msg"]))
     variable = str(error["loc"][0])
     field = SETTINGS[VARIABLES[variable]]
-    kind = says(field)
+    kind = wording(field)
     if error["type"] == "finite_number":
         must = "must be a finite number"
     elif kind is None:

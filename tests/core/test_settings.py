@@ -14,8 +14,8 @@ from librarian_dagster.core.settings import (
     SettingsError,
     default,
     describe,
-    says,
     variables,
+    wording,
 )
 
 SETTINGS_MD = Path(__file__).resolve().parents[2] / "docs" / "settings.md"
@@ -149,7 +149,7 @@ def _reference() -> str:
     rows = ["| variable | default | values | meaning |", "| --- | --- | --- | --- |"]
     for field in SETTINGS.values():
         first, *others = [f"`{name}`" for name in variables(field)]
-        kind = says(field)
+        kind = wording(field)
         values = "secret: never shown or logged" if field.repr is False else ""
         if kind is not None and kind.values:
             values = describe(kind.values, field)
