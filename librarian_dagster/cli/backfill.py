@@ -5,7 +5,6 @@ import sys
 from typing import TextIO
 
 from librarian_dagster.core.commandline import AddParser, iso_date
-from librarian_dagster.core.settings import Settings
 
 
 def register(add_parser: AddParser) -> None:
@@ -61,6 +60,7 @@ class Progress:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
+    from librarian_dagster.core.settings import Settings
     from librarian_dagster.defs.partitions import SESSIONS_PER_RUN
     from librarian_dagster.ingest import backfill
 

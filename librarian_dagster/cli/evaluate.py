@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from librarian_dagster.core.commandline import AddParser
-from librarian_dagster.core.settings import Settings
 
 if TYPE_CHECKING:
     from librarian_dagster.core.models.embeddings import Embedder
     from librarian_dagster.core.recall.evaluation import Metrics, Report
     from librarian_dagster.core.recall.reference import NaiveIndex
+    from librarian_dagster.core.settings import Settings
     from librarian_dagster.core.store.store import Store
 
 DEFAULT_K = 5
@@ -83,6 +83,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         store_projects,
         with_projects,
     )
+    from librarian_dagster.core.settings import Settings
     from librarian_dagster.core.store.store import open_store
 
     if not 1 <= args.k <= MAX_K:
@@ -136,7 +137,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def naive_reference(
-    store: "Store", embedder: "Embedder", settings: Settings, session_ids: list[str]
+    store: "Store", embedder: "Embedder", settings: "Settings", session_ids: list[str]
 ) -> tuple["NaiveIndex", dict[str, Any]]:
     """The naive index over these sessions, and what went into it and how long it took."""
     from librarian_dagster.core.recall.reference import NaiveIndex, gather_documents

@@ -4,7 +4,6 @@ import argparse
 import sys
 
 from librarian_dagster.core.commandline import AddParser, iso_date
-from librarian_dagster.core.settings import Settings
 
 
 def register(add_parser: AddParser) -> None:
@@ -43,6 +42,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         boosts_for,
         recall,
     )
+    from librarian_dagster.core.settings import Settings
     from librarian_dagster.core.store.store import PRIVATE_DOMAIN, SearchFilters, open_store
 
     if not 1 <= args.limit <= MAX_RESULTS:

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING
 
 import librarian_dagster
 from librarian_dagster.core.commandline import AddParser, port
-from librarian_dagster.core.settings import Settings
 
 if TYPE_CHECKING:
     import psutil
+
+    from librarian_dagster.core.settings import Settings
 
 DEFAULT_UI_PORT = 3000
 _STOP_GRACE_SECONDS = 5
@@ -45,6 +46,7 @@ def register(add_parser: AddParser) -> None:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
+    from librarian_dagster.core.settings import Settings
     from librarian_dagster.ingest import ingest_paths
 
     missing = [p for p in args.paths if not p.exists()]
@@ -70,6 +72,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from librarian_dagster.core.models.providers import describe
     from librarian_dagster.core.recall.answer import REEMBED_HOW, other_spaces
+    from librarian_dagster.core.settings import Settings
     from librarian_dagster.core.store.database import describe_location
     from librarian_dagster.core.store.store import open_store
 
@@ -109,7 +112,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _embedding_space(settings: Settings) -> tuple[str, int]:
+def _embedding_space(settings: "Settings") -> tuple[str, int]:
     """The configured embedder's model and dimension, without loading or calling it."""
     from librarian_dagster.core.models.minilm import LocalMiniLMEmbedder
 
@@ -119,6 +122,7 @@ def _embedding_space(settings: Settings) -> tuple[str, int]:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
+    from librarian_dagster.core.settings import Settings
     from mcp_server.app import serve
 
     serve(Settings.from_env(), args.transport, args.host, args.port)
@@ -127,6 +131,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 def cmd_up(args: argparse.Namespace) -> int:
     from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
+    from librarian_dagster.core.settings import Settings
     from librarian_dagster.core.store.database import describe_location
     from librarian_dagster.core.store.store import open_store
 
@@ -178,7 +183,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     return exit_code
 
 
-def _end_dead_runs(settings: Settings, dagster_home: str) -> None:
+def _end_dead_runs(settings: "Settings", dagster_home: str) -> None:
     """Runs a killed `up` or run worker left STARTED are ended before the daemon starts.
 
     Before it, so that its run retries see them fail and run them again (dead_runs.py).

@@ -4,7 +4,6 @@ import argparse
 import sys
 
 from librarian_dagster.core.commandline import AddParser, iso_date
-from librarian_dagster.core.settings import Settings
 
 
 def register(add_parser: AddParser) -> None:
@@ -31,6 +30,7 @@ def register(add_parser: AddParser) -> None:
 
 def cmd_skip(args: argparse.Namespace) -> int:
     from librarian_dagster.core.capture.skips import valid_session_id
+    from librarian_dagster.core.settings import Settings
     from librarian_dagster.core.store.store import open_store
 
     wanted = bool(args.session_ids) + (args.before is not None) + args.list + bool(args.undo)

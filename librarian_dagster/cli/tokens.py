@@ -5,7 +5,6 @@ import sys
 
 from librarian_dagster.core.commandline import AddParser
 from librarian_dagster.core.ops import tokens
-from librarian_dagster.core.settings import Settings
 
 
 def register(add_parser: AddParser) -> None:
@@ -29,6 +28,8 @@ def register(add_parser: AddParser) -> None:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
+    from librarian_dagster.core.settings import Settings
+
     path = Settings.from_env().tokens_file
     try:
         token, entry = tokens.add(path, args.name, args.scope)
@@ -41,6 +42,8 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from librarian_dagster.core.settings import Settings
+
     path = Settings.from_env().tokens_file
     try:
         entries = tokens.load(path)
@@ -57,6 +60,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_revoke(args: argparse.Namespace) -> int:
+    from librarian_dagster.core.settings import Settings
+
     path = Settings.from_env().tokens_file
     try:
         tokens.revoke(path, args.name)

@@ -10,11 +10,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import NoReturn
 
-from librarian_dagster.core.settings import SettingsError, check_port
-
 # Where the classes of "cannot use what you gave me" errors live. Looked up only once one is
-# raised (sys.modules), so that a command that never opened a database never imports psycopg.
+# raised (sys.modules), so that a command that never opened a database never imports psycopg,
+# and `librarian --help` never imports pydantic (through the settings).
+_SETTINGS_ERROR = ("librarian_dagster.core.settings", "SettingsError")
 _USER_ERRORS = (
+    _SETTINGS_ERROR,
     ("librarian_dagster.core.store.database", "DatabaseError"),
     ("librarian_dagster.core.store.store", "StoreError"),
     ("psycopg", "OperationalError"),
@@ -39,10 +40,9 @@ def port(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    try:
-        return check_port(value, "a port")
-    except SettingsError:
-        raise argparse.ArgumentTypeError(f"{value} is out of range (1 to 65535)") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is out of range (1 to 65535)")
+    return value
 
 
 def iso_date(text: str) -> datetime:
@@ -60,12 +60,16 @@ def user_errors() -> tuple[type[BaseException], ...]:
     OSError covers a LIBRARIAN_HOME or a file that cannot be read or written, a full disk, a
     port already taken. Everything else is a bug and keeps its traceback.
     """
-    found: list[type[BaseException]] = [SettingsError, OSError]
-    for module_name, name in _USER_ERRORS:
+    return (OSError, *_loaded(_USER_ERRORS))
+
+
+def _loaded(names: tuple[tuple[str, str], ...]) -> list[type[BaseException]]:
+    found = []
+    for module_name, name in names:
         module = sys.modules.get(module_name)
         if module is not None:
             found.append(getattr(module, name))
-    return tuple(found)
+    return found
 
 
 def describe(exc: BaseException) -> str:
@@ -79,4 +83,4 @@ def describe(exc: BaseException) -> str:
 def report(prog: str, exc: BaseException) -> int:
     """Print the one line and return the exit code: 2 for a bad setting, 1 otherwise."""
     print(f"{prog}: {describe(exc)}", file=sys.stderr)
-    return 2 if isinstance(exc, SettingsError) else 1
+    return 2 if isinstance(exc, tuple(_loaded((_SETTINGS_ERROR,)))) else 1

@@ -1,115 +1,305 @@
-"""One settings object, read from LIBRARIAN_* environment variables.
+"""Every setting, declared once: its environment variable, default, bounds, whether it is a secret
+and what it means. The rest is derived from `Settings`: the Dagster resources' and the model
+clients' defaults (`default`), the one-line error for a bad value (`SettingsError`), and the table
+in docs/settings.md (tests/core/test_settings.py rewrites and checks it).
 
 Everything else takes a `Settings` (or the values in it) as an argument: nothing below this module
 reads `os.environ` for its own configuration.
+
+pydantic parses and bounds the values; `from_env` reads them from any mapping of variables, the
+process's environment by default (decision 0023 says why not pydantic-settings).
 """
 
-import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Any, Literal, get_args, get_origin
+
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    AliasGenerator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
 
 from librarian_dagster.core.recall.relevance import DEFAULT_THRESHOLD
 
-DEFAULT_SETTLE_SECONDS = 120.0
-DEFAULT_MCP_HOST = "127.0.0.1"
-DEFAULT_MCP_PORT = 3201
-DEFAULT_RECALL_FLOOR = 0.8
-DEFAULT_TELEGRAM_BASE_URL = "https://api.telegram.org"
-DEFAULT_UI_URL = "http://127.0.0.1:3000"
-DEFAULT_GAP_MINUTES = 60.0
-DEFAULT_QUIET_HOURS = 24.0
+PREFIX = "LIBRARIAN_"
+"""A setting's variable is PREFIX and its name in capitals, unless it declares another."""
 
-DIGEST_PROVIDERS = ("offline", "gemini", "vertex")
-EMBED_PROVIDERS = ("local", "gemini", "vertex")
-DEFAULT_DIGEST_MODEL = "gemini-2.5-flash"
-DEFAULT_EMBED_MODEL = "gemini-embedding-001"
-DEFAULT_EMBED_DIMENSION = 768
-DEFAULT_VERTEX_LOCATION = "us-central1"
-DEFAULT_LLM_ATTEMPTS = 5
-DEFAULT_LLM_BACKOFF_SECONDS = 2.0
-DEFAULT_LLM_MAX_WAIT_SECONDS = 60.0
-DEFAULT_LLM_TIMEOUT_SECONDS = 120.0
-DEFAULT_DIGEST_INPUT_TOKENS = 200_000
+KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+"""Where the Gemini API key is read from, the first one set winning (the SDK's own names)."""
 
 
 class SettingsError(ValueError):
-    """A LIBRARIAN_* variable holds a value we cannot use; the message names it."""
+    """A setting's variable holds a value we cannot use, or a provider lacks what it needs; the
+    message, one line, names the variable."""
 
 
 @dataclass(frozen=True)
-class Settings:
-    home: Path
-    """Embedded database files, DAGSTER_HOME and logs live here."""
-    mirror: Path
-    """The folder of Claude Code transcripts the sensor watches (~/.claude/projects layout)."""
-    database_url: str | None
-    """An external PostgreSQL with pgvector; None means the embedded server under `home`."""
-    settle_seconds: float
-    """A session file must be unchanged this long before the sensor ingests it."""
-    include_thinking: bool = False
-    """Whether thinking blocks are part of the digest input."""
-    mcp_host: str = DEFAULT_MCP_HOST
-    mcp_port: int = DEFAULT_MCP_PORT
-    recall_threshold: float = DEFAULT_THRESHOLD
-    """Recall leaves out results less likely relevant than this (0 to 1; recall/relevance.py)."""
-    recall_floor: float = DEFAULT_RECALL_FLOOR
-    """The recall@5 on the golden questions below which the quality check warns."""
-    recency_boost: float = 0.005
-    """How much more a session from today weighs in ranking than an old one (store.Boosts)."""
-    importance_boost: float = 0.002
-    """How much more each point of importance above 3 weighs in ranking (store.Boosts)."""
-    exclude: tuple[str, ...] = ()
-    """Globs over project folder names or transcript paths never ingested (capture/mirror.py)."""
-    mcp_token: str | None = field(default=None, repr=False)
-    """A bearer token the recall server's HTTP endpoints accept with the default scope, beside
-    the token file's; kept out of repr (and logs)."""
-    mcp_tokens: Path | None = None
-    """The token file (core/ops/tokens.py); None means `home/tokens.json`."""
-    stdio_private: bool = False
-    """Whether the stdio server (local, started by its user) returns the `private` domain."""
-    telegram_bot_token: str | None = field(default=None, repr=False)
-    """The Telegram bot alerts are sent through; kept out of repr (and logs). None: log only."""
-    telegram_chat_id: str | None = None
-    """The chat (user, group or channel id) alerts go to; both it and the token are needed."""
-    telegram_base_url: str = DEFAULT_TELEGRAM_BASE_URL
-    """Where the Bot API answers: only tests point it elsewhere (a fake server on 127.0.0.1)."""
-    notify_digests: bool = True
-    """Whether each new digest is announced (project, summary, importance)."""
-    gap_minutes: float = DEFAULT_GAP_MINUTES
-    """A settled session not ingested this long after it was due is a capture gap."""
-    quiet_hours: float = DEFAULT_QUIET_HOURS
-    """A mirror unchanged this long is a capture gap (0: never), and the memory turns stale."""
-    ui_url: str = DEFAULT_UI_URL
-    """The Dagster UI's address, for links to runs in alerts."""
-    digest_provider: str = "offline"
-    """Who writes digests: `offline` (no key), `gemini` (Gemini API) or `vertex` (Vertex AI)."""
-    embed_provider: str = "local"
-    """Who embeds chunks and queries: `local` (MiniLM in a wheel), `gemini` or `vertex`."""
-    gemini_api_key: str | None = field(default=None, repr=False)
-    """The Gemini API key (GEMINI_API_KEY, else GOOGLE_API_KEY); kept out of repr (and logs)."""
-    gemini_api_key_variable: str | None = None
-    """Which variable held the key, so Dagster resources can bind it by name (dg.EnvVar)."""
-    google_cloud_project: str | None = None
-    google_cloud_location: str = DEFAULT_VERTEX_LOCATION
-    gemini_base_url: str | None = None
-    """Where the SDK sends requests instead of Google's endpoint: a proxy, or the tests' fake."""
-    digest_model: str = DEFAULT_DIGEST_MODEL
-    embed_model: str = DEFAULT_EMBED_MODEL
-    embed_dimension: int = DEFAULT_EMBED_DIMENSION
-    llm_attempts: int = DEFAULT_LLM_ATTEMPTS
-    """Tries per request (the first included) on 429, 5xx and timeouts, before the step fails."""
-    llm_backoff_seconds: float = DEFAULT_LLM_BACKOFF_SECONDS
-    """The first wait between tries; it doubles each time, capped by `llm_max_wait_seconds`."""
-    llm_max_wait_seconds: float = DEFAULT_LLM_MAX_WAIT_SECONDS
-    """The longest single wait, Retry-After included: a server asking for more fails the try."""
-    llm_timeout_seconds: float = DEFAULT_LLM_TIMEOUT_SECONDS
-    digest_input_tokens: int = DEFAULT_DIGEST_INPUT_TOKENS
-    """The most (estimated) tokens of session one digest request carries; longer sessions are
-    digested in segments whose digests are merged."""
-    daily_token_budget: int | None = None
-    """Digest tokens (in + out) that may be spent per UTC day; None is no limit."""
+class Wording:
+    """How a kind of value is put in words: after "VARIABLE " in its one-line error (`wrong`, or
+    `outside` when only a bound is crossed) and in docs/settings.md's `values` column.
+    `{ge}`, `{le}`, `{choices}` and `{default}` are filled in from the field, so that a bound is
+    written once, in its `Field`."""
+
+    wrong: str
+    outside: str = ""
+    values: str = ""
+
+
+def _integral(value: object) -> object:
+    # float() reads "2e5" and "5.0", which are whole numbers too; pydantic's int reads neither.
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return value
+        if number.is_integer():
+            return int(number)
+    return value
+
+
+def _http(value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise ValueError("not an http(s) URL")
+    return value
+
+
+def _model_name(value: str) -> str:
+    # A model name goes into a URL path (models/<name>:generateContent): no spaces or slashes.
+    if not all(c.isalnum() or c in "-._@" for c in value):
+        raise ValueError("not a model name")
+    return value
+
+
+def _globs(value: object) -> object:
+    if isinstance(value, str):
+        return tuple(glob.strip() for glob in value.split(",") if glob.strip())
+    return value
+
+
+def _absolute(path: Path) -> Path:
+    return path.expanduser().absolute()
+
+
+Number = Annotated[
+    float,
+    Field(ge=0, allow_inf_nan=False),
+    Wording("must be a number", outside="must not be negative", values="a number, at least {ge}"),
+]
+Share = Annotated[
+    float,
+    Field(ge=0, le=1, allow_inf_nan=False),
+    Wording("must be a number", outside="must be between {ge} and {le}", values="{ge} to {le}"),
+]
+Whole = Annotated[
+    int,
+    BeforeValidator(_integral),
+    Wording("must be a whole number of at least {ge}", values="a whole number, at least {ge}"),
+]
+Port = Annotated[
+    int,
+    BeforeValidator(_integral),
+    Field(ge=1, le=65535),
+    Wording(
+        "must be a whole number", outside="must be a port from {ge} to {le}", values="{ge} to {le}"
+    ),
+]
+Flag = Annotated[bool, Wording("must be true or false", values="true or false")]
+Url = Annotated[
+    str,
+    AfterValidator(_http),
+    Wording("must be an http:// or https:// URL", values="an http(s) URL"),
+]
+# Where a path is appended (links to runs, Bot API methods): without the trailing slash.
+Address = Annotated[Url, AfterValidator(lambda url: url.rstrip("/"))]
+ModelName = Annotated[
+    str,
+    AfterValidator(_model_name),
+    Wording("must be a model name such as {default}", values="a model name, e.g. `{default}`"),
+]
+Location = Annotated[Path, AfterValidator(_absolute), Wording("must be a path", values="a path")]
+Globs = Annotated[
+    tuple[str, ...],
+    BeforeValidator(_globs),
+    Wording("must be globs", values="globs, comma-separated"),
+]
+_CHOICE = Wording("must be one of {choices}", values="{choices}")
+DigestProvider = Annotated[
+    Literal["offline", "gemini", "vertex"], BeforeValidator(str.lower), _CHOICE
+]
+EmbedProvider = Annotated[Literal["local", "gemini", "vertex"], BeforeValidator(str.lower), _CHOICE]
+
+
+def _zero_is_unset(value: int | None) -> int | None:
+    # 0 means no limit, as unset does: what reads the budget tells "no limit" by None alone.
+    return value or None
+
+
+def _secret(default: Any = None, **kwargs: Any) -> Any:
+    """A secret's field: never in a repr, so never in a log line through one."""
+    return Field(default, repr=False, **kwargs)
+
+
+class Settings(BaseModel):
+    """The settings of one process, read from its environment by `Settings.from_env()`."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="ignore",
+        validate_default=True,
+        use_attribute_docstrings=True,
+        alias_generator=AliasGenerator(validation_alias=lambda name: PREFIX + name.upper()),
+    )
+
+    home: Location = Path("~/.librarian")
+    """embedded database files (`pgdata/`), `DAGSTER_HOME` (`dagster/`), staged stage outputs
+    (`staging/`, redacted only), golden question files (`eval/*.jsonl`), logs"""
+    mirror: Location = Path("~/.claude/projects")
+    """the transcripts folder the sensor watches (recursive `*.jsonl`; `<session>/subagents/`
+    belong to their parent)"""
+    database_url: str | None = _secret()
+    """unset: the embedded server under `LIBRARIAN_HOME`. An external PostgreSQL with the `vector`
+    extension, e.g. `postgresql://user:pw@host/db`; a server without pgvector is refused with a
+    clear error"""
+    exclude: Globs = ()
+    """globs over project folder names (e.g. `-Users-me-private`) or transcript paths
+    (`*/scratch/*`): such sessions are never requested by the sensor, taken by `librarian ingest`,
+    or remembered by a backfill (their stages note `excluded`); a memory already stored stays"""
+    settle_seconds: Number = 120.0
+    """a session is ingested once its files have not changed for this long"""
+    include_thinking: Flag = False
+    """include thinking blocks in the digest input"""
+    mcp_host: str = "127.0.0.1"
+    """where `librarian mcp` and `up` serve MCP"""
+    mcp_port: Port = 3201
+    """the port `librarian mcp` and `up` serve MCP on"""
+    recall_threshold: Share = DEFAULT_THRESHOLD
+    """when the best ranked session's relevance (a probability) does not reach this, recall
+    answers "nothing relevant" instead of guessing; lower answers more paraphrases and more
+    questions nothing answers ([decisions/0021](decisions/0021-recall-that-carries.md) has the
+    trade-off measured)"""
+    recency_boost: Share = 0.005
+    """how much a session from today (half-life 90 days) multiplies its rank score by (1 + ...):
+    a tie-breaker, kept below the gap between two ranks"""
+    importance_boost: Share = 0.002
+    """how much each point of importance above 3 multiplies a session's rank score by
+    (1 + ...): a tie-breaker, kept below the gap between two ranks"""
+    recall_floor: Share = 0.8
+    """recall@5 on the golden questions below which the `recall_quality` check warns"""
+    mcp_token: str | None = _secret()
+    """a bearer token the server accepts with the default scope (every domain but `private`),
+    beside those of the token file; set, it turns authentication on for `/mcp`, `/sse` and
+    `POST /recall` (plain JSON beside `/mcp`, for the prompt hook: `{"query": str, "limit":
+    1..10}`, optionally `cwd` and `git_branch` (context: that project's sessions first, earlier
+    work on that feature branch preferred; never a filter) and `search_chunks`' filters
+    `project`, `domain`, `tags`, `any_tags`, `since`, `until` → the `search_chunks` result). Set
+    it to a token from `librarian token add` and that token's scopes apply"""
+    mcp_tokens: Location | None = None
+    """unset: `LIBRARIAN_HOME/tokens.json`. The token file (`librarian token`): salted SHA-256
+    hashes with their scopes, never a token; re-read when it changes. Tokens in it turn
+    authentication on"""
+    stdio_private: Flag = False
+    """whether the stdio server (local, started by you) returns the `private` domain; over HTTP
+    only a token with the `private` scope does"""
+    telegram_bot_token: str | None = _secret(validation_alias="TELEGRAM_BOT_TOKEN")
+    """unset: alerts go to the log. The bot (from @BotFather) that sends the
+    [alerts](how-it-behaves.md#alerts), with `TELEGRAM_CHAT_ID`; bound by name (`dg.EnvVar`),
+    and scrubbed from log lines"""
+    telegram_chat_id: str | None = Field(None, validation_alias="TELEGRAM_CHAT_ID")
+    """the chat (user, group or channel id) the alerts go to; both it and the bot token are
+    needed"""
+    telegram_base_url: Address = "https://api.telegram.org"
+    """where the Bot API answers (tests point it at a fake on 127.0.0.1)"""
+    notify_digests: Flag = True
+    """a short message per new memory (project, summary, importance); `false` turns only these
+    off"""
+    gap_minutes: Number = 60.0
+    """a settled session not ingested this long after it was due (or requested) is a capture
+    gap"""
+    quiet_hours: Number = 24.0
+    """a mirror with no new transcript for this long is a capture gap, and the `memory` asset
+    turns stale (red) in the UI; `0` turns both off"""
+    ui_url: Address = "http://127.0.0.1:3000"
+    """the Dagster UI's address, for the run links in failure alerts; `librarian up` sets it to
+    its `--ui-port` when unset"""
+    digest_provider: DigestProvider = "offline"
+    """who writes digests: `offline` (extracts, no key), `gemini` (Gemini API, needs
+    `GEMINI_API_KEY`) or `vertex` (Vertex AI, needs `GOOGLE_CLOUD_PROJECT`); see
+    [Cloud providers](how-it-behaves.md#cloud-providers-gemini-and-vertex-ai)"""
+    embed_provider: EmbedProvider = "local"
+    """who embeds chunks and queries: `local` (all-MiniLM-L6-v2, 384-d), `gemini` or `vertex`;
+    memories embedded with another model are not searchable until re-embedded"""
+    gemini_api_key: str | None = _secret(validation_alias=AliasChoices(*KEY_VARIABLES))
+    """the Gemini API key, for either provider set to `gemini`"""
+    gemini_api_key_variable: str | None = Field(None, validation_alias="gemini_api_key_variable")
+    """Which of KEY_VARIABLES held the key, so Dagster resources bind it by name (dg.EnvVar):
+    set by `from_env`, never read from a variable of its own."""
+    google_cloud_project: str | None = Field(None, validation_alias="GOOGLE_CLOUD_PROJECT")
+    """for `vertex`; credentials are google-auth's application default credentials (`gcloud
+    auth application-default login`, a service account)"""
+    google_cloud_location: str = Field("us-central1", validation_alias="GOOGLE_CLOUD_LOCATION")
+    """the Vertex AI region, for `vertex`"""
+    gemini_base_url: Url | None = None
+    """send the SDK's requests here instead of Google's endpoint (a proxy; the tests' fake
+    server)"""
+    digest_model: ModelName = "gemini-2.5-flash"
+    """the digest model"""
+    embed_model: ModelName = "gemini-embedding-001"
+    """the embedding model"""
+    embed_dimension: Whole = Field(768, ge=1)
+    """the embedding model's output dimensionality"""
+    llm_attempts: Whole = Field(5, ge=1)
+    """tries per model call (the first included) on 429, 5xx and timeouts before the step
+    fails"""
+    llm_backoff_seconds: Number = 2.0
+    """the first wait between tries (doubling, with jitter) when the server does not say"""
+    llm_max_wait_seconds: Number = 60.0
+    """the longest wait, `Retry-After` included (a server asking for more fails the call now)"""
+    llm_timeout_seconds: Number = 120.0
+    """one request's timeout (a timeout is retried)"""
+    digest_input_tokens: Whole = Field(200_000, ge=1000)
+    """the most (estimated) tokens of session one digest request carries; longer sessions are
+    digested in segments and merged"""
+    daily_token_budget: Annotated[Whole | None, AfterValidator(_zero_is_unset)] = Field(None, ge=0)
+    """unset or `0`: no limit. Digest tokens (in + out) per UTC day; once spent, digests are
+    deferred to the next day (nothing spent, the run says so) and the sensor asks again then"""
+
+    @model_validator(mode="after")
+    def _providers_have_what_they_need(self) -> "Settings":
+        if self.uses_gemini_api and self.gemini_api_key is None:
+            raise ValueError(
+                "the gemini provider needs an API key: set GEMINI_API_KEY (or GOOGLE_API_KEY), "
+                "or use LIBRARIAN_DIGEST_PROVIDER=offline / LIBRARIAN_EMBED_PROVIDER=local"
+            )
+        if self.uses_vertex and self.google_cloud_project is None:
+            raise ValueError(
+                "the vertex provider needs GOOGLE_CLOUD_PROJECT (and GOOGLE_CLOUD_LOCATION, "
+                f"default {default('google_cloud_location')}); credentials come from "
+                "google-auth's application default credentials "
+                "(`gcloud auth application-default login`)"
+            )
+        return self
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
+        """The settings `env` holds (the process's environment by default); a variable that is
+        blank is one that is unset. A bad value is a SettingsError of one line naming it."""
+        env = os.environ if env is None else env
+        given = {name: value.strip() for name in VARIABLES if (value := env.get(name, "").strip())}
+        key_variable = next((name for name in KEY_VARIABLES if name in given), None)
+        try:
+            return cls.model_validate({**given, "gemini_api_key_variable": key_variable})
+        except ValidationError as exc:
+            raise SettingsError(_one_line(exc, given)) from None
 
     @property
     def uses_gemini_api(self) -> bool:
@@ -141,169 +331,72 @@ class Settings:
         """Golden question files (`*.jsonl`) the recall quality asset measures."""
         return self.home / "eval"
 
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
-        env = os.environ if env is None else env
-        digest_provider = _choice(env, "LIBRARIAN_DIGEST_PROVIDER", DIGEST_PROVIDERS)
-        embed_provider = _choice(env, "LIBRARIAN_EMBED_PROVIDER", EMBED_PROVIDERS)
-        key_variable = next((n for n in ("GEMINI_API_KEY", "GOOGLE_API_KEY") if env.get(n)), None)
-        project = env.get("GOOGLE_CLOUD_PROJECT") or None
-        if "gemini" in (digest_provider, embed_provider) and key_variable is None:
-            raise SettingsError(
-                "the gemini provider needs an API key: set GEMINI_API_KEY (or GOOGLE_API_KEY), "
-                "or use LIBRARIAN_DIGEST_PROVIDER=offline / LIBRARIAN_EMBED_PROVIDER=local"
-            )
-        if "vertex" in (digest_provider, embed_provider) and project is None:
-            raise SettingsError(
-                "the vertex provider needs GOOGLE_CLOUD_PROJECT (and GOOGLE_CLOUD_LOCATION, "
-                f"default {DEFAULT_VERTEX_LOCATION}); credentials come from google-auth's "
-                "application default credentials (`gcloud auth application-default login`)"
-            )
-        base_url = (env.get("LIBRARIAN_GEMINI_BASE_URL") or "").strip() or None
-        if base_url is not None and not base_url.startswith(("http://", "https://")):
-            raise SettingsError(
-                f"LIBRARIAN_GEMINI_BASE_URL must be an http(s) URL, got {base_url!r}"
-            )
-        budget = _whole(env, "LIBRARIAN_DAILY_TOKEN_BUDGET", 0)
-        home = Path(env.get("LIBRARIAN_HOME") or "~/.librarian").expanduser()
-        mirror = Path(env.get("LIBRARIAN_MIRROR") or "~/.claude/projects").expanduser()
-        return cls(
-            home=home.absolute(),
-            mirror=mirror.absolute(),
-            database_url=env.get("LIBRARIAN_DATABASE_URL") or None,
-            settle_seconds=_number(env, "LIBRARIAN_SETTLE_SECONDS", DEFAULT_SETTLE_SECONDS),
-            include_thinking=_flag(env, "LIBRARIAN_INCLUDE_THINKING"),
-            mcp_host=env.get("LIBRARIAN_MCP_HOST") or DEFAULT_MCP_HOST,
-            mcp_port=_port(env, "LIBRARIAN_MCP_PORT", DEFAULT_MCP_PORT),
-            recall_threshold=_share(env, "LIBRARIAN_RECALL_THRESHOLD", DEFAULT_THRESHOLD),
-            recall_floor=_share(env, "LIBRARIAN_RECALL_FLOOR", DEFAULT_RECALL_FLOOR),
-            recency_boost=_share(env, "LIBRARIAN_RECENCY_BOOST", 0.005),
-            importance_boost=_share(env, "LIBRARIAN_IMPORTANCE_BOOST", 0.002),
-            mcp_token=env.get("LIBRARIAN_MCP_TOKEN") or None,
-            exclude=tuple(
-                g.strip() for g in (env.get("LIBRARIAN_EXCLUDE") or "").split(",") if g.strip()
-            ),
-            telegram_bot_token=env.get("TELEGRAM_BOT_TOKEN") or None,
-            telegram_chat_id=env.get("TELEGRAM_CHAT_ID") or None,
-            telegram_base_url=_url(env, "LIBRARIAN_TELEGRAM_BASE_URL", DEFAULT_TELEGRAM_BASE_URL),
-            notify_digests=_flag(env, "LIBRARIAN_NOTIFY_DIGESTS", default=True),
-            gap_minutes=_number(env, "LIBRARIAN_GAP_MINUTES", DEFAULT_GAP_MINUTES),
-            quiet_hours=_number(env, "LIBRARIAN_QUIET_HOURS", DEFAULT_QUIET_HOURS),
-            ui_url=_url(env, "LIBRARIAN_UI_URL", DEFAULT_UI_URL),
-            mcp_tokens=_path(env, "LIBRARIAN_MCP_TOKENS"),
-            stdio_private=_flag(env, "LIBRARIAN_STDIO_PRIVATE"),
-            digest_provider=digest_provider,
-            embed_provider=embed_provider,
-            gemini_api_key=env.get(key_variable) if key_variable else None,
-            gemini_api_key_variable=key_variable,
-            google_cloud_project=project,
-            google_cloud_location=env.get("GOOGLE_CLOUD_LOCATION") or DEFAULT_VERTEX_LOCATION,
-            gemini_base_url=base_url,
-            digest_model=_name(env, "LIBRARIAN_DIGEST_MODEL", DEFAULT_DIGEST_MODEL),
-            embed_model=_name(env, "LIBRARIAN_EMBED_MODEL", DEFAULT_EMBED_MODEL),
-            embed_dimension=_whole(env, "LIBRARIAN_EMBED_DIMENSION", DEFAULT_EMBED_DIMENSION, 1),
-            llm_attempts=_whole(env, "LIBRARIAN_LLM_ATTEMPTS", DEFAULT_LLM_ATTEMPTS, 1),
-            llm_backoff_seconds=_number(
-                env, "LIBRARIAN_LLM_BACKOFF_SECONDS", DEFAULT_LLM_BACKOFF_SECONDS
-            ),
-            llm_max_wait_seconds=_number(
-                env, "LIBRARIAN_LLM_MAX_WAIT_SECONDS", DEFAULT_LLM_MAX_WAIT_SECONDS
-            ),
-            llm_timeout_seconds=_number(
-                env, "LIBRARIAN_LLM_TIMEOUT_SECONDS", DEFAULT_LLM_TIMEOUT_SECONDS
-            ),
-            digest_input_tokens=_whole(
-                env, "LIBRARIAN_DIGEST_INPUT_TOKENS", DEFAULT_DIGEST_INPUT_TOKENS, 1000
-            ),
-            daily_token_budget=budget or None,
-        )
-
     @property
     def telegram_configured(self) -> bool:
         return bool(self.telegram_bot_token and self.telegram_chat_id)
 
 
-def _path(env: Mapping[str, str], name: str) -> Path | None:
-    raw = env.get(name)
-    return Path(raw).expanduser().absolute() if raw else None
+# Filled by `from_env`, not read from a variable: not a setting of its own.
+DERIVED = frozenset({"gemini_api_key_variable"})
 
 
-def _number(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be a number, got {raw!r}") from None
-    if not math.isfinite(value):  # float() takes "nan" and "inf", which no setting can mean
-        raise SettingsError(f"{name} must be a finite number, got {raw!r}")
-    if value < 0:
-        raise SettingsError(f"{name} must not be negative, got {raw!r}")
-    return value
+def variables(field: FieldInfo) -> tuple[str, ...]:
+    """The environment variables a field is read from, in the order they are looked up."""
+    alias = field.validation_alias
+    if isinstance(alias, AliasChoices):
+        return tuple(str(choice) for choice in alias.choices)
+    return (alias,) if isinstance(alias, str) else ()
 
 
-def check_port(value: int, name: str) -> int:
-    """A TCP port a server can listen on; `name` says where the value came from."""
-    if not 1 <= value <= 65535:
-        raise SettingsError(f"{name} must be a port from 1 to 65535, got {value}")
-    return value
+SETTINGS = {name: f for name, f in Settings.model_fields.items() if name not in DERIVED}
+"""Every setting's field by its name, in the order docs/settings.md lists them."""
+VARIABLES = {variable: name for name, f in SETTINGS.items() for variable in variables(f)}
+"""Every environment variable a setting is read from, with the setting's name."""
 
 
-def _port(env: Mapping[str, str], name: str, default: int) -> int:
-    return check_port(_whole(env, name, default), name)
+def default(name: str) -> Any:
+    """A setting's declared default, for what restates it (a Dagster resource's field, a model
+    client's) so that the number is written once, here."""
+    return SETTINGS[name].get_default(call_default_factory=True)
 
 
-def _whole(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
-    value = _number(env, name, default)
-    if value != int(value) or value < minimum:
-        raise SettingsError(
-            f"{name} must be a whole number of at least {minimum}, got {env[name]!r}"
-        )
-    return int(value)
+def wording(field: FieldInfo) -> Wording | None:
+    """How the kind of a field's values is put in words (through an optional `X | None` too)."""
+    inside = [getattr(member, "__metadata__", ()) for member in get_args(field.annotation)]
+    found = [m for group in (field.metadata, *inside) for m in group if isinstance(m, Wording)]
+    return found[0] if found else None
 
 
-def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
-    raw = (env.get(name) or "").strip().lower()
-    if not raw:
-        return choices[0]
-    if raw not in choices:
-        raise SettingsError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
-    return raw
+def describe(text: str, field: FieldInfo) -> str:
+    """`text` with the field's own bounds, choices and default filled in."""
+    ge = next((m.ge for m in field.metadata if hasattr(m, "ge")), None)
+    le = next((m.le for m in field.metadata if hasattr(m, "le")), None)
+    literal = field.annotation if get_origin(field.annotation) is Literal else None
+    return text.format(
+        ge=_number(ge),
+        le=_number(le),
+        choices=", ".join(get_args(literal)),
+        default=field.default,
+    )
 
 
-def _name(env: Mapping[str, str], name: str, default: str) -> str:
-    raw = (env.get(name) or "").strip()
-    if not raw:
-        return default
-    # A model name goes into a URL path (models/<name>:generateContent): no spaces or slashes.
-    if not all(c.isalnum() or c in "-._@" for c in raw):
-        raise SettingsError(f"{name} must be a model name such as {default}, got {raw!r}")
-    return raw
+def _number(value: object) -> str:
+    return f"{value:g}" if isinstance(value, int | float) else str(value)
 
 
-def _share(env: Mapping[str, str], name: str, default: float) -> float:
-    value = _number(env, name, default)
-    if value > 1:
-        raise SettingsError(f"{name} must be between 0 and 1, got {env[name]!r}")
-    return value
-
-
-def _flag(env: Mapping[str, str], name: str, default: bool = False) -> bool:
-    raw = (env.get(name) or "").strip().lower()
-    if raw == "":
-        return default
-    if raw in ("0", "false", "no", "off"):
-        return False
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    raise SettingsError(f"{name} must be true or false, got {raw!r}")
-
-
-def _url(env: Mapping[str, str], name: str, default: str) -> str:
-    raw = (env.get(name) or "").strip()
-    if not raw:
-        return default
-    if not raw.startswith(("http://", "https://")):
-        raise SettingsError(f"{name} must be an http:// or https:// URL, got {raw!r}")
-    return raw.rstrip("/")
+def _one_line(exc: ValidationError, given: Mapping[str, str]) -> str:
+    error = exc.errors()[0]
+    if not error["loc"]:  # a check over several settings (a provider and what it needs)
+        return str(error.get("ctx", {}).get("error", error["msg"]))
+    variable = str(error["loc"][0])
+    field = SETTINGS[VARIABLES[variable]]
+    kind = wording(field)
+    if error["type"] == "finite_number":
+        must = "must be a finite number"
+    elif kind is None:
+        must = f"is not valid ({error['msg']})"
+    elif error["type"] in ("greater_than_equal", "less_than_equal") and kind.outside:
+        must = kind.outside
+    else:
+        must = kind.wrong
+    return f"{variable} {describe(must, field)}, got {given.get(variable)!r}"

@@ -19,13 +19,7 @@ from librarian_dagster.core.models.providers import (
     make_embedder,
 )
 from librarian_dagster.core.ops.telegram import Notifier
-from librarian_dagster.core.settings import (
-    DEFAULT_GAP_MINUTES,
-    DEFAULT_QUIET_HOURS,
-    DEFAULT_TELEGRAM_BASE_URL,
-    DEFAULT_UI_URL,
-    Settings,
-)
+from librarian_dagster.core.settings import Settings, default
 from librarian_dagster.core.store.store import Store, open_store
 from librarian_dagster.defs.staging import StagingIOManager
 
@@ -52,8 +46,8 @@ class MirrorResource(dg.ConfigurableResource):
     """The folder of Claude Code transcripts and how the parser reads it."""
 
     path: str
-    settle_seconds: float = 120.0
-    include_thinking: bool = False
+    settle_seconds: float = default("settle_seconds")
+    include_thinking: bool = default("include_thinking")
     exclude: list[str] | None = None
     """LIBRARIAN_EXCLUDE: globs over project folder names or paths, never ingested."""
 
@@ -97,7 +91,7 @@ class _ProviderResource(dg.ConfigurableResource):
 class DigesterResource(_ProviderResource):
     """Who writes the digest: `offline` (no key), `gemini` (Gemini API) or `vertex` (Vertex AI)."""
 
-    provider: str = "offline"
+    provider: str = default("digest_provider")
     input_token_budget: int = _DEFAULT.input_token_budget
     daily_token_budget: int | None = None
 
@@ -111,8 +105,8 @@ class DigesterResource(_ProviderResource):
 class EmbedderResource(_ProviderResource):
     """Who embeds chunks: `local` (all-MiniLM-L6-v2 from a wheel, CPU), `gemini` or `vertex`."""
 
-    provider: str = "local"
-    dimension: int = 768
+    provider: str = default("embed_provider")
+    dimension: int = default("embed_dimension")
 
     def get(self) -> Embedder:
         try:
@@ -136,21 +130,21 @@ class QualityResource(dg.ConfigurableResource):
     """How recall quality is measured: the golden files' folder, the floor, the threshold."""
 
     eval_dir: str
-    recall_floor: float = 0.8
-    min_relevance: float = 0.0
+    recall_floor: float = default("recall_floor")
+    min_relevance: float = default("recall_threshold")
 
 
 class NotifierResource(dg.ConfigurableResource):
     """Where alerts go: a Telegram chat when a bot token and a chat id are set, else the log."""
 
-    base_url: str = DEFAULT_TELEGRAM_BASE_URL
+    base_url: str = default("telegram_base_url")
     token: str | None = Field(default=None, repr=False)
     chat_id: str | None = None
-    ui_url: str = DEFAULT_UI_URL
+    ui_url: str = default("ui_url")
     """The Dagster UI's address, for links to runs."""
-    notify_digests: bool = True
-    gap_minutes: float = DEFAULT_GAP_MINUTES
-    quiet_hours: float = DEFAULT_QUIET_HOURS
+    notify_digests: bool = default("notify_digests")
+    gap_minutes: float = default("gap_minutes")
+    quiet_hours: float = default("quiet_hours")
 
     def notifier(self, log: logging.Logger | dg.DagsterLogManager) -> Notifier:
         """A notifier for one tick or run, logging through `log` (the tick's or run's log)."""

@@ -1,8 +1,27 @@
-"""Provider settings: offline by default, clear errors for bad values, keys never in repr."""
+"""Settings: offline by default, clear errors for bad values, secrets never in repr, and the
+declaration the one place defaults and docs/settings.md come from."""
+
+import dataclasses
+from pathlib import Path
 
 import pytest
 
-from librarian_dagster.core.settings import Settings, SettingsError
+from librarian_dagster.core.models.gemini import ClientConfig, RetryBounds
+from librarian_dagster.core.models.providers import ProviderConfig
+from librarian_dagster.core.settings import (
+    SETTINGS,
+    Settings,
+    SettingsError,
+    default,
+    describe,
+    variables,
+    wording,
+)
+
+SETTINGS_MD = Path(__file__).resolve().parents[2] / "docs" / "settings.md"
+BEGIN = "<!-- The table is generated from librarian_dagster/core/settings.py: "
+BEGIN += "`uv run python -m tests.core.test_settings` rewrites it. -->"
+END = "<!-- end of the generated table -->"
 
 
 def test_defaults_need_no_key():
@@ -69,3 +88,102 @@ def test_vertex_reads_project_and_location():
     )
     assert (s.google_cloud_project, s.google_cloud_location) == ("acme", "europe-west4")
     assert s.daily_token_budget == 500_000 and s.gemini_api_key is None
+
+
+def test_a_mapping_is_read_alone_blank_is_unset_and_whole_numbers_may_be_floats(monkeypatch):
+    monkeypatch.setenv("LIBRARIAN_DIGEST_INPUT_TOKENS", "5000")
+    s = Settings.from_env(
+        {
+            "LIBRARIAN_SETTLE_SECONDS": "  ",
+            "LIBRARIAN_DIGEST_PROVIDER": " Offline ",
+            "LIBRARIAN_EMBED_DIMENSION": "1e3",
+            "LIBRARIAN_DAILY_TOKEN_BUDGET": "0",
+            "LIBRARIAN_UI_URL": "http://127.0.0.1:3100/",
+        }
+    )
+    assert s.digest_input_tokens == default("digest_input_tokens")  # not the process's 5000
+    assert s.settle_seconds == default("settle_seconds")
+    assert (s.digest_provider, s.embed_dimension, s.daily_token_budget) == ("offline", 1000, None)
+    assert s.ui_url == "http://127.0.0.1:3100"
+    assert Settings.from_env().digest_input_tokens == 5000
+
+
+def test_every_secret_stays_out_of_repr():
+    s = Settings.from_env(
+        {
+            "LIBRARIAN_DATABASE_URL": "postgresql://me:SECRET@db/x",
+            "TELEGRAM_BOT_TOKEN": "123:SECRET",
+            "TELEGRAM_CHAT_ID": "42",
+            "LIBRARIAN_EMBED_PROVIDER": "gemini",
+            "GOOGLE_API_KEY": "SECRET",
+            "LIBRARIAN_MCP_TOKEN": "SECRET",
+        }
+    )
+    assert s.telegram_configured and s.database_url and s.mcp_token
+    assert "SECRET" not in repr(s)
+    secrets = {name for name, f in SETTINGS.items() if f.repr is False}
+    assert secrets == {"database_url", "mcp_token", "telegram_bot_token", "gemini_api_key"}
+
+
+@pytest.mark.parametrize(
+    ("owner", "field", "setting"),
+    [
+        (ProviderConfig, "attempts", "llm_attempts"),
+        (ProviderConfig, "backoff_seconds", "llm_backoff_seconds"),
+        (ProviderConfig, "max_wait_seconds", "llm_max_wait_seconds"),
+        (ProviderConfig, "timeout_seconds", "llm_timeout_seconds"),
+        (ProviderConfig, "input_token_budget", "digest_input_tokens"),
+        (ClientConfig, "timeout_seconds", "llm_timeout_seconds"),
+        (RetryBounds, "attempts", "llm_attempts"),
+        (RetryBounds, "backoff_seconds", "llm_backoff_seconds"),
+        (RetryBounds, "max_wait_seconds", "llm_max_wait_seconds"),
+    ],
+)
+def test_the_model_clients_defaults_are_the_settings(owner, field, setting):
+    (declared,) = [f.default for f in dataclasses.fields(owner) if f.name == field]
+    assert declared == default(setting)
+
+
+def _reference() -> str:
+    """docs/settings.md's table, from the declaration."""
+    rows = ["| variable | default | values | meaning |", "| --- | --- | --- | --- |"]
+    for field in SETTINGS.values():
+        first, *others = [f"`{name}`" for name in variables(field)]
+        kind = wording(field)
+        values = "secret: never shown or logged" if field.repr is False else ""
+        if kind is not None and kind.values:
+            values = describe(kind.values, field)
+        meaning = " ".join((field.description or "").split())
+        named = first + "".join(f" (or {other})" for other in others)
+        rows.append(f"| {named} | {_shown(field.default)} | {values} | {meaning} |")
+    return "\n".join(rows) + "\n"
+
+
+def _shown(value: object) -> str:
+    if value is None or value == ():
+        return "unset"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, float):
+        return f"`{value:g}`"
+    return f"`{value}`"
+
+
+def _documented() -> tuple[str, str, str]:
+    text = SETTINGS_MD.read_text(encoding="utf-8")
+    head, rest = text.split(BEGIN, 1)
+    table, tail = rest.split(END, 1)
+    return head, table, tail
+
+
+def test_the_settings_reference_is_the_declaration():
+    _, table, _ = _documented()
+    assert table.strip() == _reference().strip(), (
+        "docs/settings.md's table differs from core/settings.py: "
+        "`uv run python -m tests.core.test_settings` rewrites it"
+    )
+
+
+if __name__ == "__main__":
+    head, _, tail = _documented()
+    SETTINGS_MD.write_text(f"{head}{BEGIN}\n{_reference()}{END}{tail}", encoding="utf-8")

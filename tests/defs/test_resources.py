@@ -1,4 +1,5 @@
-"""The provider resources and ProviderConfig: one set of fields, mapped by name both ways."""
+"""The provider resources and ProviderConfig: one set of fields, mapped by name both ways; and
+every resource default is its setting's, from the declaration."""
 
 import dataclasses
 
@@ -6,7 +7,14 @@ import dagster as dg
 import pytest
 
 from librarian_dagster.core.models.providers import ProviderConfig
-from librarian_dagster.defs.resources import DigesterResource, EmbedderResource
+from librarian_dagster.core.settings import default
+from librarian_dagster.defs.resources import (
+    DigesterResource,
+    EmbedderResource,
+    MirrorResource,
+    NotifierResource,
+    QualityResource,
+)
 
 KEY_VARIABLE = "LIBRARIAN_TEST_PROVIDER_KEY"
 # The resource's own fields: what is not the provider's (how many tokens a day may be spent).
@@ -60,3 +68,27 @@ def test_a_config_comes_back_whole_through_a_resource_with_the_key_by_name(
 
 def test_without_a_key_variable_no_key_is_bound():
     assert EmbedderResource.from_config(CONFIG, None).api_key is None
+
+
+@pytest.mark.parametrize(
+    ("resource", "field", "setting"),
+    [
+        (MirrorResource, "settle_seconds", "settle_seconds"),
+        (MirrorResource, "include_thinking", "include_thinking"),
+        (DigesterResource, "provider", "digest_provider"),
+        (DigesterResource, "attempts", "llm_attempts"),
+        (DigesterResource, "input_token_budget", "digest_input_tokens"),
+        (EmbedderResource, "provider", "embed_provider"),
+        (EmbedderResource, "dimension", "embed_dimension"),
+        (EmbedderResource, "timeout_seconds", "llm_timeout_seconds"),
+        (QualityResource, "recall_floor", "recall_floor"),
+        (QualityResource, "min_relevance", "recall_threshold"),
+        (NotifierResource, "base_url", "telegram_base_url"),
+        (NotifierResource, "ui_url", "ui_url"),
+        (NotifierResource, "notify_digests", "notify_digests"),
+        (NotifierResource, "gap_minutes", "gap_minutes"),
+        (NotifierResource, "quiet_hours", "quiet_hours"),
+    ],
+)
+def test_a_resource_default_is_its_setting_default(resource, field, setting):
+    assert resource.model_fields[field].default == default(setting)

@@ -25,6 +25,8 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from librarian_dagster.core.settings import default
+
 if TYPE_CHECKING:
     from google import genai
     from google.auth.credentials import Credentials
@@ -46,7 +48,7 @@ class ClientConfig:
     project: str | None = None
     location: str | None = None
     base_url: str | None = None
-    timeout_seconds: float = 120.0
+    timeout_seconds: float = default("llm_timeout_seconds")
 
     def __repr__(self) -> str:
         # The key never reaches a log line through a repr.
@@ -58,11 +60,11 @@ class ClientConfig:
 
 @dataclass(frozen=True)
 class RetryBounds:
-    attempts: int = 5
+    attempts: int = default("llm_attempts")
     """Tries per call, the first included."""
-    backoff_seconds: float = 2.0
+    backoff_seconds: float = default("llm_backoff_seconds")
     """The first wait when the server does not say how long; doubled after each try."""
-    max_wait_seconds: float = 60.0
+    max_wait_seconds: float = default("llm_max_wait_seconds")
     """The longest single wait; a server asking for longer ends the call now, with the reason."""
 
 

@@ -11,7 +11,7 @@ from librarian_dagster.core.digest.schema import Digester
 from librarian_dagster.core.models.embeddings import Embedder, GeminiEmbedder
 from librarian_dagster.core.models.gemini import ClientConfig, RetryBounds, Service
 from librarian_dagster.core.models.minilm import local_embedder
-from librarian_dagster.core.settings import Settings
+from librarian_dagster.core.settings import Settings, default
 
 
 @dataclass(frozen=True)
@@ -25,11 +25,11 @@ class ProviderConfig:
     project: str | None = None
     location: str | None = None
     base_url: str | None = None
-    attempts: int = 5
-    backoff_seconds: float = 2.0
-    max_wait_seconds: float = 60.0
-    timeout_seconds: float = 120.0
-    input_token_budget: int = 200_000
+    attempts: int = default("llm_attempts")
+    backoff_seconds: float = default("llm_backoff_seconds")
+    max_wait_seconds: float = default("llm_max_wait_seconds")
+    timeout_seconds: float = default("llm_timeout_seconds")
+    input_token_budget: int = default("digest_input_tokens")
 
     def __repr__(self) -> str:
         return f"ProviderConfig(provider={self.provider!r}, model={self.model!r})"
