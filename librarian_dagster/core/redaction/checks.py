@@ -133,15 +133,13 @@ def b64_says_private(value: str) -> bool:
         return False
 
 
-def url_password_ok(value: str) -> bool:
-    low = value.lower()
-    if low in {
-        "password",
+# Well-known defaults and words written where a password goes (`postgres:postgres@`,
+# `-p root`): examples and local set-ups, not secrets.
+DEFAULT_PASSWORDS = frozenset(
+    {
         "pass",
-        "passwd",
         "pwd",
         "secret",
-        "postgres",
         "root",
         "admin",
         "user",
@@ -151,8 +149,15 @@ def url_password_ok(value: str) -> bool:
         "example",
         "mysql",
         "redis",
-        "x",
-    }:
+        "postgres",
+    }
+)
+_URL_DEFAULTS = DEFAULT_PASSWORDS | {"password", "passwd", "x"}
+
+
+def url_password_ok(value: str) -> bool:
+    low = value.lower()
+    if low in _URL_DEFAULTS:
         return False
     if value.startswith(("$", "%", "<", "{", "[")) or "***" in value or "REDACTED" in value:
         return False

@@ -13,7 +13,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from librarian_dagster.core.redaction.checks import is_identifier, says_placeholder
+from librarian_dagster.core.redaction.checks import (
+    DEFAULT_PASSWORDS,
+    is_identifier,
+    says_placeholder,
+)
 from librarian_dagster.core.redaction.rules import Raw, decoded, rx
 
 CLI_FAMILY = "cli_password"
@@ -48,31 +52,16 @@ _PW_FLAG = re.compile(
 )
 _FLAG_BEFORE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 _FLAG_BEFORE_1 = frozenset(bytes([c]) for c in _FLAG_BEFORE)  # as one-byte slices
-# Well-known defaults and words written where a password goes (`-ppassword`, `-p root`).
-_CLI_DEFAULTS = frozenset(
-    {
-        "pass",
-        "pwd",
-        "secret",
-        "root",
-        "admin",
-        "user",
-        "guest",
-        "test",
-        "changeme",
-        "changeit",
-        "example",
-        "mysql",
-        "redis",
-        "postgres",
-        "mongo",
-        "foobared",
-        "tiger",
-        "cassandra",
-        "neo4j",
-        "xxx",
-    }
-)
+# The defaults of the clients read here too (keytool's `changeit`, Oracle's `tiger`...).
+_CLI_DEFAULTS = DEFAULT_PASSWORDS | {
+    "changeit",
+    "mongo",
+    "foobared",
+    "tiger",
+    "cassandra",
+    "neo4j",
+    "xxx",
+}
 _METAVAR_RE = re.compile(r"^[A-Z][A-Z_]*$")  # PASSWORD, DB_PASS: a help text's metavar
 
 

@@ -184,23 +184,15 @@ RULES: tuple[Rule, ...] = (
         "basic",
         check=lambda v: looks_secret(v, 12, 3.0),
     ),
-    _ctx(
-        "private_token_header",
-        r"private-token[\"']?\s*[:=]\s*[\"']?(?P<v>[a-z0-9\-._~+/]{16,})",
-        "private-token",
-        check=bearer_ok,
-    ),
-    _ctx(
-        "private_token_header",
-        r"api-key[\"']?\s*[:=]\s*[\"']?(?P<v>[a-z0-9\-._~+/]{16,})",
-        "api-key",
-        check=bearer_ok,
-    ),
-    _ctx(
-        "private_token_header",
-        r"auth-token[\"']?\s*[:=]\s*[\"']?(?P<v>[a-z0-9\-._~+/]{16,})",
-        "auth-token",
-        check=bearer_ok,
+    # `Private-Token: x`, `api-key: x`, `auth-token = x`: headers that carry a token bare.
+    *(
+        _ctx(
+            "private_token_header",
+            header + r"[\"']?\s*[:=]\s*[\"']?(?P<v>[a-z0-9\-._~+/]{16,})",
+            header,
+            check=bearer_ok,
+        )
+        for header in ("private-token", "api-key", "auth-token")
     ),
     _ctx(
         "bearer_token",

@@ -254,14 +254,19 @@ def redact(text: str) -> tuple[str, list[Finding]]:
     findings = find_secrets(text)
     if not findings:
         return text, findings
+    return _replaced(text, findings), findings
+
+
+def _replaced(text: str, findings: list[Finding]) -> str:
+    """`text` with each finding's span replaced by its marker."""
     parts: list[str] = []
     pos = 0
     for f in findings:
         parts.append(text[pos : f.start])
-        parts.append(f"[REDACTED:{f.family}]")
+        parts.append(f"{MARKER_PREFIX}{f.family}]")
         pos = f.end
     parts.append(text[pos:])
-    return "".join(parts), findings
+    return "".join(parts)
 
 
 def redact_value(text: str | None, counts: Counter[str]) -> str | None:
@@ -299,21 +304,20 @@ def redact_many(texts: list[str]) -> tuple[list[str], list[list[Finding]]]:
             i = index[t] = len(unique)
             unique.append(t)
         slots.append(i)
-    outs: list[str] = []
-    found: list[list[Finding]] = []
-    batch: list[str] = []
+    batches: list[list[str]] = [[]]
     size = 0
     for t in unique:
-        if batch and size + len(t) > _BATCH_CHARS:
-            o, f = _redact_batch(batch)
-            outs.extend(o)
-            found.extend(f)
-            batch, size = [], 0
-        batch.append(t)
+        if batches[-1] and size + len(t) > _BATCH_CHARS:
+            batches.append([])
+            size = 0
+        batches[-1].append(t)
         size += len(t) + len(_SEP)
-    o, f = _redact_batch(batch)
-    outs.extend(o)
-    found.extend(f)
+    outs: list[str] = []
+    found: list[list[Finding]] = []
+    for batch in batches:
+        o, f = _redact_batch(batch)
+        outs.extend(o)
+        found.extend(f)
     # Each repeat gets its own findings list, so callers may count and modify them freely.
     return [outs[i] for i in slots], [list(found[i]) for i in slots]
 
@@ -327,7 +331,6 @@ def _redact_batch(texts: list[str]) -> tuple[list[str], list[list[Finding]]]:
         pairs = [redact(t) for t in texts]
         return [p[0] for p in pairs], [p[1] for p in pairs]
     findings = find_secrets(joined)
-    outs: list[str] = []
     per_text: list[list[Finding]] = [[] for _ in texts]
     if not findings:
         return list(texts), per_text
@@ -344,18 +347,7 @@ def _redact_batch(texts: list[str]) -> tuple[list[str], list[list[Finding]]]:
         if f.start - base >= len(texts[i]):
             continue  # inside a separator (cannot happen; kept safe)
         per_text[i].append(Finding(f.family, f.start - base, end))
-    for t, fs in zip(texts, per_text, strict=True):
-        if not fs:
-            outs.append(t)
-            continue
-        parts: list[str] = []
-        p = 0
-        for f in fs:
-            parts.append(t[p : f.start])
-            parts.append(f"[REDACTED:{f.family}]")
-            p = f.end
-        parts.append(t[p:])
-        outs.append("".join(parts))
+    outs = [_replaced(t, fs) if fs else t for t, fs in zip(texts, per_text, strict=True)]
     return outs, per_text
 
 
