@@ -36,6 +36,12 @@ import dagster as dg
 import psutil
 
 from librarian_dagster.core.settings import Settings
+from librarian_dagster.dagster_internals import (
+    free_concurrency_slots,
+    mark_run_canceled,
+    mark_run_failed,
+    run_start_event,
+)
 
 HOST_TAG = "librarian/host"
 """The machine a run executes on, for runs whose process is this one (`librarian ingest`)."""
@@ -82,15 +88,16 @@ def end_dead_runs(
     """
     ended: list[EndedRun] = []
     host = this_host()
-    for run in instance.get_runs(filters=dg.RunsFilter(statuses=list(JUDGED))):
+    for record in instance.get_run_records(filters=dg.RunsFilter(statuses=list(JUDGED))):
+        run = record.dagster_run
         tagged = run.tags.get(HOST_TAG)
         if tagged != host and (tagged is not None or not untagged_ran_here):
             continue  # another machine's run, or one that may be
-        started = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_START)
-        if not started or started[0].dagster_event is None:
+        started = run_start_event(instance, run.run_id)
+        if started is None or started.dagster_event is None:
             continue
-        pid = started[0].dagster_event.pid
-        if pid is None or _running_since(pid, started[0].timestamp):
+        pid = started.dagster_event.pid
+        if pid is None or _running_since(pid, started.timestamp):
             continue
         current = instance.get_run_by_id(run.run_id)
         if current is None or current.status not in JUDGED:
@@ -101,18 +108,18 @@ def end_dead_runs(
                 f"The process running it ({where}) stopped while the run was being canceled: "
                 f"marked canceled {when}."
             )
-            instance.report_run_canceled(current, message)
+            mark_run_canceled(instance, current, message)
             status = dg.DagsterRunStatus.CANCELED
         else:
             message = (
                 f"The process running it ({where}) stopped before the run ended: "
                 f"marked failed {when}."
             )
-            instance.report_run_failed(current, message)
+            mark_run_failed(instance, current, message)
             status = dg.DagsterRunStatus.FAILURE
         # No step of it can still be running: give back the `llm` slot it held, now rather than
         # when the daemon's monitoring gets to it (`librarian ingest` runs without a daemon).
-        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        free_concurrency_slots(instance, run.run_id)
         ended.append(EndedRun(run.run_id, status, pid))
     return ended
 

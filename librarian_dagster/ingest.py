@@ -31,6 +31,7 @@ from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.database import unreachable
 from librarian_dagster.core.store.store import open_store
+from librarian_dagster.dagster_internals import interrupted, not_a_connection_retry, step_failure
 from librarian_dagster.dead_runs import in_process_run_tags, report_dead_runs
 from librarian_dagster.definitions import build_definitions
 from librarian_dagster.defs.jobs import INGEST_SESSION
@@ -102,7 +103,7 @@ def ingest_sessions(
     open_store(settings).record_sources([(s, s.fingerprint()) for s in sessions])
     # dagster-postgres warns of each retry of a lost connection on the root logger, several
     # lines each; a database that stays away is reported once, as one line (see _run).
-    logging.getLogger().addFilter(_not_a_connection_retry)
+    logging.getLogger().addFilter(not_a_connection_retry)
     instance = instance or open_instance(settings)
     keys = ensure_partitions(instance, sessions)
     return run_partitions(keys, settings, instance, per_run=per_run, on_outcome=on_outcome)
@@ -304,10 +305,6 @@ def _outcome(
     return IngestOutcome(sid, "failed", "not stored: a blocking check failed", 0, seconds)
 
 
-def _not_a_connection_retry(record: logging.LogRecord) -> bool:
-    return not str(record.msg).startswith("Retrying failed database connection")
-
-
 def _connection_error(exc: BaseException) -> BaseException | None:
     """The driver's "cannot talk to the server" error behind `exc`, if that is what it is."""
     import psycopg
@@ -324,26 +321,17 @@ def _connection_error(exc: BaseException) -> BaseException | None:
 
 
 def _interrupted(result: dg.ExecuteInProcessResult) -> bool:
-    for event in result.all_events:
-        error = event.step_failure_data.error if event.is_step_failure else None
-        if error is not None and error.cls_name == "DagsterExecutionInterruptedError":
-            return True
-        if event.is_run_failure and "interrupted" in (event.message or ""):
-            return True
-    return False
+    return any(interrupted(event) for event in result.all_events)
 
 
 def _failure(result: dg.ExecuteInProcessResult) -> str:
     for event in result.all_events:
-        data = event.step_failure_data if event.is_step_failure else None
+        failure = step_failure(event)
         # A dg.Failure's own description says why, even after retries ("Exceeded max_retries").
-        if data and data.user_failure_data and data.user_failure_data.description:
-            return f"{event.step_key}: {data.user_failure_data.description}"
-        if data and data.error:
+        if failure and failure.description:
+            return f"{event.step_key}: {failure.description}"
+        if failure and failure.cause_message is not None:
             # The innermost cause says why; the wrappers around it say where Dagster caught it.
-            error = data.error
-            while error.cause is not None:
-                error = error.cause
-            message = error.message.strip().splitlines()
+            message = failure.cause_message.strip().splitlines()
             return f"{event.step_key}: {message[-1] if message else 'failed'}"
     return "run failed"

@@ -23,6 +23,7 @@ from librarian_dagster.core.ops.alerts import (
     run_failure_message,
 )
 from librarian_dagster.core.store.integrity import ingested_at, requested_at
+from librarian_dagster.dagster_internals import last_good_sensor_tick, sensor_known, step_failure
 from librarian_dagster.defs.partitions import SESSIONS, keys_by_session, session_id_of
 from librarian_dagster.defs.resources import (
     ClockResource,
@@ -129,16 +130,13 @@ def _partition_range(tags) -> str | None:
 
 def _error(context: dg.RunFailureSensorContext) -> str:
     for event in context.get_step_failure_events():
-        data = event.step_failure_data
-        if data is not None and data.error is not None:
-            error = data.error
-            while error.cause is not None:  # the user's exception, not Dagster's wrapper
-                error = error.cause
-            text = error.message.strip()
+        failure = step_failure(event)
+        if failure is not None and failure.cause_message is not None:
+            text = failure.cause_message.strip()
             # "dagster._core.definitions.events.Failure: why" -> "Failure: why"
             qualified, colon, why = text.partition(": ")
-            if colon and "." in qualified and qualified.endswith(f".{error.cls_name}"):
-                text = f"{error.cls_name}: {why}"
+            if colon and "." in qualified and qualified.endswith(f".{failure.cause_class}"):
+                text = f"{failure.cause_class}: {why}"
             return f"{event.step_key}: {text}"
     return context.failure_event.message or "run failed"
 
@@ -182,8 +180,8 @@ def capture_gap_alerts(
         mirror_exists=exists,
         snapshots=snapshots,
         overdue=candidates,
-        sensor_watched=_sensor_known(context.instance, MIRROR_SENSOR),
-        last_sensor_tick=_last_good_tick(context.instance, MIRROR_SENSOR),
+        sensor_watched=sensor_known(context.instance, MIRROR_SENSOR),
+        last_sensor_tick=last_good_sensor_tick(context.instance, MIRROR_SENSOR),
         watching_since=state.watching_since,
         gap_minutes=notifier.gap_minutes,
         quiet_hours=notifier.quiet_hours,
@@ -212,29 +210,4 @@ def _transcripts_ran(instance: dg.DagsterInstance, session_ids: list[str]) -> di
             if not result.has_more:
                 break
             cursor = result.cursor
-    return latest
-
-
-def _sensor_states(instance: dg.DagsterInstance, name: str):
-    # The instance's scheduling API (the one the UI's sensor page reads): the sensor's stored
-    # state, which exists once the daemon has evaluated it or a user has turned it on or off.
-    return [
-        s
-        for s in instance.all_instigator_state()
-        if s.instigator_name == name and s.instigator_type.value == "SENSOR"
-    ]
-
-
-def _sensor_known(instance: dg.DagsterInstance, name: str) -> bool:
-    return bool(_sensor_states(instance, name))
-
-
-def _last_good_tick(instance: dg.DagsterInstance, name: str) -> float | None:
-    """When the sensor last evaluated without an error (a skip is a good tick), if ever."""
-    latest = None
-    for state in _sensor_states(instance, name):
-        for tick in instance.get_ticks(state.instigator_origin_id, state.selector_id, limit=50):
-            if tick.status.value in ("SUCCESS", "SKIPPED"):
-                latest = max(latest or 0.0, tick.timestamp)
-                break
     return latest

@@ -2,6 +2,7 @@
 
 import dagster as dg
 
+from librarian_dagster.dagster_internals import uses_default_run_launcher
 from librarian_dagster.dead_runs import end_dead_runs
 
 
@@ -12,7 +13,7 @@ def dead_run_sensor(context: dg.SensorEvaluationContext):
     # Sensors are evaluated in the code server, which under the DefaultRunLauncher also starts
     # the run workers: their pids are this machine's. Other launchers watch their own workers
     # (run monitoring asks them), and their runs' pids mean nothing here.
-    beside_us = isinstance(instance.run_launcher, dg.DefaultRunLauncher)
+    beside_us = uses_default_run_launcher(instance)
     ended = end_dead_runs(instance, untagged_ran_here=beside_us, when="by the dead_run_sensor")
     if not ended:
         return dg.SkipReason("no run left by a process that stopped")

@@ -18,8 +18,8 @@ from librarian_dagster.core.capture.transcripts import session_files_for
 from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.store import Store
+from librarian_dagster.dagster_internals import last_good_sensor_tick, sensor_known
 from librarian_dagster.definitions import build_definitions
-from librarian_dagster.defs.alerts import _last_good_tick, _sensor_known
 from librarian_dagster.defs.jobs import INGEST_SESSION
 from librarian_dagster.defs.partitions import SESSIONS
 from librarian_dagster.defs.resources import ClockResource, build_resources
@@ -241,14 +241,14 @@ def test_a_real_daemon_s_mirror_sensor_ticks_are_seen_and_their_silence_alerted(
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 240
-        while (tick := _last_good_tick(instance, "mirror_sensor")) is None:
+        while (tick := last_good_sensor_tick(instance, "mirror_sensor")) is None:
             assert daemon.poll() is None, "dagster-daemon exited"
             assert time.monotonic() < deadline, "the mirror sensor never ticked"
             time.sleep(1)
     finally:
         os.killpg(daemon.pid, signal.SIGTERM)
         daemon.wait(timeout=60)
-    assert _sensor_known(instance, "mirror_sensor") and abs(time.time() - tick) < 300
+    assert sensor_known(instance, "mirror_sensor") and abs(time.time() - tick) < 300
     first = _tick(settings, instance, "capture_gap_alerts", None, tick + 60)
     assert not any("mirror sensor" in t for t in telegram.texts)
     _tick(settings, instance, "capture_gap_alerts", first.cursor, tick + 11 * 60)

@@ -1,0 +1,157 @@
+"""Every use of a Dagster internal, in one place: what no public API does.
+
+Dagster marks its public API with `@public` (and lists it in its API docs); anything else may
+change in any release without a deprecation. Each function here names the internal it uses and
+why no public API serves, and tests/test_dagster_internals.py fails when one of them changes
+(a signature, a class name, a log line), so an upgrade breaks a test instead of, silently, the
+dead-run sweep, the capture-gap alert or `librarian ingest`'s messages.
+"""
+
+import logging
+from dataclasses import dataclass
+
+import dagster as dg
+
+CONNECTION_RETRY_LOG = "Retrying failed database connection"
+"""How dagster-postgres's `retry_pg_connection_fn` starts its warning for each retry."""
+
+INTERRUPTED_ERROR = dg.DagsterExecutionInterruptedError.__name__
+"""The class name a step failure records when a signal interrupted the step."""
+
+
+def run_start_event(instance: dg.DagsterInstance, run_id: str) -> dg.EventLogEntry | None:
+    """The run's RUN_START event, which the process executing the run writes (with its pid).
+
+    `DagsterInstance.all_logs`: the public event queries (`fetch_run_status_changes`) filter by
+    type, time and storage id but not by run, so one run's start would mean reading every run's.
+    """
+    started = instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_START)
+    return started[0] if started else None
+
+
+def mark_run_failed(instance: dg.DagsterInstance, run: dg.DagsterRun, message: str) -> None:
+    """Record the run as failed from outside it, with `message` as the reason.
+
+    `DagsterInstance.report_run_failed`, what Dagster's own run monitoring calls: publicly a run
+    ends only from inside itself, or through the webserver's GraphQL (`terminate_run`), which
+    `librarian ingest` runs without.
+    """
+    instance.report_run_failed(run, message)
+
+
+def mark_run_canceled(instance: dg.DagsterInstance, run: dg.DagsterRun, message: str) -> None:
+    """Record a run left CANCELING as canceled, with `message` as the reason.
+
+    `DagsterInstance.report_run_canceled`: see `mark_run_failed`.
+    """
+    instance.report_run_canceled(run, message)
+
+
+def free_concurrency_slots(instance: dg.DagsterInstance, run_id: str) -> None:
+    """Give back the concurrency slots (the `llm` pool) a run held.
+
+    `DagsterInstance.event_log_storage.free_concurrency_slots_for_run`, what the daemon's
+    concurrency monitoring calls; no public API frees a slot, and `librarian ingest` runs
+    without a daemon.
+    """
+    instance.event_log_storage.free_concurrency_slots_for_run(run_id)
+
+
+def uses_default_run_launcher(instance: dg.DagsterInstance) -> bool:
+    """Whether the instance launches runs with the DefaultRunLauncher (workers on this machine).
+
+    `DagsterInstance.run_launcher`: the launcher is configured in the instance's YAML, and the
+    instance is the only public object that has read it.
+    """
+    return isinstance(instance.run_launcher, dg.DefaultRunLauncher)
+
+
+def _sensor_states(instance: dg.DagsterInstance, name: str):
+    # The instance's scheduling API (the one the UI's sensor page reads): the sensor's stored
+    # state, which exists once the daemon has evaluated it or a user has turned it on or off.
+    return [
+        s
+        for s in instance.all_instigator_state()
+        if s.instigator_name == name and s.instigator_type.value == "SENSOR"
+    ]
+
+
+def sensor_known(instance: dg.DagsterInstance, name: str) -> bool:
+    """Whether the sensor has a stored state: the daemon has evaluated it, or a user turned it
+    on or off.
+
+    `DagsterInstance.all_instigator_state` and the fields of its `InstigatorState`: a sensor
+    reads other sensors' state through no public API (the UI reads it through GraphQL).
+    """
+    return bool(_sensor_states(instance, name))
+
+
+def last_good_sensor_tick(instance: dg.DagsterInstance, name: str) -> float | None:
+    """When the sensor last evaluated without an error (a skip is a good tick), if ever.
+
+    `DagsterInstance.get_ticks` and the fields of its `InstigatorTick`, with the state of
+    `sensor_known`: no public API lists another sensor's ticks.
+    """
+    latest = None
+    for state in _sensor_states(instance, name):
+        for tick in instance.get_ticks(state.instigator_origin_id, state.selector_id, limit=50):
+            if tick.status.value in ("SUCCESS", "SKIPPED"):
+                latest = max(latest or 0.0, tick.timestamp)
+                break
+    return latest
+
+
+@dataclass(frozen=True)
+class StepFailure:
+    """Why a step failed, as Dagster recorded it."""
+
+    cause_class: str | None
+    """The innermost exception's class name: the user's error, not Dagster's wrapper around it."""
+    cause_message: str | None
+    """Its text as Dagster recorded it: `module.Class: why`, as Python prints an exception."""
+    description: str | None
+    """A `dg.Failure`'s own description, which says why even after retries."""
+
+
+def step_failure(event: dg.DagsterEvent) -> StepFailure | None:
+    """What a STEP_FAILURE event says about why; None for any other event.
+
+    `DagsterEvent.step_failure_data` and its `SerializableErrorInfo`: the public
+    `DagsterEvent` says that a step failed (`is_step_failure`), not why.
+    """
+    if not event.is_step_failure:
+        return None
+    data = event.step_failure_data
+    error = data.error
+    while error is not None and error.cause is not None:
+        error = error.cause
+    user = data.user_failure_data
+    return StepFailure(
+        cause_class=error.cls_name if error is not None else None,
+        cause_message=error.message if error is not None else None,
+        description=user.description if user is not None else None,
+    )
+
+
+def interrupted(event: dg.DagsterEvent) -> bool:
+    """Whether the event is a step or a run failing because a signal interrupted it.
+
+    Matched as text, as no public API says it: the step failure's error class
+    (`DagsterExecutionInterruptedError`, outside the documented errors) and the run failure's
+    message ("Execution was interrupted ..."), read through `DagsterEvent.step_failure_data`
+    and `is_run_failure`.
+    """
+    error = event.step_failure_data.error if event.is_step_failure else None
+    if error is not None and error.cls_name == INTERRUPTED_ERROR:
+        return True
+    return event.is_run_failure and "interrupted" in (event.message or "")
+
+
+def not_a_connection_retry(record: logging.LogRecord) -> bool:
+    """A logging filter that drops dagster-postgres's warning for each retry of a lost
+    connection (several lines each, on the root logger, with no logger name of its own to
+    silence): a database that stays away is reported once, as one line.
+
+    Matched as text: `CONNECTION_RETRY_LOG`, the start of the line it logs.
+    """
+    return not str(record.msg).startswith(CONNECTION_RETRY_LOG)

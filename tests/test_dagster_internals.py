@@ -1,0 +1,183 @@
+"""The Dagster internals librarian_dagster/dagster_internals.py relies on, as the pinned Dagster has
+them: each test fails when an upgrade renames, moves or reshapes one, where the product would
+otherwise go quietly wrong (a dead run never ended, a gap alert that never fires, a stopped
+ingest taken for a failed session, a screen of retry warnings)."""
+
+import inspect
+import logging
+import os
+
+import dagster as dg
+import pytest
+import sqlalchemy.exc
+from dagster._core.scheduler.instigation import (
+    InstigatorState,
+    InstigatorTick,
+    InstigatorType,
+    TickStatus,
+)
+from dagster._core.storage.event_log.base import EventLogStorage
+from dagster_postgres.utils import DagsterPostgresException, retry_pg_connection_fn
+
+from librarian_dagster.dagster_internals import (
+    CONNECTION_RETRY_LOG,
+    free_concurrency_slots,
+    interrupted,
+    last_good_sensor_tick,
+    mark_run_canceled,
+    mark_run_failed,
+    not_a_connection_retry,
+    run_start_event,
+    sensor_known,
+    step_failure,
+    uses_default_run_launcher,
+)
+
+
+@dg.op
+def _works():
+    return 1
+
+
+@dg.op
+def _fails():
+    raise dg.Failure(description="why it failed")
+
+
+@dg.op
+def _breaks():
+    raise ValueError("boom")
+
+
+@dg.op
+def _stopped():
+    raise dg.DagsterExecutionInterruptedError()
+
+
+def _job(name, op):
+    return dg.GraphDefinition(name=name, node_defs=[op]).to_job()
+
+
+@pytest.fixture(scope="module")
+def instance(tmp_path_factory):
+    # A sqlite instance with the default launcher, schedule storage and concurrency pools: the
+    # ephemeral one has neither schedules nor the DefaultRunLauncher.
+    with dg.DagsterInstance.local_temp(str(tmp_path_factory.mktemp("dagster"))) as instance:
+        yield instance
+
+
+@pytest.fixture(scope="module")
+def results(instance):
+    return {
+        name: _job(name, op).execute_in_process(instance=instance, raise_on_error=False)
+        for name, op in (
+            ("works", _works),
+            ("fails", _fails),
+            ("breaks", _breaks),
+            ("stopped", _stopped),
+        )
+    }
+
+
+def _params(function) -> list[str]:
+    return list(inspect.signature(function).parameters)
+
+
+def test_the_instance_methods_used_keep_their_signatures():
+    instance = dg.DagsterInstance
+    assert _params(instance.all_logs)[:3] == ["self", "run_id", "of_type"]
+    assert _params(instance.report_run_failed)[:3] == ["self", "dagster_run", "message"]
+    assert _params(instance.report_run_canceled)[:3] == ["self", "dagster_run", "message"]
+    assert _params(instance.all_instigator_state)[0] == "self"
+    assert _params(instance.get_ticks)[:3] == ["self", "origin_id", "selector_id"]
+    assert "limit" in _params(instance.get_ticks)
+    assert _params(EventLogStorage.free_concurrency_slots_for_run) == ["self", "run_id"]
+    for name in ("event_log_storage", "run_launcher"):
+        assert isinstance(inspect.getattr_static(instance, name), property), name
+
+
+def test_the_scheduling_records_keep_the_fields_read():
+    for name in ("instigator_name", "instigator_type", "instigator_origin_id", "selector_id"):
+        assert hasattr(InstigatorState, name), name
+    for name in ("status", "timestamp"):
+        assert hasattr(InstigatorTick, name), name
+    assert InstigatorType.SENSOR.value == "SENSOR"
+    assert {"SUCCESS", "SKIPPED"} <= {status.value for status in TickStatus}
+
+
+def test_a_sensor_never_evaluated_is_unknown(instance):
+    assert not sensor_known(instance, "mirror_sensor")
+    assert last_good_sensor_tick(instance, "mirror_sensor") is None
+
+
+def test_the_run_start_names_the_process_that_ran_it(instance, results):
+    started = run_start_event(instance, results["works"].run_id)
+    assert started is not None and started.dagster_event is not None
+    assert started.dagster_event.pid == os.getpid()
+    assert run_start_event(instance, "no-such-run") is None
+
+
+def test_a_run_is_marked_failed_then_canceled_from_outside(instance, results):
+    run = instance.get_run_by_id(results["works"].run_id)
+    assert run is not None
+    mark_run_failed(instance, run, "its process stopped")
+    failed = instance.get_run_by_id(run.run_id)
+    assert failed is not None and failed.status == dg.DagsterRunStatus.FAILURE
+    mark_run_canceled(instance, run, "its process stopped")
+    canceled = instance.get_run_by_id(run.run_id)
+    assert canceled is not None and canceled.status == dg.DagsterRunStatus.CANCELED
+
+
+def test_a_runs_concurrency_slot_is_given_back(instance, results):
+    run_id = results["breaks"].run_id
+    storage = instance.event_log_storage
+    storage.set_concurrency_slots("llm", 1)
+    storage.claim_concurrency_slot("llm", run_id, "_breaks")
+    assert storage.get_concurrency_info("llm").claimed_slots
+    free_concurrency_slots(instance, run_id)
+    assert not storage.get_concurrency_info("llm").claimed_slots
+
+
+def test_the_instance_launches_runs_beside_it(instance):
+    assert uses_default_run_launcher(instance)
+
+
+def _failure(result):
+    (failure,) = [f for f in map(step_failure, result.all_events) if f is not None]
+    return failure
+
+
+def test_a_step_failure_says_why(results):
+    failed = _failure(results["fails"])
+    assert failed.description == "why it failed"
+    assert failed.cause_class == "Failure"
+    # defs/alerts.py shortens `<module>.Failure: why` to `Failure: why`.
+    assert failed.cause_message.startswith(f"{dg.Failure.__module__}.Failure: why it failed")
+    broken = _failure(results["breaks"])
+    assert broken.description is None
+    assert (broken.cause_class, broken.cause_message) == ("ValueError", "ValueError: boom\n")
+    assert step_failure(results["works"].all_events[0]) is None
+
+
+def test_an_interrupted_step_and_run_are_told_from_failures(results):
+    events = results["stopped"].all_events
+    assert any(interrupted(e) for e in events if e.is_step_failure)
+    assert any(interrupted(e) for e in events if e.event_type == dg.DagsterEventType.RUN_FAILURE)
+    for name in ("fails", "breaks"):
+        assert not any(interrupted(e) for e in results[name].all_events), name
+
+
+def test_a_connection_retry_warning_is_filtered_from_the_root_logger(caplog, monkeypatch):
+    def lost():
+        raise sqlalchemy.exc.OperationalError("SELECT 1", {}, Exception("server gone"))
+
+    # An ingest earlier in this process put the filter on the root logger: off, to see the line.
+    monkeypatch.setattr(logging.getLogger(), "filters", [])
+    with caplog.at_level(logging.WARNING), pytest.raises(DagsterPostgresException):
+        retry_pg_connection_fn(lost, retry_limit=0, retry_wait=0)
+    (record,) = [r for r in caplog.records if r.getMessage().startswith(CONNECTION_RETRY_LOG)]
+    # The filter sits on the root logger: it sees only what is logged to that logger itself.
+    assert record.name == "root"
+    assert not not_a_connection_retry(record)
+    other = logging.LogRecord("root", logging.WARNING, __file__, 1, "disk full", None, None)
+    assert not_a_connection_retry(other)
