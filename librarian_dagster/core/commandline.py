@@ -16,7 +16,7 @@ from librarian_dagster.core.settings import SettingsError, check_port
 # raised (sys.modules), so that a command that never opened a database never imports psycopg.
 _USER_ERRORS = (
     ("librarian_dagster.core.store.database", "DatabaseError"),
-    ("librarian_dagster.core.store.store", "StoreError"),
+    ("librarian_dagster.core.store.pool", "StoreError"),
     ("psycopg", "OperationalError"),
 )
 
