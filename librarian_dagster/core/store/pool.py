@@ -1,9 +1,10 @@
 """The store's kept connections: one `psycopg_pool.ConnectionPool` that every concern shares.
 
-A new connection costs ~15 ms (the connect, then pgvector's type look-ups), which was most of a
-get_digest over MCP; a kept one costs nothing. Every connection the pool makes is set up once by
-`configure` (pgvector's types, the HNSW scan's settings) and checked before each use: one the
-server dropped since (a restart) is thrown away and replaced, and the caller gets a live one.
+A new connection costs ~15 ms (the connect, then pgvector's type look-ups), most of what a
+get_digest over MCP would cost if paid per call; a kept one costs nothing. Every connection the
+pool makes is set up once by `configure` (pgvector's types, the HNSW scan's settings) and checked
+before each use: one the server dropped since (a restart) is thrown away and replaced, and the
+caller gets a live one.
 """
 
 from collections.abc import Iterator
@@ -24,8 +25,9 @@ list is (`hnsw.ef_search`): a list as wide as what is taken from it."""
 MIN_CONNECTIONS = 1
 """Connections kept open while idle: a pipeline process or a command uses one at a time."""
 SEARCH_CONNECTIONS = 3
-"""Connections one search uses at once (its own and two side reads, core/store/search.py): what
-the recall server keeps open, so that no question waits for a connect."""
+"""Connections one search uses at once (one vector list on its own thread, two in side threads,
+core/store/search.py): what the recall server keeps open, so that no question waits for a
+connect."""
 MAX_CONNECTIONS = 16
 """At most this many at once per process: the embedded server allows 100 in all, shared by
 Dagster's webserver, daemon, run workers and the recall server."""
