@@ -42,7 +42,7 @@ def main() -> None:
     mirror = unpack_corpus()
     home = Path(tempfile.mkdtemp(prefix="librarian-bench-alerts-"))
     settings = Settings.from_env({"LIBRARIAN_HOME": str(home), "LIBRARIAN_MIRROR": str(mirror)})
-    store = open_store(settings)
+    store = open_store(settings)  # left for the process's exit to close, with the rest
     instance = open_instance(settings)
     definitions = build_definitions(settings)
     sensor = definitions.resolve_sensor_def("capture_gap_alerts")
@@ -66,9 +66,9 @@ def main() -> None:
 
     print(f"{len(sessions)} sessions in the mirror")
     ticks("nothing requested or ingested (all late)")
-    store.record_sources([(s, s.fingerprint()) for s in sessions])
+    store.ledger.record_sources([(s, s.fingerprint()) for s in sessions])
     ticks("all requested just now (none due yet)")
-    with store.connect() as conn, conn.transaction():
+    with store.database.connection() as conn, conn.transaction():
         # Memories stand in for a finished ingest: only `ingested_at` is read by the tick.
         conn.execute(
             """

@@ -95,11 +95,12 @@ def _cases(paths: Sequence[Path], default_project: str) -> list[Case]:
     from librarian_dagster.core.recall.evaluation import load_golden, store_projects, with_projects
     from librarian_dagster.core.recall.relevance import Evidence, SpaceCalibration, features
     from librarian_dagster.core.settings import Settings
-    from librarian_dagster.core.store.store import SearchFilters, open_store
+    from librarian_dagster.core.store.queries import SearchFilters
+    from librarian_dagster.core.store.store import open_store
 
     settings = Settings.from_env()
     store, embedder = open_store(settings), configured_embedder(settings)
-    projects = store_projects(store)
+    projects = store_projects(store.memories)
     cases = []
     for path in paths:
         for question in with_projects(load_golden([path]), projects):
@@ -108,7 +109,7 @@ def _cases(paths: Sequence[Path], default_project: str) -> list[Case]:
             def judged(_session: str, evidence: Evidence, space: SpaceCalibration) -> None:
                 seen.append((evidence, space))  # noqa: B023 (called within this iteration)
 
-            hits = store.search(
+            hits = store.search.find(
                 question.query,
                 embedder.embed_query(question.query),
                 embedder.model_name,

@@ -81,7 +81,8 @@ def _backfill(
     load_after = os.getloadavg()
     runs = len(instance.get_run_records())
     instance.dispose()
-    stats = open_store(settings).stats()
+    with open_store(settings) as store:
+        stats = store.memories.stats()
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
     by_status: dict[str, int] = {}

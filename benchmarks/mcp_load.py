@@ -2,7 +2,7 @@
 
 The store is small and real: the `--sessions` smallest dev-corpus sessions parsed, redacted,
 digested by the offline digester, chunked into both layers and embedded with the real local
-model, written through `Store.replace_memory`. The server is the real one
+model, written through `Memories.replace_memory`. The server is the real one
 (`python -m mcp_server`, uvicorn) with a token file, so every request also passes the SDK's
 bearer check. Each client is a real `mcp.Client` session over streamable HTTP with its own
 `Authorization` header (half the clients hold a token with the `private` scope), asking
@@ -51,8 +51,10 @@ from librarian_dagster.core.digest.schema import DigestRecord, content_hash
 from librarian_dagster.core.models.minilm import local_embedder
 from librarian_dagster.core.ops import tokens
 from librarian_dagster.core.redaction.scan import redact_session
+from librarian_dagster.core.store.memories import ChunkRecord
 from librarian_dagster.core.store.rows import memory_of
-from librarian_dagster.core.store.store import ChunkRecord, Store
+from librarian_dagster.core.store.schema import migrate
+from librarian_dagster.core.store.store import Store
 
 NEGATIVES = GOLDEN.with_name("negatives-dev.jsonl")
 
@@ -82,7 +84,7 @@ def fill(store: Store, sessions: int) -> tuple[int, int]:
         record = DigestRecord(
             digest=result.digest, model=result.model, content_hash=content_hash(session)
         )
-        store.replace_memory(
+        store.memories.replace_memory(
             memory_of(session, record, embedder.model_name),
             [
                 ChunkRecord(c.section, c.position, c.text, v)
@@ -178,10 +180,10 @@ def main() -> int:
     try:
         with psycopg.connect(pg.get_uri(), autocommit=True) as conn:
             conn.execute("CREATE DATABASE bench")
-        store = Store(pg.get_uri("bench"))
-        store.migrate()
+        migrate(pg.get_uri("bench"))
         began = time.perf_counter()
-        sessions, chunks = fill(store, args.sessions)
+        with Store(pg.get_uri("bench")) as store:
+            sessions, chunks = fill(store, args.sessions)
         print(f"store: {sessions} sessions, {chunks} chunks ({time.perf_counter() - began:.0f} s)")
 
         home = tmp / "home"
@@ -190,7 +192,7 @@ def main() -> int:
             tokens.add(home / "tokens.json", "owner", tokens.PRIVATE)[0],
         ]
         port = free_port()
-        server = start_server(home, store.url, port)
+        server = start_server(home, pg.get_uri("bench"), port)
         url = f"http://127.0.0.1:{port}"
         total = args.clients * args.queries
         print(

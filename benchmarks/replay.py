@@ -44,13 +44,9 @@ from librarian_dagster.core.recall import answer as recall_module
 from librarian_dagster.core.recall.answer import boosts_for, recall
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.database import database_url
-from librarian_dagster.core.store.store import (
-    Boosts,
-    RecallContext,
-    SearchFilters,
-    Store,
-    is_feature_branch,
-)
+from librarian_dagster.core.store.queries import SearchFilters
+from librarian_dagster.core.store.ranking import Boosts, RecallContext, is_feature_branch
+from librarian_dagster.core.store.store import Store
 
 
 def _hook_module():
@@ -105,7 +101,7 @@ def _transcripts(corpus: Path | None, rows: list[dict]) -> dict[str, Path]:
 def openings(store: Store, corpus: Path | None) -> tuple[list[Opening], int]:
     """Every remembered session with a typed opening prompt, oldest first; and how many had
     none (no transcript found, or no typed prompt)."""
-    with store.connect() as conn:
+    with store.database.connection() as conn:
         rows = conn.execute(
             """
             SELECT m.session_id, m.project, m.git_branch, m.started_at, s.main_path
@@ -160,7 +156,7 @@ def replay_one(
     # What the search_chunks tool does for POST /recall (the hook asks for `limit` chunks, no
     # private sessions).
     result = recall(
-        store,
+        store.search,
         embedder,
         opening.prompt[: hook.MAX_QUERY_CHARS],
         SearchFilters(until=opening.started_at - _BEFORE),

@@ -68,7 +68,8 @@ def open_instance(settings: Settings) -> dg.DagsterInstance:
     # Runs a killed process left STARTED end first: they would hold the `llm` slot for ever.
     report_dead_runs(instance, settings, "librarian")
     # Partitions of a store from before `<project>/<month>/<id>` keys: re-keyed once.
-    migrate_partition_keys(instance, open_store(settings))
+    with open_store(settings) as store:
+        migrate_partition_keys(instance, store.memories, store.ledger)
     return instance
 
 
@@ -81,7 +82,10 @@ def ingest_paths(
         for s in session_files_for(Path(p).absolute() for p in paths)
         if not is_excluded(s, settings.exclude)
     ]
-    skips = open_store(settings).skip_list() if found else SkipList()
+    skips = SkipList()
+    if found:
+        with open_store(settings) as store:
+            skips = store.ledger.skip_list()
     skipped, sessions = [], []
     for files in found:
         reason = skips.reason(files.session_id, last_active(files))
@@ -100,7 +104,8 @@ def ingest_sessions(
     on_outcome: Callable[[IngestOutcome], None] | None = None,
 ) -> list[IngestOutcome]:
     # Where each session's files are, as the sensor records it: the run finds them by key alone.
-    open_store(settings).record_sources([(s, s.fingerprint()) for s in sessions])
+    with open_store(settings) as store:
+        store.ledger.record_sources([(s, s.fingerprint()) for s in sessions])
     # dagster-postgres warns of each retry of a lost connection on the root logger, several
     # lines each; a database that stays away is reported once, as one line (see _run).
     logging.getLogger().addFilter(not_a_connection_retry)
@@ -160,27 +165,29 @@ def backfill(
     only the vectors and the memory, from the staged chunks. The same job and batches as an
     ingest: what a backfill from the UI over the same partitions would do.
     """
-    # A re-embed starts from the staged chunks: only remembered sessions have them.
-    store = open_store(settings)
-    keys = store.backfill_sessions(project, since, remembered_only=reembed)
-    if on_start is not None:
-        on_start(len(keys))
-    skips = store.skip_list()
-    skipped: list[IngestOutcome] = []
-    if skips.session_ids or skips.before is not None:
-        for key in list(keys):
-            files = store.session_source(key)
-            reason = skips.reason(key, last_active(files) if files else None)
-            if reason:
-                keys.remove(key)
-                skipped.append(IngestOutcome(key, "skipped", reason, 0, 0.0))
-                if on_outcome is not None:
-                    on_outcome(skipped[-1])
-    if not keys:
-        return skipped
-    instance = instance or open_instance(settings)
+    with open_store(settings) as store:
+        # A re-embed starts from the staged chunks: only remembered sessions have them.
+        ledger = store.ledger
+        keys = ledger.backfill_sessions(project, since, remembered_only=reembed)
+        if on_start is not None:
+            on_start(len(keys))
+        skips = ledger.skip_list()
+        skipped: list[IngestOutcome] = []
+        if skips.session_ids or skips.before is not None:
+            for key in list(keys):
+                files = ledger.session_source(key)
+                reason = skips.reason(key, last_active(files) if files else None)
+                if reason:
+                    keys.remove(key)
+                    skipped.append(IngestOutcome(key, "skipped", reason, 0, 0.0))
+                    if on_outcome is not None:
+                        on_outcome(skipped[-1])
+        if not keys:
+            return skipped
+        instance = instance or open_instance(settings)
+        partitions = keys_for_ids(instance, store.memories, ledger, keys)
     return skipped + run_partitions(
-        keys_for_ids(instance, store, keys),
+        partitions,
         settings,
         instance,
         per_run=per_run,

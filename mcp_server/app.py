@@ -10,11 +10,17 @@ trip, for the prompt hook, which has under a second and no MCP client (docs/deci
 Who may read what (mcp_server/auth.py, SECURITY.md): over HTTP with tokens configured, every
 endpoint demands a bearer token, and only a token with the `private` scope sees the `private`
 domain; a server on an address other than loopback refuses to start without tokens.
+
+What the tools read (the store's search and memories, over its pool of connections) is opened
+in the server's lifespan and closed when the server stops (`Served`).
 """
 
 import logging
 import sys
 import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -28,7 +34,7 @@ from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
-from librarian_dagster.core.digest.schema import Domain
+from librarian_dagster.core.digest.schema import PRIVATE_DOMAIN, Domain
 from librarian_dagster.core.models.embeddings import Embedder
 from librarian_dagster.core.models.providers import configured_embedder
 from librarian_dagster.core.ops.tokens import TokenFileError
@@ -40,17 +46,13 @@ from librarian_dagster.core.recall.answer import (
 )
 from librarian_dagster.core.recall.relevance import DEFAULT_THRESHOLD
 from librarian_dagster.core.settings import Settings
+from librarian_dagster.core.store.memories import InvalidCursor, Memories
+from librarian_dagster.core.store.pool import SEARCH_CONNECTIONS
+from librarian_dagster.core.store.queries import SearchFilters
+from librarian_dagster.core.store.ranking import DEFAULT_BOOSTS, Boosts, RecallContext
 from librarian_dagster.core.store.rows import SearchResult, SessionDigest, SessionList
-from librarian_dagster.core.store.store import (
-    DEFAULT_BOOSTS,
-    PRIVATE_DOMAIN,
-    Boosts,
-    InvalidCursor,
-    RecallContext,
-    SearchFilters,
-    Store,
-    open_store,
-)
+from librarian_dagster.core.store.search import Search
+from librarian_dagster.core.store.store import Store, migrated_url
 from mcp_server.auth import (
     LOOPBACK_HOSTS,
     auth_settings,
@@ -97,9 +99,63 @@ _MAX_PATH = 4096  # PATH_MAX on Linux
 PRIVATE_REFUSED = "the private domain needs a token with the `private` scope"
 
 
+@dataclass(frozen=True)
+class Served:
+    """What the tools read: one store's search and memories, and the embedder of the questions."""
+
+    search: Search
+    memories: Memories
+    embedder: Embedder
+
+    @classmethod
+    def of(cls, store: Store, embedder: Embedder) -> "Served":
+        return cls(store.search, store.memories, embedder)
+
+
+Opener = Callable[[], AbstractContextManager[Served]]
+"""Opens what the tools read when the server starts; leaving its block closes it."""
+
+
+class _Lifespan:
+    """The server's lifespan: what the tools read, opened at start and closed at shutdown.
+
+    Entered once by the HTTP app at start (the streamable HTTP manager), and again by each legacy
+    SSE connection and each in-memory client: the first entry opens, the last one out closes.
+    The tools read `served()` rather than their request's lifespan context, because `POST
+    /recall` calls a tool outside any MCP request.
+    """
+
+    def __init__(self, source: "Served | Opener") -> None:
+        # Given open, it is the caller's to close: the lifespan only hands it to the tools.
+        self._served = source if isinstance(source, Served) else None
+        self._opener = None if isinstance(source, Served) else source
+        self._entered = 0
+        self._opened = ExitStack()
+        self._lock = threading.Lock()
+
+    @asynccontextmanager
+    async def __call__(self, _server: MCPServer) -> AsyncIterator[Served]:
+        with self._lock:
+            if self._opener is not None and self._entered == 0:
+                self._served = self._opened.enter_context(self._opener())
+            self._entered += 1
+        try:
+            yield self.served()
+        finally:
+            with self._lock:
+                self._entered -= 1
+                if self._opener is not None and self._entered == 0:
+                    self._served = None
+                    self._opened.close()
+
+    def served(self) -> Served:
+        if self._served is None:
+            raise RuntimeError("the recall server is not started: its store is not open")
+        return self._served
+
+
 def build_server(
-    store: Store,
-    embedder: Embedder,
+    source: Served | Opener,
     min_relevance: float = DEFAULT_THRESHOLD,
     boosts: Boosts = DEFAULT_BOOSTS,
     *,
@@ -107,14 +163,17 @@ def build_server(
     issuer_url: str = "http://127.0.0.1:3201",
     private_without_token: bool = False,
 ) -> MCPServer:
-    """The tools over `store`. With `verifier`, the HTTP apps demand a bearer token it accepts
-    (`issuer_url`: where the tokens come from, this server). `private_without_token`: whether a
-    request that carries no token (stdio, in-memory) sees the private domain."""
+    """The tools over what `source` is, or opens when the server starts (and closes when it
+    stops). With `verifier`, the HTTP apps demand a bearer token it accepts (`issuer_url`:
+    where the tokens come from, this server). `private_without_token`: whether a request that
+    carries no token (stdio, in-memory) sees the private domain."""
+    lifespan = _Lifespan(source)
     server = MCPServer(
         "librarian",
         instructions=INSTRUCTIONS,
         token_verifier=verifier,
         auth=auth_settings(issuer_url) if verifier is not None else None,
+        lifespan=lifespan,
     )
 
     def private_allowed(domain: str | None) -> bool:
@@ -179,9 +238,10 @@ def build_server(
             include_private=include_private,
         )
         context = RecallContext(cwd, current_branch) if cwd or current_branch else None
+        served = lifespan.served()
         try:
             return recall(
-                store, embedder, query, filters, limit,
+                served.search, served.embedder, query, filters, limit,
                 min_relevance=min_relevance, boosts=boosts, context=context,
             )  # fmt: skip
         except EmbeddingSpaceMismatch as exc:
@@ -198,7 +258,8 @@ def build_server(
     ) -> SessionDigest:
         """The whole digest of one session: what, problem, solution, what is left open."""
         # A private session the caller may not read is answered like one that does not exist.
-        memory = store.get_memory(session_id, include_private=private_allowed(None))
+        memories = lifespan.served().memories
+        memory = memories.get_memory(session_id, include_private=private_allowed(None))
         if memory is None:
             raise ToolError(f"no session {session_id!r} in memory")
         return memory
@@ -219,7 +280,7 @@ def build_server(
             project=project, domain=domain, since=since, include_private=private_allowed(domain)
         )
         try:
-            return store.list_sessions(filters, limit=limit, cursor=cursor)
+            return lifespan.served().memories.list_sessions(filters, limit=limit, cursor=cursor)
         except InvalidCursor as exc:
             # Any other exception reaches the agent without its message: this one is theirs.
             raise ToolError(str(exc)) from None
@@ -339,12 +400,25 @@ def http_app(server: MCPServer, host: str) -> Starlette:
     return app
 
 
-def _warm_up(store: Store, embedder: Embedder) -> None:
+def _warm_up(served: Served) -> None:
     try:
-        embedder.embed_query("warm up")
-        store.warm_up()
+        served.embedder.embed_query("warm up")
+        served.search.warm_up()
     except Exception:  # the first real question will meet the same error, and report it
         logger.warning("could not warm up the recall server", exc_info=True)
+
+
+@contextmanager
+def _open(url: str, embedder: Embedder, warm: bool) -> Iterator[Served]:
+    """The store at `url`, open for as long as the server runs, with connections kept for a
+    search at once (`SEARCH_CONNECTIONS`)."""
+    with Store(url, min_connections=SEARCH_CONNECTIONS) as store:
+        served = Served.of(store, embedder)
+        if warm:
+            # Both load in the background while the server starts: the first question need not
+            # wait.
+            threading.Thread(target=_warm_up, args=(served,), daemon=True).start()
+        yield served
 
 
 def serve(
@@ -356,43 +430,38 @@ def serve(
     """Serve the memory the settings point at until stopped; host/port default to the settings.
 
     Raises SystemExit with one line when HTTP would serve an address other than loopback with
-    no token configured, or the token file is unreadable: before the store is opened.
+    no token configured, or the token file is unreadable: before the store is opened. A store
+    that cannot serve, or an embedder that cannot be made, fails before the server starts too;
+    the store's connections are opened as it starts and closed as it stops.
     """
-    if transport == "stdio":
-        # Local and trusted: the user's own process started it. No token travels over a pipe, so
-        # the private domain is returned only if LIBRARIAN_STDIO_PRIVATE says so.
-        server = build_server(
-            open_store(settings),
-            configured_embedder(settings),
-            settings.recall_threshold,
-            boosts_for(settings),
-            private_without_token=settings.stdio_private,
-        )
-        server.run("stdio")
-        return
     host = host or settings.mcp_host
     port = port or settings.mcp_port
-    try:
-        verifier = verifier_for(settings)
-    except TokenFileError as exc:
-        raise SystemExit(f"librarian mcp: {exc}") from None
-    if verifier is None and host not in LOOPBACK_HOSTS:
-        raise SystemExit(
-            f"librarian mcp: refusing to serve {host} without tokens: anyone who can reach it "
-            "could read the memory; make one with `librarian token add NAME` "
-            "(or set LIBRARIAN_MCP_TOKEN), or serve 127.0.0.1"
-        )
-    store, embedder = open_store(settings), configured_embedder(settings)
-    # Both load in the background while the server starts: the first question need not wait.
-    threading.Thread(target=_warm_up, args=(store, embedder), daemon=True).start()
+    verifier = None
+    if transport == "http":
+        try:
+            verifier = verifier_for(settings)
+        except TokenFileError as exc:
+            raise SystemExit(f"librarian mcp: {exc}") from None
+        if verifier is None and host not in LOOPBACK_HOSTS:
+            raise SystemExit(
+                f"librarian mcp: refusing to serve {host} without tokens: anyone who can reach "
+                "it could read the memory; make one with `librarian token add NAME` "
+                "(or set LIBRARIAN_MCP_TOKEN), or serve 127.0.0.1"
+            )
+    url, embedder = migrated_url(settings), configured_embedder(settings)
     server = build_server(
-        store,
-        embedder,
+        lambda: _open(url, embedder, warm=transport == "http"),
         settings.recall_threshold,
         boosts_for(settings),
         verifier=verifier,
         issuer_url=f"http://{_url_host(host)}:{port}",
+        # Over stdio the user's own process started it: local and trusted. No token travels over
+        # a pipe, so the private domain is returned only if LIBRARIAN_STDIO_PRIVATE says so.
+        private_without_token=transport == "stdio" and settings.stdio_private,
     )
+    if transport == "stdio":
+        server.run("stdio")
+        return
     print(
         f"MCP server on http://{_url_host(host)}:{port}/mcp (legacy SSE at /sse)", file=sys.stderr
     )

@@ -49,11 +49,12 @@ def database_url(pg_server) -> str:
 
 @pytest.fixture
 def store(database_url):
+    from librarian_dagster.core.store.schema import migrate
     from librarian_dagster.core.store.store import Store
 
-    s = Store(database_url)
-    s.migrate()
-    return s
+    migrate(database_url)
+    with Store(database_url) as s:
+        yield s
 
 
 def corpus_source() -> Path | None:

@@ -12,7 +12,7 @@ from librarian_dagster.core.store.store import Store
 from librarian_dagster.definitions import defs as load_defs
 from librarian_dagster.defs.partitions import session_id_of
 from librarian_dagster.ingest import open_instance
-from mcp_server.app import build_server, http_app
+from mcp_server.app import Served, build_server, http_app
 from tests.conftest import TRANSCRIPTS
 from tests.helpers import age, append_prompt, free_port, sensor_tick, serve_http, settings_in_env
 
@@ -62,7 +62,7 @@ def test_mirror_to_mcp_answer_and_resumed_session(env):
     assert {session_id_of(k) for k in instance.get_dynamic_partitions("sessions")} == {CSS, CI}
 
     store = Store(resolve_url(settings))
-    server = build_server(store, local_embedder())
+    server = build_server(Served.of(store, local_embedder()))
     with serve_http(http_app(server, "127.0.0.1"), free_port()) as url:
         found = _call(url, "search_chunks", {"query": "spacing below collapsed details elements"})
         results = found.structured_content["results"]
@@ -98,10 +98,11 @@ def test_mirror_to_mcp_answer_and_resumed_session(env):
     )
     _run(definitions, instance, grown_tick)
     assert sensor_tick(definitions, instance, grown_tick.cursor).run_requests == []
-    memory = store.get_memory(CSS)
+    memory = store.memories.get_memory(CSS)
     assert memory is not None
     assert any("bold" in b for b in memory.digest.worked_on)
-    assert store.stats().sessions == 2
+    assert store.memories.stats().sessions == 2
+    store.close()
 
 
 def test_a_session_still_being_written_waits_until_it_settles(env):

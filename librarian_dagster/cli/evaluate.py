@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from librarian_dagster.core.recall.evaluation import Metrics, Report
     from librarian_dagster.core.recall.reference import NaiveIndex
     from librarian_dagster.core.settings import Settings
-    from librarian_dagster.core.store.store import Store
+    from librarian_dagster.core.store.memories import Memories
 
 DEFAULT_K = 5
 NAIVE = "naive"
@@ -104,31 +104,34 @@ def cmd_eval(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     min_relevance = settings.recall_threshold if args.min_relevance is None else args.min_relevance
     store, embedder = open_store(settings), configured_embedder(settings)
-    projects = store_projects(store)
-    questions = with_projects(questions, projects)
-    progress = progress_bar(sys.stderr) if sys.stderr.isatty() else None
-    ks = (*RECALL_KS, args.k)
-    reports: dict[str, Report] = {
-        **compare_modes(
-            questions,
-            store,
-            embedder,
-            min_relevance=min_relevance,
-            boosts=boosts_for(settings),
-            ks=ks,
-            progress=progress,
-        )
-    }
-    context: dict[str, Any] = {
-        "k": args.k,
-        "min_relevance": min_relevance,
-        "sessions": store.stats().sessions,
-        "embedding_model": embedder.model_name,
-    }
-    if args.reference == NAIVE:
-        index, context["reference"] = naive_reference(store, embedder, settings, list(projects))
-        step = None if progress is None else (lambda done, total: progress(NAIVE, done, total))
-        reports[NAIVE] = evaluate(questions, index.ask, ks=ks, progress=step, abstains=False)
+    with store:
+        projects = store_projects(store.memories)
+        questions = with_projects(questions, projects)
+        progress = progress_bar(sys.stderr) if sys.stderr.isatty() else None
+        ks = (*RECALL_KS, args.k)
+        reports: dict[str, Report] = {
+            **compare_modes(
+                questions,
+                store.search,
+                embedder,
+                min_relevance=min_relevance,
+                boosts=boosts_for(settings),
+                ks=ks,
+                progress=progress,
+            )
+        }
+        context: dict[str, Any] = {
+            "k": args.k,
+            "min_relevance": min_relevance,
+            "sessions": store.memories.stats().sessions,
+            "embedding_model": embedder.model_name,
+        }
+        if args.reference == NAIVE:
+            index, context["reference"] = naive_reference(
+                store.memories, embedder, settings, list(projects)
+            )
+            step = None if progress is None else (lambda done, total: progress(NAIVE, done, total))
+            reports[NAIVE] = evaluate(questions, index.ask, ks=ks, progress=step, abstains=False)
     if args.json:
         print(json.dumps(report_document(reports, context), indent=2))
     else:
@@ -137,7 +140,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def naive_reference(
-    store: "Store", embedder: "Embedder", settings: "Settings", session_ids: list[str]
+    memories: "Memories", embedder: "Embedder", settings: "Settings", session_ids: list[str]
 ) -> tuple["NaiveIndex", dict[str, Any]]:
     """The naive index over these sessions, and what went into it and how long it took."""
     from librarian_dagster.core.recall.reference import NaiveIndex, gather_documents
@@ -150,7 +153,7 @@ def naive_reference(
     started = time.perf_counter()
     # "redacted_session": the stage's asset name, which names its folder of staged files.
     documents = gather_documents(
-        store, session_ids, lambda session_id: staging.path_for("redacted_session", session_id)
+        memories, session_ids, lambda session_id: staging.path_for("redacted_session", session_id)
     )
     index = NaiveIndex(documents.texts, embedder)
     return index, {

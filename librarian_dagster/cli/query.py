@@ -34,7 +34,7 @@ def register(add_parser: AddParser) -> None:
 
 def cmd_search(args: argparse.Namespace) -> int:
     # Imported here, not at parser build: pydantic and the digest cost every command ~0.4 s.
-    from librarian_dagster.core.digest.schema import DOMAINS
+    from librarian_dagster.core.digest.schema import DOMAINS, PRIVATE_DOMAIN
     from librarian_dagster.core.models.providers import configured_embedder
     from librarian_dagster.core.recall.answer import (
         MAX_RESULTS,
@@ -43,7 +43,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         recall,
     )
     from librarian_dagster.core.settings import Settings
-    from librarian_dagster.core.store.store import PRIVATE_DOMAIN, SearchFilters, open_store
+    from librarian_dagster.core.store.queries import SearchFilters
+    from librarian_dagster.core.store.store import open_store
 
     if not 1 <= args.limit <= MAX_RESULTS:
         print(f"librarian search: --limit must be between 1 and {MAX_RESULTS}", file=sys.stderr)
@@ -66,15 +67,16 @@ def cmd_search(args: argparse.Namespace) -> int:
     )
     settings = Settings.from_env()
     try:
-        result = recall(
-            open_store(settings),
-            configured_embedder(settings),
-            args.query,
-            filters,
-            args.limit,
-            min_relevance=settings.recall_threshold,
-            boosts=boosts_for(settings),
-        )
+        with open_store(settings) as store:
+            result = recall(
+                store.search,
+                configured_embedder(settings),
+                args.query,
+                filters,
+                args.limit,
+                min_relevance=settings.recall_threshold,
+                boosts=boosts_for(settings),
+            )
     except EmbeddingSpaceMismatch as exc:
         print(f"librarian search: {exc}", file=sys.stderr)
         return 1

@@ -77,8 +77,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     from librarian_dagster.core.store.store import open_store
 
     settings = Settings.from_env()
-    store = open_store(settings)
-    stats = store.stats()
+    with open_store(settings) as store:
+        stats, spaces = store.memories.stats(), store.search.embedding_spaces()
     last = stats.last_ingest
     providers = describe(settings)
     print(f"database:    {describe_location(settings)}")
@@ -96,7 +96,6 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"{stats.llm_calls:,} call(s); today {stats.tokens_today:,}"
         + (f" of a daily budget of {budget:,}" if budget else "")
     )
-    spaces = store.embedding_spaces()
     for space in spaces:
         print(
             f"vectors:     {space.chunks} chunk(s) of {space.sessions} session(s) with "
@@ -133,7 +132,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
     from librarian_dagster.core.settings import Settings
     from librarian_dagster.core.store.database import describe_location
-    from librarian_dagster.core.store.store import open_store
+    from librarian_dagster.core.store.store import migrated_url
 
     settings = Settings.from_env()
     children: list[tuple[str, subprocess.Popen]] = []
@@ -153,7 +152,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     try:
         # This process holds a handle on the embedded server for as long as `up` runs, so the
         # server outlives every child's own start and stop, and stops when `up` exits.
-        open_store(settings)
+        migrated_url(settings)
         env = {**os.environ, **prepare_dagster_home(settings)}
         _end_dead_runs(settings, env["DAGSTER_HOME"])
         # Run links in failure alerts point at the UI this `up` serves, unless told otherwise.

@@ -2,8 +2,13 @@
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from librarian_dagster.core.commandline import AddParser, iso_date
+
+if TYPE_CHECKING:
+    from librarian_dagster.core.store.ledger import Ledger
+    from librarian_dagster.core.store.memories import Memories
 
 
 def register(add_parser: AddParser) -> None:
@@ -44,16 +49,20 @@ def cmd_skip(args: argparse.Namespace) -> int:
     if bad:
         print(f"librarian skip: not a session id: {bad[0]!r}", file=sys.stderr)
         return 2
-    store = open_store(Settings.from_env())
+    with open_store(Settings.from_env()) as store:
+        return _skip(args, store.ledger, store.memories)
+
+
+def _skip(args: argparse.Namespace, ledger: "Ledger", memories: "Memories") -> int:
     if args.list:
-        entries = store.skip_entries()
+        entries = ledger.skip_entries()
         if not entries:
             print("the skip list is empty")
         for entry in entries:
             print(f"{entry.entry}  added {entry.added_at:%Y-%m-%d %H:%M} UTC")
         return 0
     if args.undo:
-        missing = [e for e in args.undo if not store.remove_skip(e)]
+        missing = [e for e in args.undo if not ledger.remove_skip(e)]
         for entry in args.undo:
             if entry not in missing:
                 print(f"removed {entry}: the sensor and ingest take it again")
@@ -61,11 +70,11 @@ def cmd_skip(args: argparse.Namespace) -> int:
             print(f"librarian skip: {entry!r} is not on the skip list", file=sys.stderr)
         return 1 if missing else 0
     if args.before is not None:
-        entry = store.skip_before(args.before)
+        entry = ledger.skip_before(args.before)
         print(f"added {entry}: sessions last active before then are not ingested")
         return 0
-    known = store.remembered(args.session_ids)
-    store.skip_sessions(args.session_ids)
+    known = memories.remembered(args.session_ids)
+    ledger.skip_sessions(args.session_ids)
     for session_id in args.session_ids:
         note = "" if session_id in known else " (not seen yet: skipped when it appears)"
         print(f"added {session_id}{note}")

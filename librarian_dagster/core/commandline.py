@@ -17,7 +17,7 @@ _SETTINGS_ERROR = ("librarian_dagster.core.settings", "SettingsError")
 _USER_ERRORS = (
     _SETTINGS_ERROR,
     ("librarian_dagster.core.store.database", "DatabaseError"),
-    ("librarian_dagster.core.store.store", "StoreError"),
+    ("librarian_dagster.core.store.pool", "StoreError"),
     ("psycopg", "OperationalError"),
 )
 

@@ -27,6 +27,7 @@ from librarian_dagster.dagster_internals import last_good_sensor_tick, sensor_kn
 from librarian_dagster.defs.partitions import SESSIONS, keys_by_session, session_id_of
 from librarian_dagster.defs.resources import (
     ClockResource,
+    MemoriesResource,
     MirrorResource,
     NotifierResource,
     StoreResource,
@@ -43,7 +44,7 @@ _PAGE = 200
 
 @dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
 def digest_alerts(
-    context: dg.SensorEvaluationContext, notifier: NotifierResource, store: StoreResource
+    context: dg.SensorEvaluationContext, notifier: NotifierResource, memories: MemoriesResource
 ):
     """Announces each new memory (project, summary, importance); off with NOTIFY_DIGESTS=false."""
     instance = context.instance
@@ -67,7 +68,7 @@ def digest_alerts(
         return dg.SensorResult(
             cursor=cursor, skip_reason=f"{len(records)} new, not announced (NOTIFY_DIGESTS off)"
         )
-    db, send = store.get(), notifier.notifier(context.log).send
+    db, send = memories.get(), notifier.notifier(context.log).send
     messages, rolled_up = [], Counter()
     for record in records:
         key = record.partition_key
@@ -156,7 +157,7 @@ def capture_gap_alerts(
     root = Path(mirror.path)
     exists = root.is_dir()
     snapshots = snapshot(discover_sessions(root)) if exists else []
-    db = store.get()
+    db = store.database()
     handled, requested = ingested_at(db), requested_at(db)
     settings = {
         "now": now,

@@ -17,7 +17,7 @@ from librarian_dagster.core.digest.chunking import EXCHANGE
 from librarian_dagster.core.digest.schema import DIGEST_VERSION, SECTIONS, DigestRecord
 from librarian_dagster.core.store.integrity import session_integrity
 from librarian_dagster.defs.partitions import session_id_of, sessions_partitions
-from librarian_dagster.defs.resources import EmbedderResource, StoreResource
+from librarian_dagster.defs.resources import EmbedderResource, MemoriesResource, StoreResource
 from librarian_dagster.defs.staging import StagingIOManager
 
 MEMORY = dg.AssetKey("memory")
@@ -79,6 +79,7 @@ _SPECS = [
 def stored_session_checks(
     context: dg.AssetCheckExecutionContext,
     store: StoreResource,
+    memories: MemoriesResource,
     embedder: EmbedderResource,
     io_manager: dg.ResourceParam[StagingIOManager],
 ):
@@ -94,7 +95,7 @@ def stored_session_checks(
     by_check: dict[str, list[tuple[str, dg.AssetCheckResult]]] = {}
     for key in keys:
         session_id = session_id_of(key)
-        if store.get().memory_record(session_id) is None:
+        if memories.get().memory_record(session_id) is None:
             continue  # nothing stored for it in this run (nothing to remember, or lost)
         for result in _session_checks(store, embedder, io_manager, session_id):
             by_check.setdefault(str(result.check_name), []).append((session_id, result))
@@ -119,7 +120,7 @@ def _session_checks(
     session_id: str,
 ) -> Iterator[dg.AssetCheckResult]:
     yield _digest_schema(io_manager, session_id)
-    stored = session_integrity(store.get(), session_id)
+    stored = session_integrity(store.database(), session_id)
     digest = sum(n for section, n in stored.chunks_by_section.items() if section != EXCHANGE)
     exchange = stored.chunks_by_section.get(EXCHANGE, 0)
     in_bounds = (

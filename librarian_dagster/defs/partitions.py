@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from librarian_dagster.core.capture.transcripts import SessionFiles, session_head
-from librarian_dagster.core.store.store import Store
+from librarian_dagster.core.store.ledger import Ledger
+from librarian_dagster.core.store.memories import Memories
 
 SESSIONS = "sessions"
 sessions_partitions = dg.DynamicPartitionsDefinition(name=SESSIONS)
@@ -88,13 +89,13 @@ def ensure_partitions(instance: dg.DagsterInstance, sessions: Sequence[SessionFi
 
 
 def keys_for_ids(
-    instance: dg.DagsterInstance, store: Store, session_ids: Sequence[str]
+    instance: dg.DagsterInstance, memories: Memories, ledger: Ledger, session_ids: Sequence[str]
 ) -> list[str]:
     """The partition keys of sessions the store knows, added to the instance when missing."""
     known = keys_by_session(instance.get_dynamic_partitions(SESSIONS))
     keys, new = [], []
     for session_id in session_ids:
-        key = known.get(session_id) or _key_from_store(store, session_id)
+        key = known.get(session_id) or _key_from_store(memories, ledger, session_id)
         if session_id not in known:
             new.append(key)
             known[session_id] = key
@@ -104,16 +105,16 @@ def keys_for_ids(
     return keys
 
 
-def _key_from_store(store: Store, session_id: str) -> str:
+def _key_from_store(memories: Memories, ledger: Ledger, session_id: str) -> str:
     # What the memory says (the parsed project and start) first: the files may be gone.
-    memory = store.memory_record(session_id)
+    memory = memories.memory_record(session_id)
     if memory is not None:
         return partition_key(session_id, memory.project, memory.started_at)
-    files = store.session_source(session_id)
+    files = ledger.session_source(session_id)
     return partition_key_for(files) if files is not None else session_id
 
 
-def migrate_partition_keys(instance: dg.DagsterInstance, store: Store) -> int:
+def migrate_partition_keys(instance: dg.DagsterInstance, memories: Memories, ledger: Ledger) -> int:
     """Re-key partitions named by a bare session id (stores from before) as
     `<project>/<month>/<id>`; returns how many. Idempotent, and cheap when nothing is bare.
 
@@ -131,7 +132,7 @@ def migrate_partition_keys(instance: dg.DagsterInstance, store: Store) -> int:
     for old in bare:
         if old in rekeyed:
             continue  # re-keyed by an earlier, interrupted migration: only the old key is left
-        new = _key_from_store(store, old)
+        new = _key_from_store(memories, ledger, old)
         if new != old:
             new_of[old] = new
     if new_of:

@@ -21,7 +21,12 @@ from librarian_dagster.core.recall.evaluation import (
     store_projects,
     with_projects,
 )
-from librarian_dagster.defs.resources import EmbedderResource, QualityResource, StoreResource
+from librarian_dagster.defs.resources import (
+    EmbedderResource,
+    MemoriesResource,
+    QualityResource,
+    SearchResource,
+)
 
 QUALITY = "quality"
 RECALL_FLOOR_CHECK = "recall_at_5_above_floor"
@@ -43,7 +48,8 @@ MEASURE_RECALL = "measure_recall"
 )
 def recall_quality(
     context: dg.AssetExecutionContext,
-    store: StoreResource,
+    memories: MemoriesResource,
+    search: SearchResource,
     embedder: EmbedderResource,
     quality: QualityResource,
 ) -> dg.MaterializeResult:
@@ -56,7 +62,7 @@ def recall_quality(
     """
     folder = Path(quality.eval_dir)
     files = sorted(folder.glob("*.jsonl"))
-    db, model = store.get(), embedder.get()
+    db, model = memories.get(), embedder.get()
     metadata: dict[str, Any] = {
         "sessions": db.stats().sessions,
         "embedding_model": model.model_name,
@@ -73,7 +79,8 @@ def recall_quality(
         questions = with_projects(load_golden(files), store_projects(db))
     except GoldenFileError as exc:
         raise dg.Failure(str(exc)) from None
-    report = evaluate(questions, session_asker(db, model, min_relevance=quality.min_relevance))
+    asker = session_asker(search.get(), model, min_relevance=quality.min_relevance)
+    report = evaluate(questions, asker)
     figures = report.overall.as_dict()
     context.log.info(f"{len(questions)} questions from {len(files)} file(s): {figures}")
     metadata |= {

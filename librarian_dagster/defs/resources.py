@@ -1,13 +1,14 @@
 """The resources every stage uses, all built from one `Settings` (see `build_resources`)."""
 
 import logging
+import threading
 import time
 from dataclasses import fields
 from functools import cache
 from typing import Self
 
 import dagster as dg
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from librarian_dagster.core.digest.schema import Digester
 from librarian_dagster.core.models.embeddings import Embedder
@@ -20,24 +21,103 @@ from librarian_dagster.core.models.providers import (
 )
 from librarian_dagster.core.ops.telegram import Notifier
 from librarian_dagster.core.settings import Settings, default
-from librarian_dagster.core.store.store import Store, open_store
+from librarian_dagster.core.store.ledger import Ledger
+from librarian_dagster.core.store.memories import Memories
+from librarian_dagster.core.store.pool import Database
+from librarian_dagster.core.store.search import Search
+from librarian_dagster.core.store.store import Store, migrated_url
 from librarian_dagster.defs.staging import StagingIOManager
 
 
 class StoreResource(dg.ConfigurableResource):
-    """Librarian's PostgreSQL: the embedded server under `home`, or `database_url`."""
+    """Librarian's PostgreSQL: the embedded server under `home`, or `database_url`.
+
+    Open for the span of a run or a sensor tick: every resource of it shares one store (one pool
+    of connections), opened by the first that is set up and closed by the last torn down. The
+    stages take what they use of it through the resources below, one per concern, so that a
+    stage's signature says what it touches; this one hands out the pool itself, for the
+    monitor's queries (core/store/integrity.py).
+    """
 
     home: str
     database_url: str | None = None
+    _store: Store | None = PrivateAttr(default=None)
 
-    def get(self) -> Store:
-        return _migrated_store(self.home, self.database_url)
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self._store = _shared.acquire(self.home, self.database_url)
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        if self._store is not None:
+            self._store = None
+            _shared.release(self.home, self.database_url)
+
+    def opened(self) -> Store:
+        if self._store is None:
+            raise RuntimeError("the store resource is used outside a run or a sensor tick")
+        return self._store
+
+    def database(self) -> Database:
+        return self.opened().database
+
+
+class MemoriesResource(dg.ConfigurableResource):
+    """The memories (core/store/memories.py): written by the `memory` stage, read by the rest."""
+
+    store: StoreResource
+
+    def get(self) -> Memories:
+        return self.store.opened().memories
+
+
+class LedgerResource(dg.ConfigurableResource):
+    """The pipeline's bookkeeping (core/store/ledger.py): sources, skips, tokens, deferrals."""
+
+    store: StoreResource
+
+    def get(self) -> Ledger:
+        return self.store.opened().ledger
+
+
+class SearchResource(dg.ConfigurableResource):
+    """Hybrid search over the memories (core/store/search.py), for measuring recall."""
+
+    store: StoreResource
+
+    def get(self) -> Search:
+        return self.store.opened().search
+
+
+class _SharedStores:
+    """The stores open in this process, by (home, database URL), with how many resources hold
+    each. Dagster sets up a copy of `StoreResource` for each resource that nests it, so the
+    copies meet here to share one pool."""
+
+    def __init__(self) -> None:
+        self._open: dict[tuple[str, str | None], tuple[Store, int]] = {}
+        self._lock = threading.Lock()
+
+    def acquire(self, home: str, url: str | None) -> Store:
+        with self._lock:
+            store, holders = self._open.get((home, url)) or (Store(_migrated(home, url)), 0)
+            self._open[(home, url)] = (store, holders + 1)
+            return store
+
+    def release(self, home: str, url: str | None) -> None:
+        with self._lock:
+            store, holders = self._open.pop((home, url))
+            if holders > 1:
+                self._open[(home, url)] = (store, holders - 1)
+            else:
+                store.close()
+
+
+_shared = _SharedStores()
 
 
 @cache
-def _migrated_store(home: str, url: str | None) -> Store:
-    # Migrate once per process: every run worker and the sensor share the same schema check.
-    return open_store(
+def _migrated(home: str, url: str | None) -> str:
+    # Migrated once per process: every run and sensor tick after the first skips the check.
+    return migrated_url(
         Settings.from_env({"LIBRARIAN_HOME": home, "LIBRARIAN_DATABASE_URL": url or ""})
     )
 
@@ -167,8 +247,12 @@ TELEGRAM_TOKEN_VAR = "TELEGRAM_BOT_TOKEN"
 
 def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | dg.IOManager]:
     """Every resource of the code location, bound to these settings."""
+    store = StoreResource(home=str(settings.home), database_url=settings.database_url)
     return {
-        "store": StoreResource(home=str(settings.home), database_url=settings.database_url),
+        "store": store,
+        "memories": MemoriesResource(store=store),
+        "ledger": LedgerResource(store=store),
+        "search": SearchResource(store=store),
         # The default IO manager: every stage hands its output on through the staged files.
         "io_manager": StagingIOManager(home=str(settings.home)),
         "mirror": MirrorResource(

@@ -14,7 +14,7 @@ from librarian_dagster.defs.partitions import (
     partition_key_for,
     sessions_partitions,
 )
-from librarian_dagster.defs.resources import MirrorResource, StoreResource
+from librarian_dagster.defs.resources import LedgerResource, MemoriesResource, MirrorResource
 
 
 @dg.sensor(
@@ -23,13 +23,16 @@ from librarian_dagster.defs.resources import MirrorResource, StoreResource
     default_status=dg.DefaultSensorStatus.RUNNING,
 )
 def mirror_sensor(
-    context: dg.SensorEvaluationContext, mirror: MirrorResource, store: StoreResource
+    context: dg.SensorEvaluationContext,
+    mirror: MirrorResource,
+    ledger: LedgerResource,
+    memories: MemoriesResource,
 ):
     """Requests an ingest run for each session in the mirror that is new or grew, once settled."""
     root = Path(mirror.path)
     if not root.is_dir():
         return dg.SkipReason(f"mirror folder {root} does not exist (set LIBRARIAN_MIRROR)")
-    db = store.get()
+    db = ledger.get()
     skips = db.skip_list()
     plan = plan_ingest(
         snapshot(
@@ -44,7 +47,7 @@ def mirror_sensor(
     )
     instance = context.instance
     # Partitions of a store from before `<project>/<month>/<id>` keys: re-keyed once.
-    migrate_partition_keys(instance, db)
+    migrate_partition_keys(instance, memories.get(), db)
     known = keys_by_session(instance.get_dynamic_partitions(SESSIONS))
     # Digests deferred by a spent daily token budget on an earlier day: asked again, once a day.
     planned = {s.files.session_id for s in plan.requests}

@@ -24,7 +24,7 @@ import pytest
 from psycopg import sql
 
 from librarian_dagster.core.capture.transcripts import session_files_for
-from librarian_dagster.core.store.store import Store
+from librarian_dagster.core.store.schema import migrate
 from librarian_dagster.ingest import ingest_sessions, open_instance
 from tests.conftest import TRANSCRIPTS
 from tests.helpers import make_settings
@@ -131,7 +131,7 @@ def test_database_stopped_mid_run_fails_in_one_line_and_a_retry_completes(home, 
     with psycopg.connect(server.get_uri(), autocommit=True) as conn:
         conn.execute("CREATE DATABASE librarian")
     url = server.get_uri("librarian")
-    Store(url).migrate()
+    migrate(url)
     lock = None
     if when == "while_writing":
         # Every write of chunks waits for this lock: the first memory's transaction stays open.

@@ -10,9 +10,9 @@ from mcp import Client
 from librarian_dagster.cli.main import main
 from librarian_dagster.core.digest.chunking import EXCHANGE
 from librarian_dagster.core.models.minilm import local_embedder
+from librarian_dagster.core.store.memories import ChunkRecord
 from librarian_dagster.core.store.rows import SearchResult
-from librarian_dagster.core.store.store import ChunkRecord
-from mcp_server.app import build_server
+from mcp_server.app import Served, build_server
 from tests.core.test_store import memory_record
 
 BULLETS = {
@@ -30,7 +30,7 @@ def remembered(store, tmp_path, monkeypatch):
     embedder = local_embedder()
     for session_id, bullet in BULLETS.items():
         [vector] = embedder.embed_documents([bullet])
-        store.replace_memory(
+        store.memories.replace_memory(
             memory_record(session_id, embedding_model=embedder.model_name),
             [ChunkRecord("solution", 0, bullet, vector), ChunkRecord(EXCHANGE, 0, bullet, vector)],
         )
@@ -58,7 +58,7 @@ def test_search_json_equals_what_the_mcp_tool_returns(remembered, capsys):
     from_cli = _search_json(capsys, query, "--limit", "2")
 
     async def go():
-        async with Client(build_server(remembered, local_embedder())) as client:
+        async with Client(build_server(Served.of(remembered, local_embedder()))) as client:
             return await client.call_tool("search_chunks", {"query": query, "limit": 2})
 
     from_mcp = asyncio.run(go())
@@ -104,7 +104,7 @@ def test_the_private_domain_only_with_include_private(remembered, capsys):
     embedder = local_embedder()
     bullet = "Raised SQLite busy_timeout for the family budget spreadsheet sync"
     [vector] = embedder.embed_documents([bullet])
-    remembered.replace_memory(
+    remembered.memories.replace_memory(
         memory_record("mine", domain="private", embedding_model=embedder.model_name),
         [ChunkRecord("solution", 0, bullet, vector), ChunkRecord(EXCHANGE, 0, bullet, vector)],
     )

@@ -33,8 +33,9 @@ def test_skip_list_undo(env, capsys):
     assert main(["skip", "--undo", "before:2020-01-01"]) == 0
     assert main(["skip", "--undo", "nope"]) == 1
     assert "'nope' is not on the skip list" in capsys.readouterr().err
-    assert open_store(Settings.from_env()).skip_list().session_ids == {SKIPPED}
-    assert open_store(Settings.from_env()).skip_list().before is None
+    with open_store(Settings.from_env()) as store:
+        assert store.ledger.skip_list().session_ids == {SKIPPED}
+        assert store.ledger.skip_list().before is None
     # Bad input: a clear error, nothing changed.
     assert main(["skip", "not/an/id"]) == 2
     assert main(["skip"]) == 2
@@ -56,7 +57,8 @@ def test_the_sensor_ingest_and_backfill_leave_skipped_sessions_out(env, capsys):
     assert outcomes[KEPT].status == "ingested"
     assert outcomes[SKIPPED].status == "skipped"
     assert "librarian skip --undo" in outcomes[SKIPPED].detail
-    assert open_store(settings).memory_record(SKIPPED) is None
+    with open_store(settings) as store:
+        assert store.memories.memory_record(SKIPPED) is None
 
     # Skipped after its memory was made: a backfill leaves it out too (its memory stays).
     assert main(["skip", KEPT]) == 0
@@ -79,7 +81,8 @@ def test_a_backfill_over_a_skipped_partition_stores_nothing_and_fails_nothing(en
     from librarian_dagster.ingest import ingest_sessions
 
     # As a backfill from the UI would: the partition exists and the skip list grew since.
-    open_store(settings).skip_sessions([SKIPPED])
+    with open_store(settings) as store:
+        store.ledger.skip_sessions([SKIPPED])
     outcomes = {
         o.session_id: o.status
         for o in ingest_sessions(session_files_for([mirror]), settings, instance)
@@ -87,4 +90,5 @@ def test_a_backfill_over_a_skipped_partition_stores_nothing_and_fails_nothing(en
     assert outcomes == {KEPT: "ingested", SKIPPED: "skipped"}
     [run] = instance.get_run_records(limit=1)
     assert run.dagster_run.is_success
-    assert open_store(settings).memory_record(SKIPPED) is None
+    with open_store(settings) as store:
+        assert store.memories.memory_record(SKIPPED) is None

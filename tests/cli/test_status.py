@@ -1,7 +1,7 @@
 """`librarian status` on a real store."""
 
 from librarian_dagster.cli.main import main
-from librarian_dagster.core.store.store import ChunkRecord
+from librarian_dagster.core.store.memories import ChunkRecord
 from tests.core.test_store import memory_record
 
 
@@ -10,8 +10,8 @@ def test_status_counts_sessions_chunks_and_projects(store, tmp_path, monkeypatch
     monkeypatch.setenv("LIBRARIAN_HOME", str(tmp_path / "home"))
     assert main(["status"]) == 0
     assert "sessions:    0 in 0 project(s)" in capsys.readouterr().out
-    store.replace_memory(memory_record("s1"), [ChunkRecord("a", 0, "t", [1.0, 0.0])])
-    store.replace_memory(memory_record("s2", project="beta"), [])
+    store.memories.replace_memory(memory_record("s1"), [ChunkRecord("a", 0, "t", [1.0, 0.0])])
+    store.memories.replace_memory(memory_record("s2", project="beta"), [])
     assert main(["status"]) == 0
     out = capsys.readouterr().out
     assert "sessions:    2 in 2 project(s)" in out

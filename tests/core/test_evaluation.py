@@ -17,7 +17,7 @@ from librarian_dagster.core.recall.evaluation import (
     summarize,
     with_projects,
 )
-from librarian_dagster.core.store.store import ChunkRecord
+from librarian_dagster.core.store.memories import ChunkRecord
 from tests.core.test_store import memory_record
 
 
@@ -219,10 +219,10 @@ def test_store_projects_lists_every_session_private_ones_too(store):
         ("s3", "app", "private"),
     ]:
         record = memory_record(session_id, project=project, domain=domain)
-        store.replace_memory(record, [ChunkRecord("summary", 0, "x", [1.0, 0.0])])
+        store.memories.replace_memory(record, [ChunkRecord("summary", 0, "x", [1.0, 0.0])])
     expected = {"s1": "app", "s2": "web", "s3": "app"}
-    assert store_projects(store) == expected
-    assert store_projects(store, page_size=2) == expected  # two pages, the cursor followed
+    assert store_projects(store.memories) == expected
+    assert store_projects(store.memories, page_size=2) == expected  # two pages, the cursor followed
 
 
 @pytest.mark.parametrize(

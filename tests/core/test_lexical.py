@@ -5,7 +5,9 @@ import pytest
 
 from librarian_dagster.core.digest.chunking import EXCHANGE
 from librarian_dagster.core.recall.lexical import _MAX_SEGMENTS, BM25_B, BM25_K1, LexicalIndex
-from librarian_dagster.core.store.store import _QUERY_TERMS, ChunkRecord, SearchFilters
+from librarian_dagster.core.store.memories import ChunkRecord
+from librarian_dagster.core.store.queries import SearchFilters
+from librarian_dagster.core.store.search import _QUERY_TERMS
 from tests.core.test_store import MODEL, _unit, memory_record
 
 # BM25 straight from each chunk's tsvector: the formula the index must reproduce, in SQL.
@@ -40,7 +42,7 @@ TEXTS = {
 def _write(store, session_id: str, texts: list[str], model: str = MODEL) -> None:
     chunks = [ChunkRecord(EXCHANGE, i, t, _unit(1, i + 1)) for i, t in enumerate(texts)]
     chunks.append(ChunkRecord("solution", 0, f"bullet of {session_id}: {texts[0]}", _unit(2, 1)))
-    store.replace_memory(memory_record(session_id, embedding_model=model), chunks)
+    store.memories.replace_memory(memory_record(session_id, embedding_model=model), chunks)
 
 
 def _index_scores(store, index: LexicalIndex, text: str, sessions=None) -> dict[int, tuple]:
@@ -102,39 +104,39 @@ def test_index_follows_replacements_deletions_and_merges_its_segments(store):
         for question in QUESTIONS:
             _assert_same(_index_scores(store, index, question), _sql_scores(store, question))
         assert index.segments <= _MAX_SEGMENTS
-    store.delete_memory("ingress")
+    store.memories.delete_memory("ingress")
     assert _index_scores(store, index, "ingress 502") == {}
     _assert_same(_index_scores(store, index, "lock"), _sql_scores(store, "lock"))
 
 
 def test_search_sees_a_memory_written_after_the_store_was_first_searched(store):
     _write(store, "lock", TEXTS["lock"])
-    assert {h.session_id for h in store.search("kubernetes ingress", _unit(0, 1), MODEL)} == {
+    assert {h.session_id for h in store.search.find("kubernetes ingress", _unit(0, 1), MODEL)} == {
         "lock"
     }
     _write(store, "ingress", TEXTS["ingress"])
-    hits = store.search("kubernetes ingress 502", _unit(0, 1), MODEL, mode="text")
+    hits = store.search.find("kubernetes ingress 502", _unit(0, 1), MODEL, mode="text")
     assert hits[0].session_id == "ingress"
-    filtered = store.search("lock", _unit(0, 1), MODEL, SearchFilters(project="nowhere"))
+    filtered = store.search.find("lock", _unit(0, 1), MODEL, SearchFilters(project="nowhere"))
     assert filtered == []
 
 
 def test_search_survives_its_kept_connection_being_dropped(store):
     _write(store, "lock", TEXTS["lock"])
-    assert store.search("sqlite lock", _unit(1, 1), MODEL)
+    assert store.search.find("sqlite lock", _unit(1, 1), MODEL)
     with psycopg.connect(store.url, autocommit=True) as conn:
         # What a server restart does to every kept connection.
         conn.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
             " WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
-    hits = store.search("sqlite lock", _unit(1, 1), MODEL)
+    hits = store.search.find("sqlite lock", _unit(1, 1), MODEL)
     assert hits[0].session_id == "lock"
     store.close()
 
 
 def _write_private(store, session_id: str, text: str, vector: list[float]) -> None:
-    store.replace_memory(
+    store.memories.replace_memory(
         memory_record(session_id, domain="private"),
         [ChunkRecord(EXCHANGE, 0, text, vector), ChunkRecord("solution", 0, text, vector)],
     )
@@ -145,15 +147,15 @@ def test_private_sessions_are_left_out_of_every_list_unless_asked_for(store):
     # The private session is the best match by words and by vector alike.
     _write_private(store, "diary", "sqlite lock busy timeout sqlite lock", _unit(1, 1))
     for mode in ("hybrid", "vector", "text"):
-        hidden = store.search("sqlite lock busy timeout", _unit(1, 1), MODEL, mode=mode)
+        hidden = store.search.find("sqlite lock busy timeout", _unit(1, 1), MODEL, mode=mode)
         assert hidden and {h.session_id for h in hidden} == {"lock"}, mode
-        shown = store.search(
+        shown = store.search.find(
             "sqlite lock busy timeout", _unit(1, 1), MODEL,
             SearchFilters(include_private=True), mode=mode,
         )  # fmt: skip
         assert shown[0].session_id == "diary", mode
     # With a filter of the caller's own (the SQL path), still none.
-    filtered = store.search("sqlite lock", _unit(1, 1), MODEL, SearchFilters(project="alpha"))
+    filtered = store.search.find("sqlite lock", _unit(1, 1), MODEL, SearchFilters(project="alpha"))
     assert {h.session_id for h in filtered} == {"lock"}
 
 
@@ -161,10 +163,10 @@ def test_a_session_written_private_after_the_facts_were_read_is_still_never_show
     store, monkeypatch
 ):
     _write(store, "lock", TEXTS["lock"])
-    assert store.search("sqlite lock", _unit(1, 1), MODEL)
+    assert store.search.find("sqlite lock", _unit(1, 1), MODEL)
     # As if the write below landed between a search's refresh and its vector queries: the
     # in-memory facts do not know the new session is private.
-    monkeypatch.setattr(store._lexical, "refresh", lambda conn, generation: None)
+    monkeypatch.setattr(store.search._lexical, "refresh", lambda conn, generation: None)
     _write_private(store, "diary", "sqlite lock busy timeout", _unit(1, 1))
-    hits = store.search("sqlite lock busy timeout", _unit(1, 1), MODEL, mode="vector")
+    hits = store.search.find("sqlite lock busy timeout", _unit(1, 1), MODEL, mode="vector")
     assert hits and "diary" not in {h.session_id for h in hits}

@@ -18,7 +18,7 @@ from librarian_dagster.core.recall.reference import (
     session_texts,
     tokens,
 )
-from librarian_dagster.core.store.store import ChunkRecord
+from librarian_dagster.core.store.memories import ChunkRecord
 from tests.core.test_store import memory_record
 
 T = datetime(2026, 11, 1, tzinfo=UTC)
@@ -119,13 +119,13 @@ def test_documents_come_from_staged_sessions_else_from_the_stores_exchange_chunk
             ChunkRecord(EXCHANGE, 1, f"second window of {session_id}", [1.0, 0.0]),
             ChunkRecord(EXCHANGE, 0, f"first window of {session_id}", [1.0, 0.0]),
         ]
-        store.replace_memory(memory_record(session_id), chunks)
+        store.memories.replace_memory(memory_record(session_id), chunks)
     staged = _session("staged", ("prompt", "staged prompt"), ("text", "staged reply"))
     (tmp_path / "staged.json").write_bytes(TypeAdapter(Session).dump_json(staged))
     (tmp_path / "corrupt.json").write_text("{not a session", encoding="utf-8")
 
     documents = gather_documents(
-        store, ["staged", "unstaged", "corrupt"], lambda s: tmp_path / f"{s}.json"
+        store.memories, ["staged", "unstaged", "corrupt"], lambda s: tmp_path / f"{s}.json"
     )
     assert (documents.staged, documents.from_chunks) == (1, 2)
     assert documents.texts == {

@@ -12,15 +12,12 @@ import pytest
 from librarian_dagster.core.digest.chunking import EXCHANGE
 from librarian_dagster.core.digest.schema import Digest
 from librarian_dagster.core.recall.relevance import DEFAULT_THRESHOLD
+from librarian_dagster.core.store.memories import ChunkRecord, InvalidCursor
+from librarian_dagster.core.store.queries import SearchFilters
+from librarian_dagster.core.store.ranking import Boosts
 from librarian_dagster.core.store.rows import MemoryRecord
-from librarian_dagster.core.store.store import (
-    MIGRATIONS,
-    Boosts,
-    ChunkRecord,
-    InvalidCursor,
-    SearchFilters,
-    Store,
-)
+from librarian_dagster.core.store.schema import MIGRATIONS, migrate
+from librarian_dagster.core.store.store import Store
 
 MODEL = "test-model"
 
@@ -73,8 +70,8 @@ def memory_record(
 
 
 def test_migrate_is_idempotent_and_records_the_version(store):
-    assert store.migrate() == MIGRATIONS[-1][0]
-    assert store.migrate() == MIGRATIONS[-1][0]
+    assert migrate(store.url) == MIGRATIONS[-1][0]
+    assert migrate(store.url) == MIGRATIONS[-1][0]
     with psycopg.connect(store.url) as conn:
         assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == len(
             MIGRATIONS
@@ -120,140 +117,147 @@ def test_memory_record_and_the_migrated_table_agree(store):
 
 def test_a_memory_round_trips_through_the_table(store):
     written = memory_record("s1", tags=("go", "sql"))
-    store.replace_memory(written, [ChunkRecord("worked_on", 0, "a bullet", _unit(1, 0))])
-    read = store.get_memory("s1")
+    store.memories.replace_memory(written, [ChunkRecord("worked_on", 0, "a bullet", _unit(1, 0))])
+    read = store.memories.get_memory("s1")
     assert read is not None
     assert read.chunk_count == 1
     for name in type(read).model_fields.keys() & MemoryRecord.model_fields.keys():
         assert getattr(read, name) == getattr(written, name), name
-    assert store.get_memory("missing") is None
-    assert store.memory_record("s1") == written
-    assert store.memory_record("missing") is None
+    assert store.memories.get_memory("missing") is None
+    assert store.memories.memory_record("s1") == written
+    assert store.memories.memory_record("missing") is None
 
 
 def test_search_ranks_the_nearest_chunk_first_and_filters(store):
-    store.replace_memory(
+    store.memories.replace_memory(
         memory_record("s1", project="alpha", tags=("go", "git")),
         [
             ChunkRecord("worked_on", 0, "fixed the sqlite lock timeout", _unit(1, 0, 0)),
             ChunkRecord("solution", 0, "raised busy_timeout to 5s", _unit(0.9, 0.1, 0)),
         ],
     )
-    store.replace_memory(
+    store.memories.replace_memory(
         memory_record("s2", project="beta", tags=("python",), days_ago=3),
         [ChunkRecord("worked_on", 0, "wrote the release notes", _unit(0, 1, 0))],
     )
-    hits = store.search("sqlite lock", _unit(1, 0.05, 0), MODEL, limit=5)
+    hits = store.search.find("sqlite lock", _unit(1, 0.05, 0), MODEL, limit=5)
     assert [h.session_id for h in hits][:2] == ["s1", "s1"]
     assert hits[0].text == "fixed the sqlite lock timeout"
     assert hits[0].score > hits[-1].score
     assert hits[0].project == "alpha" and hits[0].summary == "summary of s1"
 
-    only_beta = store.search("sqlite lock", _unit(1, 0, 0), MODEL, SearchFilters(project="beta"))
+    only_beta = store.search.find(
+        "sqlite lock", _unit(1, 0, 0), MODEL, SearchFilters(project="beta")
+    )
     assert {h.session_id for h in only_beta} == {"s2"}
-    by_tag = store.search("x", _unit(1, 0, 0), MODEL, SearchFilters(tags=["python"]))
+    by_tag = store.search.find("x", _unit(1, 0, 0), MODEL, SearchFilters(tags=["python"]))
     assert {h.session_id for h in by_tag} == {"s2"}
-    recent = store.search(
+    recent = store.search.find(
         "x", _unit(1, 0, 0), MODEL, SearchFilters(since=datetime(2026, 10, 31, tzinfo=UTC))
     )
     assert {h.session_id for h in recent} == {"s1"}
-    assert store.search("x", _unit(1, 0, 0), "another-model") == []
+    assert store.search.find("x", _unit(1, 0, 0), "another-model") == []
 
 
 def test_full_text_finds_an_exact_identifier_the_vectors_miss(store):
-    store.replace_memory(
+    store.memories.replace_memory(
         memory_record("s1"),
         [ChunkRecord("solution", 0, "ChunkJSONL splits big lines", _unit(0, 0, 1))],
     )
-    store.replace_memory(
+    store.memories.replace_memory(
         memory_record("s2"), [ChunkRecord("solution", 0, "unrelated words here", _unit(1, 0, 0))]
     )
-    hits = store.search("ChunkJSONL", _unit(1, 0, 0), MODEL, limit=2)
+    hits = store.search.find("ChunkJSONL", _unit(1, 0, 0), MODEL, limit=2)
     # s2 wins on the vector alone; s1 is in both lists only through full text, and still ranks.
     assert "s1" in {h.session_id for h in hits}
 
 
 def test_max_per_session_keeps_one_session_from_filling_the_results(store):
-    store.replace_memory(
+    store.memories.replace_memory(
         memory_record("big"),
         [ChunkRecord("solution", i, f"bullet {i}", _unit(1, 0.01 * i, 0)) for i in range(6)],
     )
-    store.replace_memory(
+    store.memories.replace_memory(
         memory_record("small"), [ChunkRecord("solution", 0, "b", _unit(0.5, 0.5, 0))]
     )
-    hits = store.search("q", _unit(1, 0, 0), MODEL, limit=5, max_per_session=2)
+    hits = store.search.find("q", _unit(1, 0, 0), MODEL, limit=5, max_per_session=2)
     assert [h.session_id for h in hits].count("big") == 2
     assert "small" in {h.session_id for h in hits}
 
 
 def test_replace_memory_swaps_chunks_and_delete_cascades(store):
-    store.replace_memory(
+    store.memories.replace_memory(
         memory_record("s1"), [ChunkRecord("a", i, f"old {i}", _unit(1, 0)) for i in range(3)]
     )
-    store.replace_memory(memory_record("s1"), [ChunkRecord("a", 0, "new", _unit(1, 0))])
-    assert store.get_memory("s1").chunk_count == 1
-    assert store.delete_memory("s1")
+    store.memories.replace_memory(memory_record("s1"), [ChunkRecord("a", 0, "new", _unit(1, 0))])
+    assert store.memories.get_memory("s1").chunk_count == 1
+    assert store.memories.delete_memory("s1")
     with psycopg.connect(store.url) as conn:
         assert conn.execute("SELECT COUNT(*) FROM indexed_chunks").fetchone()[0] == 0
 
 
 def test_a_failed_write_leaves_the_previous_memory_whole(store):
-    store.replace_memory(memory_record("s1"), [ChunkRecord("a", 0, "kept", _unit(1, 0))])
+    store.memories.replace_memory(memory_record("s1"), [ChunkRecord("a", 0, "kept", _unit(1, 0))])
     duplicate_position = [
         ChunkRecord("a", 0, "x", _unit(1, 0)),
         ChunkRecord("a", 0, "y", _unit(1, 0)),
     ]
     with pytest.raises(psycopg.errors.UniqueViolation):
-        store.replace_memory(memory_record("s1"), duplicate_position)
-    memory = store.get_memory("s1")
+        store.memories.replace_memory(memory_record("s1"), duplicate_position)
+    memory = store.memories.get_memory("s1")
     assert memory is not None and memory.chunk_count == 1
-    assert [h.text for h in store.search("kept", _unit(1, 0), MODEL)] == ["kept"]
+    assert [h.text for h in store.search.find("kept", _unit(1, 0), MODEL)] == ["kept"]
 
 
 def test_list_sessions_is_newest_first_and_pages_with_a_cursor(store):
     for i in range(5):
-        store.replace_memory(memory_record(f"s{i}", days_ago=i), [])
-    first = store.list_sessions(limit=2)
+        store.memories.replace_memory(memory_record(f"s{i}", days_ago=i), [])
+    first = store.memories.list_sessions(limit=2)
     assert [r.session_id for r in first.sessions] == ["s0", "s1"]
     assert first.sessions[0].chunk_count == 0
-    rest = store.list_sessions(limit=10, cursor=first.next_cursor)
+    rest = store.memories.list_sessions(limit=10, cursor=first.next_cursor)
     assert [r.session_id for r in rest.sessions] == ["s2", "s3", "s4"]
     assert rest.next_cursor is None
-    assert store.stats().sessions == 5
+    assert store.memories.stats().sessions == 5
     with pytest.raises(InvalidCursor):
-        store.list_sessions(cursor="%%%not-a-cursor")
+        store.memories.list_sessions(cursor="%%%not-a-cursor")
 
 
 def test_two_dimensions_live_side_by_side(store):
-    store.replace_memory(memory_record("small"), [ChunkRecord("a", 0, "t", _unit(1, 0))])
-    store.replace_memory(memory_record("wide"), [ChunkRecord("a", 0, "t", _unit(1, 0, 0, 0))])
-    assert {h.session_id for h in store.search("t", _unit(1, 0, 0, 0), MODEL)} == {"wide"}
+    store.memories.replace_memory(memory_record("small"), [ChunkRecord("a", 0, "t", _unit(1, 0))])
+    store.memories.replace_memory(
+        memory_record("wide"), [ChunkRecord("a", 0, "t", _unit(1, 0, 0, 0))]
+    )
+    assert {h.session_id for h in store.search.find("t", _unit(1, 0, 0, 0), MODEL)} == {"wide"}
 
 
 def test_a_database_without_pgvector_fails_with_a_clear_error(monkeypatch, database_url):
-    store = Store(database_url)
-    store.migrate()
+    migrate(database_url)
 
     def refuse(conn):
         raise psycopg.ProgrammingError("vector type not found in the database")
 
-    monkeypatch.setattr("librarian_dagster.core.store.store.register_vector", refuse)
-    with pytest.raises(Exception, match="no `vector` extension"):
-        store.connect()
+    monkeypatch.setattr("librarian_dagster.core.store.pool.register_vector", refuse)
+    with (
+        Store(database_url) as store,
+        pytest.raises(Exception, match="no `vector` extension"),
+        store.database.connection(),
+    ):
+        pass
 
 
 def test_filters_on_any_tag_branch_and_time(store):
-    store.replace_memory(
+    store.memories.replace_memory(
         memory_record("s1", tags=("go", "git")).model_copy(update={"git_branch": "feature"}),
         [ChunkRecord("solution", 0, "fixed the lock", _unit(1, 0, 0))],
     )
-    store.replace_memory(
+    store.memories.replace_memory(
         memory_record("s2", tags=("python",), days_ago=10),
         [ChunkRecord("solution", 0, "fixed the lock", _unit(1, 0, 0))],
     )
 
     def found(**filters) -> set[str]:
-        hits = store.search("lock", _unit(1, 0, 0), MODEL, SearchFilters(**filters), limit=10)
+        hits = store.search.find("lock", _unit(1, 0, 0), MODEL, SearchFilters(**filters), limit=10)
         return {h.session_id for h in hits}
 
     assert found(any_tags=["rust", "python"]) == {"s2"}
@@ -265,14 +269,14 @@ def test_filters_on_any_tag_branch_and_time(store):
 
 def test_boosts_order_near_ties_by_recency_and_importance(store):
     chunk = [ChunkRecord("solution", 0, "fixed the lock", _unit(1, 0, 0))]
-    store.replace_memory(memory_record("a-old", days_ago=400), chunk)
-    store.replace_memory(
+    store.memories.replace_memory(memory_record("a-old", days_ago=400), chunk)
+    store.memories.replace_memory(
         memory_record("b-important", days_ago=400).model_copy(update={"importance": 5}), chunk
     )
-    store.replace_memory(memory_record("c-recent", days_ago=0), chunk)
+    store.memories.replace_memory(memory_record("c-recent", days_ago=0), chunk)
 
     def order(boosts: Boosts) -> list[str]:
-        hits = store.search("lock", _unit(1, 0, 0), MODEL, limit=3, boosts=boosts)
+        hits = store.search.find("lock", _unit(1, 0, 0), MODEL, limit=3, boosts=boosts)
         return [h.session_id for h in hits]
 
     # Identical matches: without boosts the tie falls to the session id.
@@ -296,7 +300,7 @@ def test_a_result_names_its_session_and_carries_its_distilled_lines(store):
     record = memory_record("s1").model_copy(
         update={"title": "Fix the lock", "git_branch": "fix/lock", "digest": Digest(**digest)}
     )
-    store.replace_memory(
+    store.memories.replace_memory(
         record,
         [
             ChunkRecord("open_items", 0, "check the reader path", _unit(1, 0, 0)),
@@ -305,7 +309,7 @@ def test_a_result_names_its_session_and_carries_its_distilled_lines(store):
             ),
         ],
     )
-    [first, *rest] = store.search("reader path locked", _unit(1, 0, 0), MODEL)
+    [first, *rest] = store.search.find("reader path locked", _unit(1, 0, 0), MODEL)
     assert (first.title, first.git_branch, first.context) == ("Fix the lock", "fix/lock", None)
     cut = long[:199].rsplit(" ", 1)[0].rstrip() + "\u2026"
     # The bullet that matched the query first; then solution, problem, open items in turn.
@@ -319,13 +323,17 @@ def test_a_result_names_its_session_and_carries_its_distilled_lines(store):
 
 
 def test_bm25_statistics_and_session_vectors_follow_every_write_and_a_recount(store):
-    store.replace_memory(
+    store.memories.replace_memory(
         memory_record("s1"),
         [ChunkRecord("a", i, f"sqlite lock number {i}", _unit(1, 0)) for i in range(3)],
     )
-    store.replace_memory(memory_record("s2"), [ChunkRecord("a", 0, "sqlite rename", _unit(1, 0))])
-    store.replace_memory(memory_record("s1"), [ChunkRecord("a", 0, "lock again", _unit(1, 0))])
-    store.delete_memory("s2")
+    store.memories.replace_memory(
+        memory_record("s2"), [ChunkRecord("a", 0, "sqlite rename", _unit(1, 0))]
+    )
+    store.memories.replace_memory(
+        memory_record("s1"), [ChunkRecord("a", 0, "lock again", _unit(1, 0))]
+    )
+    store.memories.delete_memory("s2")
     with psycopg.connect(store.url) as conn:
         kept = dict(conn.execute("SELECT lexeme, df FROM lexeme_df WHERE df <> 0").fetchall())
         recount = dict(
@@ -343,7 +351,7 @@ def test_bm25_statistics_and_session_vectors_follow_every_write_and_a_recount(st
     with psycopg.connect(store.url, autocommit=True) as conn:
         held = conn.execute("SELECT session_id, embedding::text FROM session_vectors").fetchall()
         conn.execute("DELETE FROM session_vectors")  # as after a bulk load around the store
-    store.recount_from_chunks()
+    store.memories.recount_from_chunks()
     with psycopg.connect(store.url) as conn:
         assert dict(conn.execute("SELECT lexeme, df FROM lexeme_df").fetchall()) == recount
         assert conn.execute("SELECT chunks, total_length FROM chunk_stats").fetchone() == stats
@@ -355,7 +363,7 @@ def test_bm25_statistics_and_session_vectors_follow_every_write_and_a_recount(st
 
 
 def test_relevance_comes_from_whichever_layer_says_it(store):
-    store.replace_memory(
+    store.memories.replace_memory(
         memory_record("s1"),
         [
             ChunkRecord("solution", 0, "unrelated bullet", _unit(0, 1, 0)),
@@ -363,27 +371,29 @@ def test_relevance_comes_from_whichever_layer_says_it(store):
         ],
     )
     # A digest in its own words (an LLM's), the transcript saying something else.
-    store.replace_memory(
+    store.memories.replace_memory(
         memory_record("s2"),
         [
             ChunkRecord("summary", 0, "made the cache warm up at start", _unit(0, 0.2, 1)),
             ChunkRecord(EXCHANGE, 0, "can you look at this", _unit(0, 1, 0)),
         ],
     )
-    [near, *_] = store.search("sqlite lock time out", _unit(1, 0, 0), MODEL)
-    [digest, *_] = store.search("cache warm up", _unit(0, 0.2, 1), MODEL)
-    [far, *_] = store.search("kubernetes ingress", _unit(-1, 0, 0), MODEL)
+    [near, *_] = store.search.find("sqlite lock time out", _unit(1, 0, 0), MODEL)
+    [digest, *_] = store.search.find("cache warm up", _unit(0, 0.2, 1), MODEL)
+    [far, *_] = store.search.find("kubernetes ingress", _unit(-1, 0, 0), MODEL)
     assert near.session_id == "s1" and digest.session_id == "s2"
     assert min(near.score, digest.score) > 0.9 > 0.1 > far.score
 
 
 def test_each_memory_has_its_mean_exchange_vector_written_and_removed_with_it(store):
-    store.replace_memory(
+    store.memories.replace_memory(
         memory_record("s1"),
         [ChunkRecord(EXCHANGE, 0, "one", _unit(1, 0, 0)), ChunkRecord(EXCHANGE, 1, "two",
          _unit(0, 1, 0)), ChunkRecord("solution", 0, "a bullet", _unit(0, 0, 1))],
     )  # fmt: skip
-    store.replace_memory(memory_record("s2"), [ChunkRecord("summary", 0, "x", _unit(0, 0, 1))])
+    store.memories.replace_memory(
+        memory_record("s2"), [ChunkRecord("summary", 0, "x", _unit(0, 0, 1))]
+    )
 
     def vectors() -> dict[str, list[float]]:
         with psycopg.connect(store.url) as conn:
@@ -392,14 +402,16 @@ def test_each_memory_has_its_mean_exchange_vector_written_and_removed_with_it(st
 
     # The exchanges' mean, bullets left out; a memory without exchanges: all its chunks'.
     assert vectors() == {"s1": pytest.approx([0.5, 0.5, 0]), "s2": pytest.approx([0, 0, 1])}
-    store.replace_memory(memory_record("s1"), [ChunkRecord(EXCHANGE, 0, "new", _unit(0, 1, 0))])
+    store.memories.replace_memory(
+        memory_record("s1"), [ChunkRecord(EXCHANGE, 0, "new", _unit(0, 1, 0))]
+    )
     assert vectors()["s1"] == pytest.approx([0, 1, 0])
-    store.delete_memory("s2")
+    store.memories.delete_memory("s2")
     assert set(vectors()) == {"s1"}
 
 
 def test_migration_9_gives_the_sessions_already_stored_their_mean_vector(store):
-    store.replace_memory(
+    store.memories.replace_memory(
         memory_record("old"),
         [ChunkRecord(EXCHANGE, 0, "one", _unit(1, 0, 0)), ChunkRecord(EXCHANGE, 1, "two",
          _unit(0, 1, 0))],
@@ -408,7 +420,7 @@ def test_migration_9_gives_the_sessions_already_stored_their_mean_vector(store):
         conn.execute("DROP TABLE session_vectors")
         conn.execute("DROP FUNCTION librarian_ensure_session_vector_index")
         conn.execute("DELETE FROM schema_migrations WHERE version >= 9")
-    assert store.migrate() == max(v for v, _ in MIGRATIONS)
+    assert migrate(store.url) == max(v for v, _ in MIGRATIONS)
     with psycopg.connect(store.url) as conn:
         [(session, text)] = conn.execute("SELECT session_id, embedding::text FROM session_vectors")
         names = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes")}
@@ -420,7 +432,7 @@ def test_a_question_in_other_words_is_ranked_by_meaning_not_by_a_shared_filler_w
     # The session that answers shares no word with the question; another shares "window" and
     # nothing else. BM25 votes only as much as the question's words are found (one word of
     # five), so the vectors and the sessions' whole decide.
-    store.replace_memory(
+    store.memories.replace_memory(
         memory_record("answer"),
         [
             ChunkRecord(
@@ -428,31 +440,34 @@ def test_a_question_in_other_words_is_ranked_by_meaning_not_by_a_shared_filler_w
             )
         ],
     )
-    store.replace_memory(
+    store.memories.replace_memory(
         memory_record("filler"),
         [ChunkRecord(EXCHANGE, 0, "resized the window of the dashboard", _unit(0, 1, 0))],
     )
     for i in range(12):  # sessions in between, nearer the question than the filler one
-        store.replace_memory(
+        store.memories.replace_memory(
             memory_record(f"between{i}"),
             [ChunkRecord(EXCHANGE, 0, f"unrelated work {i}", _unit(1, 0.5 + i, 0))],
         )
-    hits = store.search("crash report scribbled over my shell window", _unit(1, 0, 0), MODEL)
+    hits = store.search.find("crash report scribbled over my shell window", _unit(1, 0, 0), MODEL)
     assert hits[0].session_id == "answer"
-    assert store.search("resized window dashboard", _unit(0, 1, 0), MODEL)[0].session_id == "filler"
+    assert (
+        store.search.find("resized window dashboard", _unit(0, 1, 0), MODEL)[0].session_id
+        == "filler"
+    )
 
 
 @pytest.mark.parametrize("query", ["how did we", "what's O'Reilly & co | !x (y) <-> z:*", ""])
 def test_queries_of_stop_words_or_tsquery_syntax_still_search(store, query):
-    store.replace_memory(
+    store.memories.replace_memory(
         memory_record("s1"), [ChunkRecord(EXCHANGE, 0, "fixed the lock", _unit(1, 0, 0))]
     )
-    hits = store.search(query, _unit(1, 0, 0), MODEL)
+    hits = store.search.find(query, _unit(1, 0, 0), MODEL)
     assert [h.session_id for h in hits] == ["s1"]  # found by its vector alone
 
 
 def test_a_store_from_before_migration_4_gets_one_vector_index_per_layer(store):
-    store.replace_memory(
+    store.memories.replace_memory(
         memory_record("s1"),
         [ChunkRecord(EXCHANGE, 0, "an exchange", _unit(1, 0, 0)),
          ChunkRecord("solution", 0, "a bullet", _unit(0, 1, 0))],
@@ -471,7 +486,7 @@ def test_a_store_from_before_migration_4_gets_one_vector_index_per_layer(store):
         conn.execute("ALTER TABLE memories DROP COLUMN source_fingerprint")
         conn.execute("ALTER TABLE session_sources DROP COLUMN nothing_at_fingerprint")
         conn.execute("DELETE FROM schema_migrations WHERE version >= 4")
-    store.migrate()
+    migrate(store.url)
     with psycopg.connect(store.url) as conn:
         names = {
             r[0]
@@ -481,7 +496,7 @@ def test_a_store_from_before_migration_4_gets_one_vector_index_per_layer(store):
         }
     assert {"indexed_chunks_3_exchange_hnsw", "indexed_chunks_3_bullets_hnsw"} <= names
     assert "indexed_chunks_embedding_3_hnsw" not in names
-    hits = store.search("exchange", _unit(1, 0, 0), MODEL)
+    hits = store.search.find("exchange", _unit(1, 0, 0), MODEL)
     assert hits[0].text == "an exchange"
 
 
@@ -492,8 +507,8 @@ def test_a_chunks_vector_stays_in_its_row(store):
     rng = random.Random(7)
     text = "".join(rng.choice(string.ascii_letters + " ") for _ in range(1000))
     vector = _unit(*(rng.uniform(-1, 1) for _ in range(384)))
-    store.replace_memory(memory_record("long"), [ChunkRecord(EXCHANGE, 0, text, vector)])
-    with store.connect() as conn:
+    store.memories.replace_memory(memory_record("long"), [ChunkRecord(EXCHANGE, 0, text, vector)])
+    with store.database.connection() as conn:
         row = conn.execute(
             "SELECT pg_column_toast_chunk_id(embedding) AS vector_toast,"
             " pg_column_toast_chunk_id(text) AS text_toast FROM indexed_chunks"
@@ -501,17 +516,19 @@ def test_a_chunks_vector_stays_in_its_row(store):
         ).fetchone()
     assert row is not None
     assert row["vector_toast"] is None, "the vector was moved out of its row"
-    assert store.search(text[:40], vector, MODEL)[0].text == text
+    assert store.search.find(text[:40], vector, MODEL)[0].text == text
 
 
 def test_a_question_naming_what_no_chunk_holds_is_less_relevant(store):
-    store.replace_memory(
+    store.memories.replace_memory(
         memory_record("agents"),
         [ChunkRecord(EXCHANGE, 0, "we added Gemini and Claude as agents to track", _unit(1, 0, 0))],
     )
     vector = _unit(1, 0.3, 0)  # the same closeness for both questions
-    [seen] = store.search("Did we add Gemini or Claude as an agent?", vector, MODEL, limit=1)
-    [unseen] = store.search("Did we add Ollama or LocalAI as an agent?", vector, MODEL, limit=1)
+    [seen] = store.search.find("Did we add Gemini or Claude as an agent?", vector, MODEL, limit=1)
+    [unseen] = store.search.find(
+        "Did we add Ollama or LocalAI as an agent?", vector, MODEL, limit=1
+    )
     assert seen.session_id == unseen.session_id == "agents"
     assert seen.score > DEFAULT_THRESHOLD > unseen.score
 
@@ -529,19 +546,20 @@ def test_the_same_cosine_counts_for_less_in_a_store_whose_unrelated_chunks_are_a
         database = f"{name}_{uuid.uuid4().hex[:8]}"
         with psycopg.connect(pg_server.get_uri(), autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{database}"')
-        store = Store(pg_server.get_uri(database))
-        store.migrate()
-        for s in range(12):
-            chunks = []
-            for i in range(20):
-                noise = [rng.gauss(0, 1) for _ in range(16)]
-                chunks.append(ChunkRecord(EXCHANGE, i, f"s{s} c{i}", _unit(lean, *noise)))
-            store.replace_memory(memory_record(f"s{s}"), chunks)
-        target = _unit(0.8, 0.6, *[0.0] * 15)  # cosine 0.8 with the lean's direction
-        store.replace_memory(
-            memory_record("target"), [ChunkRecord(EXCHANGE, 0, "the answer", _unit(1, *[0.0] * 16))]
-        )
-        [hit] = store.search("the answer", target, MODEL, limit=1)
+        migrate(pg_server.get_uri(database))
+        with Store(pg_server.get_uri(database)) as store:
+            for s in range(12):
+                chunks = []
+                for i in range(20):
+                    noise = [rng.gauss(0, 1) for _ in range(16)]
+                    chunks.append(ChunkRecord(EXCHANGE, i, f"s{s} c{i}", _unit(lean, *noise)))
+                store.memories.replace_memory(memory_record(f"s{s}"), chunks)
+            target = _unit(0.8, 0.6, *[0.0] * 15)  # cosine 0.8 with the lean's direction
+            store.memories.replace_memory(
+                memory_record("target"),
+                [ChunkRecord(EXCHANGE, 0, "the answer", _unit(1, *[0.0] * 16))],
+            )
+            [hit] = store.search.find("the answer", target, MODEL, limit=1)
         judged[name] = (hit.session_id, hit.score)
     assert judged["spread"][0] == "target" and judged["spread"][1] > 0.9
     assert judged["alike"][1] < judged["spread"][1] - 0.3

@@ -78,14 +78,14 @@ def _fail_a_run(settings: Settings, instance, session=SESSION) -> dg.ExecuteInPr
 
 def _alert_run_failure(settings: Settings, instance, result: dg.ExecuteInProcessResult) -> None:
     sensor = build_definitions(settings).resolve_sensor_def("run_failure_alerts")
-    context = dg.build_run_status_sensor_context(
+    with dg.build_run_status_sensor_context(
         sensor_name="run_failure_alerts",
         dagster_event=result.get_run_failure_event(),
         dagster_instance=instance,
         dagster_run=result.dagster_run,
         resources=build_resources(settings),
-    ).for_run_failure()
-    sensor(context)
+    ) as context:
+        sensor(context.for_run_failure())
 
 
 def test_a_failed_run_gives_exactly_one_alert_with_its_link(env, telegram):
@@ -166,7 +166,8 @@ def test_a_new_digest_gives_one_message(env, telegram, monkeypatch):
     ingest_sessions(files, settings, instance)
     announced = _tick(settings, instance, "digest_alerts", baseline.cursor)
     [text] = telegram.texts
-    memory = Store(settings.database_url or "").memory_record(SESSION)
+    with Store(settings.database_url or "") as store:
+        memory = store.memories.memory_record(SESSION)
     assert memory is not None and memory.project == "app"  # from the session's cwd
     assert text == (
         f"New memory · app · importance {memory.importance}/5\n{memory.summary}\n"
@@ -209,7 +210,8 @@ def test_a_telegram_outage_loses_no_run_and_the_gap_alert_comes_later(env, teleg
     _tick(settings, instance, "capture_gap_alerts", back.cursor, start + 2.2 * HOUR)
     [alert] = telegram.texts
     assert other in alert and SESSION not in alert
-    assert Store(settings.database_url or "").memory_record(SESSION) is not None
+    with Store(settings.database_url or "") as store:
+        assert store.memories.memory_record(SESSION) is not None
 
 
 def test_the_alert_sensors_are_on_by_default_and_the_token_is_bound_by_name(env):

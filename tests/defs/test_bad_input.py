@@ -84,9 +84,9 @@ def test_each_bad_file_is_ingested_or_skipped_with_its_reason(tmp_path, database
     for later in ("redacted_session", "session_digest", "memory"):
         assert "nothing to remember" in _latest_metadata(instance, later, EMPTY)["absent"].value
 
-    store = Store(database_url)
-    assert store.get_memory("03eb5929-52b3-4b13-ada3-b93ae35806b8") is not None
-    assert store.get_memory("22222222-2222-2222-2222-222222222222") is None
+    with Store(database_url) as store:
+        assert store.memories.get_memory("03eb5929-52b3-4b13-ada3-b93ae35806b8") is not None
+        assert store.memories.get_memory("22222222-2222-2222-2222-222222222222") is None
     instance.dispose()
 
 
@@ -206,5 +206,6 @@ def test_a_hostile_mirror_is_scanned_and_ingested_around_what_is_bad(
     assert rows["memories"] == dict.fromkeys(sessions - {JUNK}, 1)
     assert set(rows["indexed_chunks"]) == sessions - {JUNK}
     assert set(rows["session_sources"]) == sessions
-    memory = Store(database_url).get_memory(BAD_BYTES)
+    with Store(database_url) as store:
+        memory = store.memories.get_memory(BAD_BYTES)
     assert memory is not None and "with a nul" in " ".join(memory.digest.worked_on)

@@ -31,7 +31,8 @@ def test_every_check_passes_after_an_ingest_run_and_runs_after_the_write(tmp_pat
     settings = make_settings(tmp_path, database_url, folder.parent)
     instance = open_instance(settings)
     [files] = session_files_for([folder])
-    open_store(settings).record_sources([(files, files.fingerprint())])
+    with open_store(settings) as store:
+        store.ledger.record_sources([(files, files.fingerprint())])
     instance.add_dynamic_partitions(SESSIONS, [SESSION])
     job = build_definitions(settings).resolve_job_def(INGEST_SESSION)
     result = job.execute_in_process(partition_key=SESSION, instance=instance)
@@ -60,7 +61,8 @@ def test_every_check_passes_after_an_ingest_run_and_runs_after_the_write(tmp_pat
             " WHERE session_id = %s AND section = 'exchange'",
             (SESSION,),
         )
-    stored = session_integrity(Store(database_url), SESSION)
+    with Store(database_url) as store:
+        stored = session_integrity(store.database, SESSION)
     assert stored.position_gaps == 1 and stored.mismatched_vectors > 0
     assert set(stored.dimensions) == {384, 768} and stored.indexed_dimensions == {384}
     assert stored.memories == 1 and stored.orphan_chunks == 0

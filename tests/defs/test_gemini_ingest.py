@@ -9,6 +9,7 @@ from librarian_dagster.core.capture.transcripts import session_files_for
 from librarian_dagster.core.models.providers import configured_embedder
 from librarian_dagster.core.recall.answer import NOTHING_RELEVANT, EmbeddingSpaceMismatch, recall
 from librarian_dagster.core.settings import Settings
+from librarian_dagster.core.store.schema import migrate
 from librarian_dagster.core.store.store import Store
 from librarian_dagster.defs.assets.session_digest import session_digest
 from librarian_dagster.defs.partitions import session_id_of
@@ -72,12 +73,13 @@ def test_gemini_digest_and_embeddings_then_an_unchanged_session_costs_no_call(
     # Tags normalised on the write path: "Python", "py" -> python; "Testing" -> testing.
     assert digest_meta["tags"] == "python, testing, ci"
     assert _metadata(instance, "chunk_embeddings")["model"] == "gemini-embedding-001"
-    memory = Store(database_url).get_memory(SESSION)
-    assert memory is not None and memory.summary.startswith("Fixed the flaky zanzibar")
-    assert memory.embedding_model == "gemini-embedding-001"
-    spaces = Store(database_url).embedding_spaces()
-    assert [(s.model, s.dimension) for s in spaces] == [("gemini-embedding-001", 768)]
-    assert Store(database_url).stats().input_tokens == 1200
+    with Store(database_url) as store:
+        memory = store.memories.get_memory(SESSION)
+        assert memory is not None and memory.summary.startswith("Fixed the flaky zanzibar")
+        assert memory.embedding_model == "gemini-embedding-001"
+        spaces = store.search.embedding_spaces()
+        assert [(s.model, s.dimension) for s in spaces] == [("gemini-embedding-001", 768)]
+        assert store.memories.stats().input_tokens == 1200
     calls = len(fake.calls())
     assert len(fake.calls("generateContent")) == 1 and calls >= 2
 
@@ -88,9 +90,10 @@ def test_gemini_digest_and_embeddings_then_an_unchanged_session_costs_no_call(
     assert len(fake.calls()) == calls  # not one request more
 
     # Search uses the configured space: the query is embedded as a RETRIEVAL_QUERY.
-    found = recall(
-        Store(database_url), configured_embedder(settings), "zanzibar cache lock teardown", limit=5
-    )
+    with Store(database_url) as store:
+        found = recall(
+            store.search, configured_embedder(settings), "zanzibar cache lock teardown", limit=5
+        )
     assert found.results and found.results[0].session_id == SESSION
     # Found by the digest the fake wrote, not only by the session's own words.
     assert any("teardown" in r.text for r in found.results if r.section != "exchange")
@@ -102,8 +105,11 @@ def test_gemini_digest_and_embeddings_then_an_unchanged_session_costs_no_call(
 
     # Switching to the local embedder without re-embedding: search says how to re-embed.
     local = Settings.from_env({"LIBRARIAN_DATABASE_URL": database_url})
-    with pytest.raises(EmbeddingSpaceMismatch, match=r"gemini-embedding-001.*librarian ingest"):
-        recall(Store(database_url), configured_embedder(local), "zanzibar cache lock")
+    with (
+        Store(database_url) as store,
+        pytest.raises(EmbeddingSpaceMismatch, match=r"gemini-embedding-001.*librarian ingest"),
+    ):
+        recall(store.search, configured_embedder(local), "zanzibar cache lock")
     instance.dispose()
 
 
@@ -159,7 +165,8 @@ def test_a_failed_digest_fails_the_run_and_writes_nothing(
     assert outcome.status == "failed" and reason in outcome.detail
     assert "session_digest" in outcome.detail
     assert len(fake.calls("generateContent")) == len(script)
-    assert Store(database_url).get_memory(SESSION) is None
+    with Store(database_url) as store:
+        assert store.memories.get_memory(SESSION) is None
     assert fake.calls("batchEmbedContents") == []  # no later stage ran
     instance.dispose()
 
@@ -219,18 +226,20 @@ def test_a_spent_daily_budget_defers_the_digest_to_the_next_day(
     assert by_id[second].status == "deferred"
     assert "daily token budget is spent (1,500 of 1,000" in by_id[second].detail
     assert len(fake.calls("generateContent")) == 1  # nothing spent on the deferred one
-    store = Store(database_url)
-    assert store.get_memory(second) is None
-    assert store.due_deferrals() == []  # due tomorrow, not today
+    with Store(database_url) as store:
+        assert store.memories.get_memory(second) is None
+        assert store.ledger.due_deferrals() == []  # due tomorrow, not today
 
-    # Tomorrow: the deferral is due, and today's spend is yesterday's.
-    with store.connect() as conn:
-        conn.execute("UPDATE deferred_digests SET deferred_on = deferred_on - 1")
-        conn.execute("UPDATE llm_usage SET day = day - 1")
-    assert store.due_deferrals() == [second]
-    [again] = ingest_sessions(session_files_for([folder / f"{second}.jsonl"]), settings, instance)
-    assert again.status == "ingested", again.detail
-    assert store.due_deferrals() == [] and store.get_memory(second) is not None
+        # Tomorrow: the deferral is due, and today's spend is yesterday's.
+        with store.database.connection() as conn:
+            conn.execute("UPDATE deferred_digests SET deferred_on = deferred_on - 1")
+            conn.execute("UPDATE llm_usage SET day = day - 1")
+        assert store.ledger.due_deferrals() == [second]
+        [again] = ingest_sessions(
+            session_files_for([folder / f"{second}.jsonl"]), settings, instance
+        )
+        assert again.status == "ingested", again.detail
+        assert store.ledger.due_deferrals() == [] and store.memories.get_memory(second) is not None
     instance.dispose()
 
 
@@ -242,13 +251,13 @@ def test_the_sensor_asks_again_for_a_deferral_due_today(tmp_path, database_url, 
     monkeypatch.setenv("LIBRARIAN_MIRROR", str(tmp_path / "mirror"))
     monkeypatch.setenv("LIBRARIAN_DATABASE_URL", database_url)
     (tmp_path / "mirror").mkdir()
-    store = Store(database_url)
-    store.migrate()
-    store.defer_digest(SESSION)
+    migrate(database_url)
+    with Store(database_url) as store:
+        store.ledger.defer_digest(SESSION)
     instance = open_instance(Settings.from_env())
     quiet = sensor_tick(load_defs(), instance, None)
     assert not quiet.run_requests  # deferred today: due tomorrow
-    with store.connect() as conn:
+    with Store(database_url) as store, store.database.connection() as conn:
         conn.execute("UPDATE deferred_digests SET deferred_on = deferred_on - 1")
     due = sensor_tick(load_defs(), instance, None)
     [request] = due.run_requests
@@ -271,11 +280,13 @@ def test_a_question_only_the_digest_answers_is_answered_and_one_about_nothing_is
     instance = open_instance(settings)
     outcomes = ingest_sessions(session_files_for([folder]), settings, instance)
     assert [o.status for o in outcomes] == ["ingested", "ingested"]
-    store, embedder = Store(database_url), configured_embedder(settings)
-
-    found = recall(store, embedder, "QUOKKA fake text about the session", limit=5)
-    assert found.note is None and found.results[0].session_id == SESSION
-    assert found.results[0].score >= settings.recall_threshold
-    nothing = recall(store, embedder, "how did we tune pod autoscaling for the billing service")
-    assert nothing.results == [] and nothing.note == NOTHING_RELEVANT
+    embedder = configured_embedder(settings)
+    with Store(database_url) as store:
+        found = recall(store.search, embedder, "QUOKKA fake text about the session", limit=5)
+        assert found.note is None and found.results[0].session_id == SESSION
+        assert found.results[0].score >= settings.recall_threshold
+        nothing = recall(
+            store.search, embedder, "how did we tune pod autoscaling for the billing service"
+        )
+        assert nothing.results == [] and nothing.note == NOTHING_RELEVANT
     instance.dispose()

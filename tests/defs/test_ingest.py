@@ -46,7 +46,8 @@ def test_ingest_runs_the_ingest_session_job_and_reuses_an_unchanged_digest(tmp_p
     assert second.status == "ingested"
     latest = instance.get_run_records(limit=1)[0].dagster_run.run_id
     assert _digest_metadata(instance, latest)["reused"].value is True
-    assert Store(database_url).get_memory(SESSION) is not None
+    with Store(database_url) as store:
+        assert store.memories.get_memory(SESSION) is not None
     instance.dispose()
 
 
@@ -80,14 +81,14 @@ def test_many_sessions_in_one_run_and_one_bad_session_costs_no_other_its_memory(
     assert set(summaries) == set(ids) and len(set(summaries.values())) == 3
 
     # The middle session's source is forgotten: its stages fail, the others' memories stand.
-    store = Store(database_url)
-    with store.connect() as conn:
+    with Store(database_url) as store, store.database.connection() as conn:
         conn.execute("DELETE FROM session_sources WHERE session_id = %s", (ids[1],))
         conn.execute("DELETE FROM memories")
     again = {o.session_id: o for o in run_partitions(ids, settings, instance, per_run=10)}
     assert again[ids[1]].status == "failed" and "no transcript recorded" in again[ids[1]].detail
     assert again[ids[0]].status == again[ids[2]].status == "ingested"
-    assert {s.session_id for s in store.list_sessions().sessions} == {ids[0], ids[2]}
+    with Store(database_url) as store:
+        assert {s.session_id for s in store.memories.list_sessions().sessions} == {ids[0], ids[2]}
     batch_run, single_run = sorted(
         instance.get_run_records()[:2], key=lambda r: len(r.dagster_run.tags)
     )[::-1]

@@ -28,7 +28,8 @@ def test_redaction_removes_the_token_everywhere(tmp_path, database_url):
     instance = open_instance(settings)
     [outcome] = ingest_sessions(session_files_for([folder]), settings, instance)
     assert outcome.status == "ingested"
-    memory = Store(database_url).get_memory("33333333-3333-3333-3333-333333333333")
+    with Store(database_url) as store:
+        memory = store.memories.get_memory("33333333-3333-3333-3333-333333333333")
     assert memory is not None
     assert SECRET not in json.dumps(memory, default=str)
     assert SECRET[4:20] not in json.dumps(memory, default=str)
@@ -48,7 +49,8 @@ def test_a_redaction_that_misses_blocks_the_digest(tmp_path, database_url, monke
     instance = open_instance(settings)
     [outcome] = ingest_sessions(session_files_for([folder]), settings, instance)
     assert outcome.status == "failed"
-    assert Store(database_url).get_memory("33333333-3333-3333-3333-333333333333") is None
+    with Store(database_url) as store:
+        assert store.memories.get_memory("33333333-3333-3333-3333-333333333333") is None
     digest = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey("session_digest")), limit=1
     ).records

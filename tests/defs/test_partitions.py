@@ -86,20 +86,22 @@ def test_a_store_of_bare_session_ids_is_rekeyed_with_its_history(tmp_path, datab
     instance = open_instance(settings)
     # As a store from before: partitions keyed by the bare session id, each run on its own.
     sessions = session_files_for([folder])
-    open_store(settings).record_sources([(s, s.fingerprint()) for s in sessions])
+    with open_store(settings) as store:
+        store.ledger.record_sources([(s, s.fingerprint()) for s in sessions])
     instance.add_dynamic_partitions(SESSIONS, [SESSION, OTHER])
     job = build_definitions(settings).resolve_job_def(INGEST_SESSION)
     for sid in (SESSION, OTHER):
         assert job.execute_in_process(partition_key=sid, instance=instance).success
     # The memory of OTHER is gone and so are its files: its key comes from nowhere, it stays.
-    with open_store(settings).connect() as conn:
-        conn.execute("DELETE FROM memories WHERE session_id = %s", (OTHER,))
-        conn.execute("DELETE FROM session_sources WHERE session_id = %s", (OTHER,))
+    with open_store(settings) as store:
+        with store.database.connection() as conn:
+            conn.execute("DELETE FROM memories WHERE session_id = %s", (OTHER,))
+            conn.execute("DELETE FROM session_sources WHERE session_id = %s", (OTHER,))
 
-    assert migrate_partition_keys(instance, open_store(settings)) == 1
-    new = f"app/2026-11/{SESSION}"
-    assert set(instance.get_dynamic_partitions(SESSIONS)) == {new, OTHER}
-    assert migrate_partition_keys(instance, open_store(settings)) == 0  # idempotent
+        assert migrate_partition_keys(instance, store.memories, store.ledger) == 1
+        new = f"app/2026-11/{SESSION}"
+        assert set(instance.get_dynamic_partitions(SESSIONS)) == {new, OTHER}
+        assert migrate_partition_keys(instance, store.memories, store.ledger) == 0  # idempotent
     for stage in STAGES:
         # The UI shows the session materialized under its new key, once, marked as re-keyed.
         [record] = instance.fetch_materializations(

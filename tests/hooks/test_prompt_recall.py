@@ -12,8 +12,9 @@ import pytest
 from hookutil import FakeServer, answering, make_library, send, user_prompt_event
 
 from librarian_dagster.core.models.minilm import local_embedder
-from librarian_dagster.core.store.store import ChunkRecord, Store
-from mcp_server.app import build_server, http_app
+from librarian_dagster.core.store.memories import ChunkRecord
+from librarian_dagster.core.store.store import Store
+from mcp_server.app import Served, build_server, http_app
 from mcp_server.auth import TokenFileVerifier
 from tests.core.test_store import memory_record
 from tests.helpers import free_port, serve_http
@@ -77,7 +78,7 @@ def embedder():
 def _remember(store: Store, embedder) -> None:
     record = memory_record("sess-sqlite-1", project="ingest", embedding_model=embedder.model_name)
     vectors = embedder.embed_documents([BULLET, OTHER])
-    store.replace_memory(
+    store.memories.replace_memory(
         record,
         [
             ChunkRecord("solution", 0, BULLET, vectors[0]),
@@ -89,7 +90,7 @@ def _remember(store: Store, embedder) -> None:
 def test_a_relevant_memory_from_the_real_endpoint_is_added(hooks, store, embedder, bare):
     _remember(store, embedder)
     verifier = TokenFileVerifier(shared_token=TOKEN)  # the server's LIBRARIAN_MCP_TOKEN
-    app = http_app(build_server(store, embedder, verifier=verifier), "127.0.0.1")
+    app = http_app(build_server(Served.of(store, embedder), verifier=verifier), "127.0.0.1")
     # A generous deadline here: this test is about the answer; deadlines are tested below.
     slack = {"LIBRARIAN_RECALL_TIMEOUT_MS": "5000"}
     with serve_http(app, free_port()) as url:
@@ -117,7 +118,9 @@ def test_a_relevant_memory_from_the_real_endpoint_is_added(hooks, store, embedde
 
 
 def test_nothing_is_added_when_nothing_is_remembered(hooks, store, embedder, bare):
-    with serve_http(http_app(build_server(store, embedder), "127.0.0.1"), free_port()) as url:
+    with serve_http(
+        http_app(build_server(Served.of(store, embedder)), "127.0.0.1"), free_port()
+    ) as url:
         proc = hooks.run(
             "user_prompt_submit",
             user_prompt_event(bare, prompt=PROMPT),

@@ -17,8 +17,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from librarian_dagster.core.ops import tokens
-from librarian_dagster.core.store.store import ChunkRecord
-from mcp_server.app import PRIVATE_REFUSED, build_server, http_app
+from librarian_dagster.core.store.memories import ChunkRecord
+from mcp_server.app import PRIVATE_REFUSED, Served, build_server, http_app
 from mcp_server.auth import TokenFileVerifier
 from tests.core.test_store import memory_record
 from tests.helpers import free_port, serve_http
@@ -30,7 +30,7 @@ WORK, PRIVATE = "work-session", "private-session"
 
 def _remember(store) -> None:
     for session_id, domain in ((WORK, "technical"), (PRIVATE, "private")):
-        store.replace_memory(
+        store.memories.replace_memory(
             memory_record(session_id, domain=domain, embedding_model=FakeEmbedder.model_name),
             [ChunkRecord("worked_on", 0, f"sqlite lock fix in {session_id}", [1.0, 0.0, 0.0])],
         )
@@ -44,7 +44,7 @@ def world(store, tmp_path):
     reader, _ = tokens.add(path, "reader")
     owner, _ = tokens.add(path, "owner", tokens.PRIVATE)
     server = build_server(
-        store, FakeEmbedder(), verifier=TokenFileVerifier(path, shared_token=SHARED)
+        Served.of(store, FakeEmbedder()), verifier=TokenFileVerifier(path, shared_token=SHARED)
     )
     with serve_http(http_app(server, "127.0.0.1"), free_port()) as url:
         yield {"url": url, "path": path, "reader": reader, "owner": owner}
@@ -177,8 +177,8 @@ def test_without_a_token_the_server_decides_about_private(store):
 
         return {s["session_id"] for s in asyncio.run(go()).structured_content["sessions"]}
 
-    assert listed(build_server(store, FakeEmbedder())) == {WORK}
-    assert listed(build_server(store, FakeEmbedder(), private_without_token=True)) == {
+    assert listed(build_server(Served.of(store, FakeEmbedder()))) == {WORK}
+    assert listed(build_server(Served.of(store, FakeEmbedder()), private_without_token=True)) == {
         WORK,
         PRIVATE,
     }
@@ -186,7 +186,9 @@ def test_without_a_token_the_server_decides_about_private(store):
 
 def test_an_open_loopback_server_serves_no_private_domain(store):
     _remember(store)
-    with serve_http(http_app(build_server(store, FakeEmbedder()), "127.0.0.1"), free_port()) as url:
+    with serve_http(
+        http_app(build_server(Served.of(store, FakeEmbedder())), "127.0.0.1"), free_port()
+    ) as url:
         seen = _ask_every_tool(url, {})
     assert seen["list_sessions"] == {WORK} and seen["search_chunks"] == {WORK}
 

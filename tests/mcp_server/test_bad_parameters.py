@@ -6,8 +6,8 @@ import base64
 import pytest
 from mcp import Client
 
-from librarian_dagster.core.store.store import ChunkRecord
-from mcp_server.app import build_server, http_app
+from librarian_dagster.core.store.memories import ChunkRecord
+from mcp_server.app import Served, build_server, http_app
 from tests.core.test_store import memory_record
 from tests.helpers import free_port, serve_http
 from tests.mcp_server.test_tools import FakeEmbedder
@@ -44,11 +44,13 @@ BAD = [
 
 @pytest.fixture
 def served(store):
-    store.replace_memory(
+    store.memories.replace_memory(
         memory_record("s1", embedding_model=FakeEmbedder.model_name),
         [ChunkRecord("worked_on", 0, "sqlite lock fix", [1.0, 0.0, 0.0])],
     )
-    with serve_http(http_app(build_server(store, FakeEmbedder()), "127.0.0.1"), free_port()) as url:
+    with serve_http(
+        http_app(build_server(Served.of(store, FakeEmbedder())), "127.0.0.1"), free_port()
+    ) as url:
         yield url
 
 

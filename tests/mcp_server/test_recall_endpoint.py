@@ -9,9 +9,10 @@ from mcp import Client
 from librarian_dagster.core.recall.answer import NOTHING_RELEVANT, branch_prior
 from librarian_dagster.core.recall.relevance import DEFAULT_THRESHOLD, Evidence, relevance
 from librarian_dagster.core.settings import Settings
+from librarian_dagster.core.store.memories import ChunkRecord
 from librarian_dagster.core.store.rows import SearchResult
-from librarian_dagster.core.store.store import ChunkRecord, Store
-from mcp_server.app import build_server, http_app
+from librarian_dagster.core.store.store import Store
+from mcp_server.app import Served, build_server, http_app
 from mcp_server.auth import TokenFileVerifier
 from tests.core.test_store import memory_record
 from tests.helpers import free_port, serve_http
@@ -22,7 +23,7 @@ TOKEN = "s3cret-token-for-tests"
 
 def _remember(store, count: int = 5) -> None:
     for i in range(count):
-        store.replace_memory(
+        store.memories.replace_memory(
             memory_record(f"s{i}", days_ago=i, embedding_model=FakeEmbedder.model_name),
             [
                 ChunkRecord("worked_on", 0, f"sqlite lock fix {i}", [1.0, 0.01 * i, 0.0]),
@@ -35,7 +36,9 @@ def _remember(store, count: int = 5) -> None:
 def served(store):
     """The real HTTP app of the recall server on a free port, with a few memories."""
     _remember(store)
-    with serve_http(http_app(build_server(store, FakeEmbedder()), "127.0.0.1"), free_port()) as url:
+    with serve_http(
+        http_app(build_server(Served.of(store, FakeEmbedder())), "127.0.0.1"), free_port()
+    ) as url:
         yield url
 
 
@@ -66,7 +69,9 @@ def test_limit_defaults_to_three(served):
 
 
 def test_an_empty_memory_answers_nothing_relevant_with_a_note(store):
-    with serve_http(http_app(build_server(store, FakeEmbedder()), "127.0.0.1"), free_port()) as url:
+    with serve_http(
+        http_app(build_server(Served.of(store, FakeEmbedder())), "127.0.0.1"), free_port()
+    ) as url:
         response = _post(url, {"query": "lock"})
     assert response.status_code == 200
     assert response.json()["results"] == [] and response.json()["note"] == NOTHING_RELEVANT
@@ -103,11 +108,13 @@ def test_a_bad_body_is_a_400_that_says_what_is_wrong(served, body, says):
 
 def test_the_filters_of_search_chunks_filter(store):
     _remember(store)  # s0 .. s4, s<i> ended i days before 2026-11-01
-    store.replace_memory(
+    store.memories.replace_memory(
         memory_record("b0", project="beta", embedding_model=FakeEmbedder.model_name),
         [ChunkRecord("solution", 0, "sqlite lock fix b", [1.0, 0.0, 0.0])],
     )
-    with serve_http(http_app(build_server(store, FakeEmbedder()), "127.0.0.1"), free_port()) as url:
+    with serve_http(
+        http_app(build_server(Served.of(store, FakeEmbedder())), "127.0.0.1"), free_port()
+    ) as url:
         # s<i> began i days and an hour before 2026-11-01: until the 29th leaves s3 and s4.
         until = _post(url, {"query": "lock", "limit": 10, "until": "2026-10-29T00:00:00Z"})
         beta = _post(url, {"query": "lock", "limit": 10, "project": "beta"})
@@ -122,7 +129,9 @@ def _alike(store, session_id: str, project: str, cwd: str, days_ago: int, branch
     record = memory_record(
         session_id, project=project, days_ago=days_ago, embedding_model=FakeEmbedder.model_name
     ).model_copy(update={"cwd": cwd, "git_branch": branch})
-    store.replace_memory(record, [ChunkRecord("solution", 0, "sqlite lock fix", [1.0, 0.0, 0.0])])
+    store.memories.replace_memory(
+        record, [ChunkRecord("solution", 0, "sqlite lock fix", [1.0, 0.0, 0.0])]
+    )
 
 
 def _order(url: str, **context) -> list[tuple[str, str | None]]:
@@ -136,7 +145,9 @@ def test_the_cwd_s_project_comes_first_and_filters_nothing(store):
     _alike(store, "a-new", "alpha", "/src/alpha", days_ago=0)
     _alike(store, "b-old", "beta", "/src/beta", days_ago=30)
     _alike(store, "b-feature", "beta", "/src/beta", days_ago=40, branch="feat/lock")
-    with serve_http(http_app(build_server(store, FakeEmbedder()), "127.0.0.1"), free_port()) as url:
+    with serve_http(
+        http_app(build_server(Served.of(store, FakeEmbedder())), "127.0.0.1"), free_port()
+    ) as url:
         alone = _order(url)
         inside = _order(url, cwd="/src/beta/pkg/")  # a folder of the project
         above = _order(url, cwd="/src")  # contains both: both are "here"
@@ -166,8 +177,12 @@ def test_a_same_feature_branch_session_passes_with_less_evidence(store):
         update={"cwd": "/src/alpha", "git_branch": "fix/busy"}
     )
     vector = [cosine, (1 - cosine**2) ** 0.5, 0.0]
-    store.replace_memory(record, [ChunkRecord("solution", 0, "sqlite busy timeout raised", vector)])
-    with serve_http(http_app(build_server(store, FakeEmbedder()), "127.0.0.1"), free_port()) as url:
+    store.memories.replace_memory(
+        record, [ChunkRecord("solution", 0, "sqlite busy timeout raised", vector)]
+    )
+    with serve_http(
+        http_app(build_server(Served.of(store, FakeEmbedder())), "127.0.0.1"), free_port()
+    ) as url:
         bare = _post(url, {"query": "lock"}).json()
         trunk = _post(url, {"query": "lock", "cwd": "/src/alpha", "git_branch": "main"}).json()
         other = _post(url, {"query": "lock", "cwd": "/src/beta", "git_branch": "fix/busy"}).json()
@@ -211,7 +226,9 @@ def test_a_foreign_host_header_is_refused_on_loopback(served):
 
 def test_with_a_token_the_endpoint_demands_it(store):
     _remember(store, 2)
-    server = build_server(store, FakeEmbedder(), verifier=TokenFileVerifier(shared_token=TOKEN))
+    server = build_server(
+        Served.of(store, FakeEmbedder()), verifier=TokenFileVerifier(shared_token=TOKEN)
+    )
     app = http_app(server, "127.0.0.1")
     with serve_http(app, free_port()) as url:
         missing = _post(url, {"query": "lock"})
@@ -227,9 +244,12 @@ def test_with_a_token_the_endpoint_demands_it(store):
 
 def test_a_broken_database_is_a_503_without_details(tmp_path):
     nowhere = Store(f"postgresql://postgres@/librarian?host={tmp_path / 'no-socket'}")
-    with serve_http(
-        http_app(build_server(nowhere, FakeEmbedder()), "127.0.0.1"), free_port()
-    ) as url:
+    with (
+        nowhere,
+        serve_http(
+            http_app(build_server(Served.of(nowhere, FakeEmbedder())), "127.0.0.1"), free_port()
+        ) as url,
+    ):
         response = _post(url, {"query": "lock"})
     assert response.status_code == 503
     assert response.json() == {"error": "recall failed on the server"}

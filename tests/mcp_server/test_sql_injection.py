@@ -10,8 +10,8 @@ import base64
 import pytest
 from mcp import Client
 
-from librarian_dagster.core.store.store import ChunkRecord
-from mcp_server.app import build_server
+from librarian_dagster.core.store.memories import ChunkRecord
+from mcp_server.app import Served, build_server
 from tests.core.test_store import memory_record
 from tests.mcp_server.test_tools import FakeEmbedder
 
@@ -35,7 +35,7 @@ TABLES = ("memories", "indexed_chunks", "lexeme_df", "chunk_stats", "session_sou
 
 
 def _rows(store) -> dict[str, int]:
-    with store.connect() as conn:
+    with store.database.connection() as conn:
         counts = {}
         for table in TABLES:
             row = conn.execute(f"SELECT COUNT(*) AS n FROM {table}").fetchone()  # our names
@@ -47,11 +47,11 @@ def _rows(store) -> dict[str, int]:
 @pytest.fixture
 def server(store):
     for i, project in enumerate(("alpha", "beta")):
-        store.replace_memory(
+        store.memories.replace_memory(
             memory_record(f"s{i}", project=project, embedding_model=FakeEmbedder.model_name),
             [ChunkRecord("worked_on", 0, f"sqlite lock fix {i}", [1.0, 0.0, 0.0])],
         )
-    return build_server(store, FakeEmbedder())
+    return build_server(Served.of(store, FakeEmbedder()))
 
 
 def _cursor(payload: str) -> str:
@@ -107,15 +107,15 @@ def test_payloads_in_every_text_parameter_are_only_text(store, server):
 
 def test_the_store_itself_binds_every_value(store, server):
     """The same payloads straight at the Store, below the tools' validation."""
-    from librarian_dagster.core.store.store import SearchFilters
+    from librarian_dagster.core.store.queries import SearchFilters
 
     before = _rows(store)
     for p in PAYLOADS:
         filters = SearchFilters(project=p, tags=(p,), any_tags=(p,), git_branch=p)
-        assert store.search(p, [1.0, 0.0, 0.0], FakeEmbedder.model_name, filters) == []
-        assert store.search(p, [1.0, 0.0, 0.0], p, SearchFilters()) == []  # the model name too
-        assert store.get_memory(p) is None
-        assert store.list_sessions(SearchFilters(project=p)).sessions == []
-        assert store.session_source(p) is None
-        assert store.delete_memory(p) is False
+        assert store.search.find(p, [1.0, 0.0, 0.0], FakeEmbedder.model_name, filters) == []
+        assert store.search.find(p, [1.0, 0.0, 0.0], p, SearchFilters()) == []  # the model name too
+        assert store.memories.get_memory(p) is None
+        assert store.memories.list_sessions(SearchFilters(project=p)).sessions == []
+        assert store.ledger.session_source(p) is None
+        assert store.memories.delete_memory(p) is False
     assert _rows(store) == before

@@ -6,8 +6,8 @@ import pytest
 from mcp import Client
 
 from librarian_dagster.core.digest.schema import DOMAINS
-from librarian_dagster.core.store.store import ChunkRecord
-from mcp_server.app import build_server
+from librarian_dagster.core.store.memories import ChunkRecord
+from mcp_server.app import Served, build_server
 from tests.core.test_store import memory_record
 
 
@@ -27,7 +27,7 @@ class FakeEmbedder:
 @pytest.fixture
 def server(store):
     for i in range(5):
-        store.replace_memory(
+        store.memories.replace_memory(
             memory_record(
                 f"s{i}",
                 project="alpha" if i % 2 else "beta",
@@ -36,7 +36,7 @@ def server(store):
             ),
             [ChunkRecord("worked_on", 0, f"sqlite lock fix {i}", [1.0, 0.01 * i, 0.0])],
         )
-    return build_server(store, FakeEmbedder())
+    return build_server(Served.of(store, FakeEmbedder()))
 
 
 def _call(server, tool, arguments):

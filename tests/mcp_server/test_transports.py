@@ -9,15 +9,15 @@ import pytest
 from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.sse import sse_client
 
-from mcp_server.app import build_server, http_app
+from mcp_server.app import Served, build_server, http_app
 from tests.core.test_store import memory_record
 from tests.helpers import free_port, serve_http
 from tests.mcp_server.test_tools import FakeEmbedder
 
 
 def test_legacy_sse_endpoint_answers_tool_calls(store):
-    store.replace_memory(memory_record("s1"), [])
-    server = build_server(store, FakeEmbedder())
+    store.memories.replace_memory(memory_record("s1"), [])
+    server = build_server(Served.of(store, FakeEmbedder()))
 
     async def go(url):
         async with (
@@ -39,7 +39,7 @@ def test_legacy_sse_endpoint_answers_tool_calls(store):
     ids=["python -m mcp_server", "librarian mcp"],
 )
 def test_stdio_transport_serves_the_same_tools(store, tmp_path, command):
-    store.replace_memory(memory_record("s1"), [])
+    store.memories.replace_memory(memory_record("s1"), [])
     env = {
         **os.environ,
         "LIBRARIAN_HOME": str(tmp_path / "home"),

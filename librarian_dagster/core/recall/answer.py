@@ -16,15 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from librarian_dagster.core.models.embeddings import Embedder
 from librarian_dagster.core.recall.relevance import DEFAULT_THRESHOLD
 from librarian_dagster.core.settings import Settings
+from librarian_dagster.core.store.queries import SearchFilters
+from librarian_dagster.core.store.ranking import DEFAULT_BOOSTS, Boosts, RecallContext
 from librarian_dagster.core.store.rows import ChunkResult, EmbeddingSpace, SearchResult
-from librarian_dagster.core.store.store import (
-    DEFAULT_BOOSTS,
-    Boosts,
-    RecallContext,
-    SearchFilters,
-    SearchMode,
-    Store,
-)
+from librarian_dagster.core.store.search import Search, SearchMode
 
 MAX_RESULTS = 50
 """The most chunks one question may ask for."""
@@ -99,7 +94,7 @@ def boosts_for(settings: Settings) -> Boosts:
 
 
 def recall(
-    store: Store,
+    search: Search,
     embedder: Embedder,
     query: str,
     filters: SearchFilters | None = None,
@@ -117,10 +112,10 @@ def recall(
     """
     if not 1 <= limit <= MAX_RESULTS:
         raise ValueError(f"limit must be between 1 and {MAX_RESULTS}, got {limit}")
-    # The question is embedded in another thread while the store scores its words (BM25 needs
+    # The question is embedded in another thread while the search scores its words (BM25 needs
     # no vector): the two overlap, numpy and psycopg release the interpreter as they work.
     vector = _EMBEDDING.submit(embedder.embed_query, query)
-    hits = store.search(
+    hits = search.find(
         query,
         vector.result,
         embedder.model_name,
@@ -133,7 +128,7 @@ def recall(
     hits = [_with_prior(h, context) for h in hits]
     if not hits:
         # Only now: a store searched in the wrong space yields nothing, and says why.
-        problem = space_problem(store.embedding_spaces(), embedder.model_name, embedder.dimension)
+        problem = space_problem(search.embedding_spaces(), embedder.model_name, embedder.dimension)
         if problem:
             raise EmbeddingSpaceMismatch(problem)
     # The best ranked session decides: the gate must not open wider as more results are asked

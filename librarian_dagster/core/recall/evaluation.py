@@ -28,13 +28,10 @@ from typing import Any
 
 from librarian_dagster.core.models.embeddings import Embedder
 from librarian_dagster.core.recall.answer import MAX_RESULTS, recall
-from librarian_dagster.core.store.store import (
-    DEFAULT_BOOSTS,
-    Boosts,
-    SearchFilters,
-    SearchMode,
-    Store,
-)
+from librarian_dagster.core.store.memories import Memories
+from librarian_dagster.core.store.queries import SearchFilters
+from librarian_dagster.core.store.ranking import DEFAULT_BOOSTS, Boosts
+from librarian_dagster.core.store.search import Search, SearchMode
 
 RECALL_KS = (1, 5, 10)
 """The recall@k every report has; a headline k other than these is added to them."""
@@ -303,12 +300,12 @@ def _grouped(
 # -- over the real store --------------------------------------------------------------------------
 
 
-def store_projects(store: Store, page_size: int = 500) -> dict[str, str]:
+def store_projects(memories: Memories, page_size: int = 500) -> dict[str, str]:
     """Session id -> project, of every session the store remembers (private ones too)."""
     projects: dict[str, str] = {}
     cursor = None
     while True:
-        page = store.list_sessions(SearchFilters(include_private=True), page_size, cursor)
+        page = memories.list_sessions(SearchFilters(include_private=True), page_size, cursor)
         projects.update((s.session_id, s.project) for s in page.sessions)
         if page.next_cursor is None:
             return projects
@@ -316,7 +313,7 @@ def store_projects(store: Store, page_size: int = 500) -> dict[str, str]:
 
 
 def session_asker(
-    store: Store,
+    search: Search,
     embedder: Embedder,
     *,
     min_relevance: float = 0.0,
@@ -327,7 +324,7 @@ def session_asker(
 
     def ask(query: str) -> list[str]:
         result = recall(
-            store,
+            search,
             embedder,
             query,
             # The owner measures their own store: a golden question may be about private work.
@@ -344,7 +341,7 @@ def session_asker(
 
 def compare_modes(
     questions: Sequence[GoldenQuestion],
-    store: Store,
+    search: Search,
     embedder: Embedder,
     *,
     min_relevance: float = 0.0,
@@ -360,7 +357,7 @@ def compare_modes(
     reports: dict[SearchMode, Report] = {}
     for mode in modes:
         step = None if progress is None else _progress_for(progress, mode)
-        ask = session_asker(store, cached, min_relevance=min_relevance, mode=mode, boosts=boosts)
+        ask = session_asker(search, cached, min_relevance=min_relevance, mode=mode, boosts=boosts)
         reports[mode] = evaluate(questions, ask, ks=ks, progress=step)
     return reports
 

@@ -105,7 +105,7 @@ class Scored:
     score: np.ndarray
     covered: np.ndarray
     """The question's idf mass the chunk holds: its best chunk's share says how much the BM25
-    lists weigh in the ranking (Store._search)."""
+    lists weigh in the ranking (Search.find, core/store/search.py)."""
     names: Names
 
     def top(self, exchange: bool, pool: int) -> list[tuple[int, str]]:

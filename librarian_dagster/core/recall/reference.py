@@ -29,7 +29,7 @@ from librarian_dagster.core.capture.transcripts import Session
 from librarian_dagster.core.digest.offline import exchanges
 from librarian_dagster.core.models.embeddings import Embedder
 from librarian_dagster.core.recall.lexical import BM25_B, BM25_K1
-from librarian_dagster.core.store.store import Store
+from librarian_dagster.core.store.memories import Memories
 
 RRF_K = 60
 """Reciprocal rank fusion's constant, as Cormack et al. set it: a chunk at place r adds 1/(60+r)."""
@@ -68,7 +68,7 @@ class Documents:
 
 
 def gather_documents(
-    store: Store, session_ids: Iterable[str], staged_path: Callable[[str], Path]
+    memories: Memories, session_ids: Iterable[str], staged_path: Callable[[str], Path]
 ) -> Documents:
     """Each session's prompts and final replies from its staged file (`staged_path(id)`), else
     its exchange chunks from the store."""
@@ -80,7 +80,7 @@ def gather_documents(
             missing.append(session_id)
         else:
             texts[session_id] = session_texts(session)
-    stand_ins = store.exchange_texts(missing) if missing else {}
+    stand_ins = memories.exchange_texts(missing) if missing else {}
     for session_id in missing:
         texts[session_id] = stand_ins.get(session_id, [])
     return Documents(texts, staged=len(texts) - len(missing), from_chunks=len(missing))

@@ -1,26 +1,26 @@
 """What the store holds, read for the alerts and the asset checks (no writes here).
 
-Kept apart from `store.py`, which owns the write path and search: these are a monitor's queries,
-one round trip each, so a gap tick or a check costs milliseconds.
+Kept apart from the memories and search: these are a monitor's queries, one round trip each, on
+the store's pool, so a gap tick or a check costs milliseconds.
 """
 
 from dataclasses import dataclass
 
-from librarian_dagster.core.store.store import Store
+from librarian_dagster.core.store.pool import Database
 
 
-def ingested_at(store: Store) -> dict[str, float]:
+def ingested_at(database: Database) -> dict[str, float]:
     """Session id -> when its memory was written (seconds since the epoch)."""
-    with store.connect() as conn:
+    with database.connection() as conn:
         rows = conn.execute(
             "SELECT session_id, EXTRACT(EPOCH FROM ingested_at)::float8 AS at FROM memories"
         ).fetchall()
     return {r["session_id"]: r["at"] for r in rows}
 
 
-def requested_at(store: Store) -> dict[str, tuple[str, float]]:
+def requested_at(database: Database) -> dict[str, tuple[str, float]]:
     """Session id -> (fingerprint, when) the mirror sensor or `librarian ingest` recorded it."""
-    with store.connect() as conn:
+    with database.connection() as conn:
         rows = conn.execute(
             "SELECT session_id, fingerprint, EXTRACT(EPOCH FROM recorded_at)::float8 AS at"
             " FROM session_sources"
@@ -51,8 +51,8 @@ class SessionIntegrity:
         return sum(self.chunks_by_section.values())
 
 
-def session_integrity(store: Store, session_id: str) -> SessionIntegrity:
-    with store.connect() as conn:
+def session_integrity(database: Database, session_id: str) -> SessionIntegrity:
+    with database.connection() as conn:
         memories = conn.execute(
             "SELECT COUNT(*) AS n FROM memories WHERE session_id = %s", (session_id,)
         ).fetchone()

@@ -16,7 +16,7 @@ from librarian_dagster.core.capture.mirror import is_excluded
 from librarian_dagster.core.capture.skips import SkipList, last_active
 from librarian_dagster.core.capture.transcripts import SessionFiles
 from librarian_dagster.core.digest.chunking import Chunk
-from librarian_dagster.core.store.store import Store
+from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.defs.partitions import session_id_of
 
 GROUP = "sessions"
@@ -28,9 +28,9 @@ In = TypeVar("In")
 Out = TypeVar("Out")
 
 
-def source_files(store: Store, partition_key: str) -> SessionFiles:
+def source_files(ledger: Ledger, partition_key: str) -> SessionFiles:
     session_id = session_id_of(partition_key)
-    files = store.session_source(session_id)
+    files = ledger.session_source(session_id)
     if files is None:
         raise dg.Failure(
             f"no transcript recorded for session {session_id}: the mirror sensor or "

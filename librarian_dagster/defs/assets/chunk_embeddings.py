@@ -8,7 +8,7 @@ from librarian_dagster.core.models.gemini import ProviderError
 from librarian_dagster.defs.assets._common import GROUP, common_keys, per_session
 from librarian_dagster.defs.assets.session_digest import DIGEST_RETRY
 from librarian_dagster.defs.partitions import BATCH, session_id_of, sessions_partitions
-from librarian_dagster.defs.resources import EmbedderResource, StoreResource
+from librarian_dagster.defs.resources import EmbedderResource, MemoriesResource
 
 
 @dg.asset(
@@ -25,7 +25,7 @@ def chunk_embeddings(
     digest_chunks: dict[str, list[Chunk]],
     exchange_chunks: dict[str, list[Chunk]],
     embedder: EmbedderResource,
-    store: StoreResource,
+    memories: MemoriesResource,
 ) -> Iterator[dg.Output[dict[str, ChunkVectors]]]:
     """One vector per chunk of both layers (digest bullets, then exchanges), in that order.
 
@@ -33,7 +33,7 @@ def chunk_embeddings(
     unchanged session costs no embedding call.
     """
     model = embedder.get()
-    db = store.get()
+    db = memories.get()
 
     def embed(key: str, _: str):
         texts = [c.text for c in [*digest_chunks[key], *exchange_chunks[key]]]

@@ -6,11 +6,12 @@ from librarian_dagster.core.capture.skips import last_active
 from librarian_dagster.core.capture.transcripts import Session
 from librarian_dagster.core.digest.chunking import Chunk, ChunkVectors
 from librarian_dagster.core.digest.schema import DigestRecord
+from librarian_dagster.core.store.ledger import Ledger
+from librarian_dagster.core.store.memories import ChunkRecord
 from librarian_dagster.core.store.rows import memory_of
-from librarian_dagster.core.store.store import ChunkRecord
 from librarian_dagster.defs.assets._common import GROUP, common_keys, per_session, source_files
 from librarian_dagster.defs.partitions import BATCH, session_id_of, sessions_partitions
-from librarian_dagster.defs.resources import StoreResource
+from librarian_dagster.defs.resources import LedgerResource, MemoriesResource
 
 
 @dg.asset(
@@ -23,10 +24,11 @@ def memory(
     digest_chunks: dict[str, list[Chunk]],
     exchange_chunks: dict[str, list[Chunk]],
     chunk_embeddings: dict[str, ChunkVectors],
-    store: StoreResource,
+    memories: MemoriesResource,
+    ledger: LedgerResource,
 ) -> Iterator[dg.MaterializeResult]:
     """The session's row in `memories` and its chunks in `indexed_chunks`, in one transaction."""
-    db = store.get()
+    db = memories.get()
     inputs = (redacted_session, session_digest, digest_chunks, exchange_chunks, chunk_embeddings)
 
     def write(key: str, _: str):
@@ -60,7 +62,7 @@ def memory(
     written = per_session(context, {k: k for k in common_keys(*inputs)}, write)
     # Redacted but not digested, and in the deferral table: waiting for tomorrow's budget.
     waiting = {k for k in redacted_session if k not in session_digest}
-    lost = _lost(context, db, set(written), waiting)
+    lost = _lost(context, ledger.get(), set(written), waiting)
     for key in lost:
         context.add_asset_metadata({"lost": True}, partition_key=key)
     # Recorded first, each session with its own metadata; a failed step would record none.
@@ -74,7 +76,9 @@ def memory(
         )
 
 
-def _lost(context: dg.AssetExecutionContext, db, written: set[str], waiting: set[str]) -> list[str]:
+def _lost(
+    context: dg.AssetExecutionContext, db: Ledger, written: set[str], waiting: set[str]
+) -> list[str]:
     """Sessions of the run that are neither stored now, nor hold nothing to remember, nor wait
     for a later day's token budget (deferred: the sensor asks again, nothing is lost)."""
     missing = [k for k in context.partition_keys if k not in written]

@@ -14,7 +14,7 @@ from librarian_dagster.defs.assets._common import (
     source_files,
 )
 from librarian_dagster.defs.partitions import BATCH, sessions_partitions
-from librarian_dagster.defs.resources import MirrorResource, StoreResource
+from librarian_dagster.defs.resources import LedgerResource, MirrorResource
 
 
 @dg.asset(
@@ -26,14 +26,14 @@ from librarian_dagster.defs.resources import MirrorResource, StoreResource
     backfill_policy=BATCH,
 )
 def redacted_session(
-    context: dg.AssetExecutionContext, store: StoreResource, mirror: MirrorResource
+    context: dg.AssetExecutionContext, ledger: LedgerResource, mirror: MirrorResource
 ) -> Iterator[dg.Output[dict[str, Session]]]:
     """The session with every secret replaced by [REDACTED:<family>]: the first stage stored.
 
     A session with nothing to remember is left out, so no later stage materializes it; the
     reason is in the `transcript` stage's metadata.
     """
-    db = store.get()
+    db = ledger.get()
     skips = db.skip_list()
 
     def redact(key: str, _: str):

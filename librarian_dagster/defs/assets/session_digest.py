@@ -7,9 +7,10 @@ from librarian_dagster.core.capture.transcripts import Session
 from librarian_dagster.core.digest.schema import SECTIONS, DigestRecord, content_hash
 from librarian_dagster.core.digest.tags import normalize_tags
 from librarian_dagster.core.models.gemini import ProviderError
+from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.defs.assets._common import GROUP, per_session
 from librarian_dagster.defs.partitions import BATCH, session_id_of, sessions_partitions
-from librarian_dagster.defs.resources import DigesterResource, StoreResource
+from librarian_dagster.defs.resources import DigesterResource, LedgerResource, MemoriesResource
 
 # A model service still failing after the in-step backoff (LIBRARIAN_LLM_ATTEMPTS tries, which
 # honour Retry-After) gets the step run twice more, about 10 and 20 s later. Failures another try
@@ -42,7 +43,8 @@ def session_digest(
     context: dg.AssetExecutionContext,
     redacted_session: dict[str, Session],
     digester: DigesterResource,
-    store: StoreResource,
+    memories: MemoriesResource,
+    ledger: LedgerResource,
 ) -> Iterator[dg.Output[dict[str, DigestRecord]]]:
     """What the session was about: worked on / problem / solution / open, tags, domain, summary.
 
@@ -52,13 +54,13 @@ def session_digest(
     and the mirror sensor asks again then.
     """
     writer = digester.get()
-    db = store.get()
+    held, db = memories.get(), ledger.get()
     budget = digester.daily_token_budget if digester.provider != "offline" else None
 
     def digest_one(key: str, session: Session):
         session_id = session_id_of(key)
         fingerprint = content_hash(session)
-        stored = db.memory_record(session_id)
+        stored = held.memory_record(session_id)
         method, calls = "reused", 0
         if (
             stored is not None
@@ -76,7 +78,7 @@ def session_digest(
                 _defer(context, db, key, spent, budget)
                 return None
             try:
-                result = writer.digest(session, known_tags=db.top_tags(KNOWN_TAGS))
+                result = writer.digest(session, known_tags=held.top_tags(KNOWN_TAGS))
             except ProviderError as exc:
                 if exc.calls:
                     db.record_usage(
@@ -123,7 +125,9 @@ def session_digest(
         yield dg.Output(records)
 
 
-def _defer(context: dg.AssetExecutionContext, db, key: str, spent: int, budget: int) -> None:
+def _defer(
+    context: dg.AssetExecutionContext, db: Ledger, key: str, spent: int, budget: int
+) -> None:
     db.defer_digest(session_id_of(key))
     message = (
         f"deferred to tomorrow (UTC): the daily token budget is spent ({spent:,} of "

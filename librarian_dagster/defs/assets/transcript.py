@@ -3,14 +3,14 @@ import dagster as dg
 from librarian_dagster.core.capture.transcripts import parse_session
 from librarian_dagster.defs.assets._common import GROUP, kept_out, per_session, source_files
 from librarian_dagster.defs.partitions import BATCH, sessions_partitions
-from librarian_dagster.defs.resources import MirrorResource, StoreResource
+from librarian_dagster.defs.resources import LedgerResource, MirrorResource
 
 
 @dg.asset(
     partitions_def=sessions_partitions, kinds={"python"}, group_name=GROUP, backfill_policy=BATCH
 )
 def transcript(
-    context: dg.AssetExecutionContext, store: StoreResource, mirror: MirrorResource
+    context: dg.AssetExecutionContext, ledger: LedgerResource, mirror: MirrorResource
 ) -> dg.MaterializeResult:
     """A session's transcript files parsed into normalised turns (counted here, never stored).
 
@@ -19,7 +19,7 @@ def transcript(
     to remember (empty, summary-only, not JSON) says why in `skip_reason`, and no later stage
     materializes it.
     """
-    db = store.get()
+    db = ledger.get()
     skips = db.skip_list()
 
     def parse(key: str, _: str):

@@ -1,0 +1,231 @@
+"""The pipeline's bookkeeping: where each session's files are, what is already held of them, the
+skip list, the tokens spent on model calls and the digests that wait for tomorrow's budget.
+
+None of it is memory: the sensor, the stages and the `librarian` commands keep it so that no
+session is asked for twice, none kept out is ingested, and no day spends more than its budget.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from psycopg.rows import class_row
+
+from librarian_dagster.core.capture.skips import SkipList, before_entry
+from librarian_dagster.core.capture.transcripts import SessionFiles
+from librarian_dagster.core.store.pool import Database
+
+
+@dataclass(frozen=True)
+class SkipEntry:
+    entry: str
+    """A session id, or `before:DATE`."""
+    added_at: datetime
+
+
+class Ledger:
+    """The bookkeeping tables, over the shared pool."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    # -- where sessions are, and what is held of them --------------------------------------------
+
+    def record_sources(self, sessions: Sequence[tuple[SessionFiles, str]]) -> None:
+        """Remember where each (session files, fingerprint) lives; the newest record wins."""
+        if not sessions:
+            return
+        with self._db.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(
+                """
+                INSERT INTO session_sources (session_id, main_path, subagent_paths, fingerprint)
+                VALUES (%s, %s, %s, %s)
+                ON CONFLICT (session_id) DO UPDATE SET main_path = EXCLUDED.main_path,
+                    subagent_paths = EXCLUDED.subagent_paths,
+                    fingerprint = EXCLUDED.fingerprint, recorded_at = now()
+                """,
+                [
+                    (
+                        files.session_id,
+                        str(files.main) if files.main else None,
+                        [str(p) for p in files.subagents],
+                        fingerprint,
+                    )
+                    for files, fingerprint in sessions
+                ],
+            )
+
+    def session_source(self, session_id: str) -> SessionFiles | None:
+        with self._db.connection() as conn:
+            row = conn.execute(
+                "SELECT main_path, subagent_paths FROM session_sources WHERE session_id = %s",
+                (session_id,),
+            ).fetchone()
+        if row is None:
+            return None
+        return SessionFiles(
+            session_id=session_id,
+            main=Path(row["main_path"]) if row["main_path"] else None,
+            subagents=tuple(Path(p) for p in row["subagent_paths"]),
+        )
+
+    def backfill_sessions(
+        self,
+        project: str | None = None,
+        since: datetime | None = None,
+        remembered_only: bool = False,
+    ) -> list[str]:
+        """Session ids to run again, oldest first: all whose files are recorded, or only the
+        remembered ones (of a project and/or active since a date, as their memory says)."""
+        if project is None and since is None and not remembered_only:
+            query = "SELECT session_id FROM session_sources ORDER BY recorded_at, session_id"
+            params: dict[str, Any] = {}
+        else:
+            query = (
+                "SELECT m.session_id FROM memories m JOIN session_sources USING (session_id)"
+                " WHERE (%(project)s::text IS NULL OR m.project = %(project)s)"
+                " AND (%(since)s::timestamptz IS NULL"
+                "      OR COALESCE(m.ended_at, m.started_at, m.ingested_at) >= %(since)s)"
+                " ORDER BY COALESCE(m.started_at, m.ingested_at), m.session_id"
+            )
+            params = {"project": project, "since": since}
+        with self._db.connection() as conn:
+            return [row["session_id"] for row in conn.execute(query, params).fetchall()]
+
+    def record_nothing_to_remember(self, session_id: str, fingerprint: str) -> None:
+        """The session's files at `fingerprint` hold nothing to remember (empty, summary-only)."""
+        with self._db.connection() as conn:
+            conn.execute(
+                "UPDATE session_sources SET nothing_at_fingerprint = %s WHERE session_id = %s",
+                (fingerprint, session_id),
+            )
+
+    def nothing_to_remember(self, session_ids: Sequence[str]) -> dict[str, str]:
+        """Session id -> the fingerprint its files had when they held nothing to remember."""
+        with self._db.connection() as conn:
+            rows = conn.execute(
+                "SELECT session_id, nothing_at_fingerprint FROM session_sources"
+                " WHERE session_id = ANY(%s) AND nothing_at_fingerprint IS NOT NULL",
+                (list(session_ids),),
+            ).fetchall()
+        return {row["session_id"]: row["nothing_at_fingerprint"] for row in rows}
+
+    def held_fingerprints(self) -> set[tuple[str, str]]:
+        """(session id, fingerprint) of transcript files whose outcome the store already holds.
+
+        A memory made from them, or the note that they hold nothing to remember: asking for
+        such a session again while its files are unchanged would only repeat the work.
+        """
+        with self._db.connection() as conn:
+            rows = conn.execute(
+                """
+                SELECT session_id, nothing_at_fingerprint AS fingerprint FROM session_sources
+                WHERE nothing_at_fingerprint IS NOT NULL
+                UNION
+                SELECT session_id, source_fingerprint FROM memories
+                WHERE source_fingerprint IS NOT NULL
+                """
+            ).fetchall()
+        return {(row["session_id"], row["fingerprint"]) for row in rows}
+
+    # -- the skip list --------------------------------------------------------------------------
+
+    def skip_list(self) -> SkipList:
+        """The skip list as the sensor, ingest and backfills apply it (core/capture/skips.py)."""
+        with self._db.connection() as conn:
+            rows = conn.execute("SELECT entry, skip_before FROM skip_list").fetchall()
+        befores = [r["skip_before"] for r in rows if r["skip_before"] is not None]
+        return SkipList(
+            session_ids=frozenset(r["entry"] for r in rows if r["skip_before"] is None),
+            # Every session before the latest date is before the earlier ones too.
+            before=max(befores) if befores else None,
+        )
+
+    def skip_entries(self) -> list[SkipEntry]:
+        with self._db.connection() as conn, conn.cursor(row_factory=class_row(SkipEntry)) as cur:
+            return cur.execute(
+                "SELECT entry, added_at FROM skip_list ORDER BY added_at, entry"
+            ).fetchall()
+
+    def skip_sessions(self, session_ids: Sequence[str]) -> None:
+        with self._db.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO skip_list (entry) VALUES (%s) ON CONFLICT (entry) DO NOTHING",
+                [(s,) for s in session_ids],
+            )
+
+    def skip_before(self, moment: datetime) -> str:
+        """Skip every session last active before `moment`; returns the list's entry for it."""
+        entry = before_entry(moment)
+        with self._db.connection() as conn, conn.transaction():
+            conn.execute(
+                "INSERT INTO skip_list (entry, skip_before) VALUES (%s, %s)"
+                " ON CONFLICT (entry) DO NOTHING",
+                (entry, moment),
+            )
+        return entry
+
+    def remove_skip(self, entry: str) -> bool:
+        """Take one entry (a session id or `before:DATE`) off the list; False if it was not on."""
+        with self._db.connection() as conn, conn.transaction():
+            return conn.execute("DELETE FROM skip_list WHERE entry = %s", (entry,)).rowcount > 0
+
+    # -- tokens spent, and digests deferred to a later day's budget -----------------------------
+
+    def record_usage(self, model: str, input_tokens: int, output_tokens: int, calls: int) -> None:
+        """Add tokens spent today (UTC) on `model`."""
+        with self._db.connection() as conn, conn.transaction():
+            conn.execute(
+                """
+                INSERT INTO llm_usage (day, model, input_tokens, output_tokens, calls)
+                VALUES ((now() AT TIME ZONE 'UTC')::date, %s, %s, %s, %s)
+                ON CONFLICT (day, model) DO UPDATE SET
+                    input_tokens = llm_usage.input_tokens + EXCLUDED.input_tokens,
+                    output_tokens = llm_usage.output_tokens + EXCLUDED.output_tokens,
+                    calls = llm_usage.calls + EXCLUDED.calls
+                """,
+                (model, input_tokens, output_tokens, calls),
+            )
+
+    def tokens_spent_today(self) -> int:
+        """Tokens (in + out) spent today (UTC) on every model."""
+        with self._db.connection() as conn:
+            row = conn.execute(
+                "SELECT COALESCE(SUM(input_tokens + output_tokens), 0) AS n FROM llm_usage"
+                " WHERE day = (now() AT TIME ZONE 'UTC')::date"
+            ).fetchone()
+        return int(row["n"]) if row else 0
+
+    def defer_digest(self, session_id: str) -> None:
+        """Remember that this session's digest waits for tomorrow's (UTC) token budget."""
+        with self._db.connection() as conn, conn.transaction():
+            conn.execute(
+                "INSERT INTO deferred_digests (session_id, deferred_on)"
+                " VALUES (%s, (now() AT TIME ZONE 'UTC')::date)"
+                " ON CONFLICT (session_id) DO UPDATE SET deferred_on = EXCLUDED.deferred_on",
+                (session_id,),
+            )
+
+    def clear_deferral(self, session_id: str) -> None:
+        with self._db.connection() as conn, conn.transaction():
+            conn.execute("DELETE FROM deferred_digests WHERE session_id = %s", (session_id,))
+
+    def deferred(self, session_ids: Sequence[str]) -> set[str]:
+        """Which of these sessions' digests wait for a later day's token budget."""
+        with self._db.connection() as conn:
+            rows = conn.execute(
+                "SELECT session_id FROM deferred_digests WHERE session_id = ANY(%s)",
+                (list(session_ids),),
+            ).fetchall()
+        return {r["session_id"] for r in rows}
+
+    def due_deferrals(self) -> list[str]:
+        """Sessions deferred on an earlier day (UTC): their digest may be tried again now."""
+        with self._db.connection() as conn:
+            rows = conn.execute(
+                "SELECT session_id FROM deferred_digests"
+                " WHERE deferred_on < (now() AT TIME ZONE 'UTC')::date ORDER BY session_id"
+            ).fetchall()
+        return [r["session_id"] for r in rows]

@@ -1,0 +1,324 @@
+"""The memories: each session's row and its chunks, written in one transaction, and read back.
+
+What a row holds is defined once, by the models in `core/store/rows.py`: the INSERT and SELECT
+lists here are built from their fields, and rows come back as those models. Every write keeps the
+statistics BM25 is scored from (`chunk_stats`, `lexeme_df`) and each session's mean vector
+(`session_vectors`) in the same transaction as its chunks, so a search never sees them disagree.
+"""
+
+import base64
+import binascii
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import class_row
+from psycopg.types.json import Jsonb
+from pydantic import BaseModel
+
+from librarian_dagster.core.digest.chunking import EXCHANGE
+from librarian_dagster.core.digest.schema import PRIVATE_DOMAIN
+from librarian_dagster.core.store.pool import Database
+from librarian_dagster.core.store.queries import (
+    NO_FILTERS,
+    SearchFilters,
+    filter_sql,
+    vector_literal,
+)
+from librarian_dagster.core.store.rows import (
+    MemoryRecord,
+    SessionDigest,
+    SessionInfo,
+    SessionList,
+    StoreStats,
+)
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    section: str
+    position: int
+    text: str
+    embedding: Sequence[float]
+
+
+class InvalidCursor(ValueError):
+    """A listing cursor that `list_sessions` did not hand out."""
+
+
+# The INSERT of a memory, one named parameter per field of MemoryRecord.
+_MEMORY_COLUMNS = tuple(MemoryRecord.model_fields)
+_INSERT_MEMORY = sql.SQL("INSERT INTO memories ({columns}) VALUES ({values})").format(
+    columns=sql.SQL(", ").join(map(sql.Identifier, _MEMORY_COLUMNS)),
+    values=sql.SQL(", ").join(map(sql.Placeholder, _MEMORY_COLUMNS)),
+)
+_CHUNK_COUNT = sql.SQL(
+    "(SELECT COUNT(*) FROM indexed_chunks c WHERE c.session_id = m.session_id) AS chunk_count"
+)
+
+# A session's mean vector from its chunks (every session's when `session` is NULL), as migration 9
+# made them for the sessions stored before it.
+_WRITE_SESSION_VECTORS = """
+    INSERT INTO session_vectors (session_id, embedding, embedding_model, embedding_dim)
+    SELECT session_id,
+           COALESCE(avg(embedding) FILTER (WHERE section = 'exchange'), avg(embedding)),
+           embedding_model, embedding_dim
+    FROM indexed_chunks WHERE %(session)s::text IS NULL OR session_id = %(session)s
+    GROUP BY session_id, embedding_model, embedding_dim
+"""
+
+
+class Memories:
+    """Writes and reads of the memories, over the shared pool."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    def replace_memory(self, memory: MemoryRecord, chunks: Sequence[ChunkRecord]) -> None:
+        """Write a session's memory and all its chunks in one transaction, replacing any older one.
+
+        A crash anywhere leaves the previous memory whole: never a half-written memory.
+        """
+        dims = {len(c.embedding) for c in chunks}
+        if len(dims) > 1:
+            raise ValueError(f"chunks of one memory must share a dimension, got {sorted(dims)}")
+        with self._db.connection() as conn, conn.transaction():
+            for dim in dims:
+                _ensure_vector_index(conn, dim)
+            _count_chunks(conn, memory.session_id, -1)
+            conn.execute("DELETE FROM memories WHERE session_id = %s", (memory.session_id,))
+            params = memory.model_dump()
+            # A dict has no default PostgreSQL type in psycopg: name the column's.
+            params["digest"] = Jsonb(params["digest"])
+            conn.execute(_INSERT_MEMORY, params)
+            if chunks:
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        """
+                        INSERT INTO indexed_chunks (session_id, section, position, text,
+                            embedding, embedding_model, embedding_dim)
+                        VALUES (%s, %s, %s, %s, %s::vector, %s, %s)
+                        """,
+                        [
+                            (
+                                memory.session_id, c.section, c.position, c.text,
+                                vector_literal(c.embedding), memory.embedding_model,
+                                len(c.embedding),
+                            )
+                            for c in chunks
+                        ],
+                    )  # fmt: skip
+                conn.execute(_WRITE_SESSION_VECTORS, {"session": memory.session_id})
+            _count_chunks(conn, memory.session_id, +1)
+
+    def delete_memory(self, session_id: str) -> bool:
+        with self._db.connection() as conn, conn.transaction():
+            _count_chunks(conn, session_id, -1)
+            cur = conn.execute("DELETE FROM memories WHERE session_id = %s", (session_id,))
+            return cur.rowcount > 0
+
+    def recount_from_chunks(self) -> None:
+        """Count the BM25 statistics and make the sessions' mean vectors again from every chunk.
+
+        `replace_memory` and `delete_memory` keep them as they write; a bulk load that goes
+        around them (COPY) calls this once afterwards.
+        """
+        with self._db.connection() as conn, conn.transaction():
+            conn.execute("DELETE FROM session_vectors")
+            conn.execute(_WRITE_SESSION_VECTORS, {"session": None})
+            conn.execute(
+                """
+                UPDATE chunk_stats SET chunks = x.n, total_length = x.length,
+                                       generation = generation + 1
+                FROM (SELECT COUNT(*) AS n, COALESCE(SUM(length(text_search)), 0) AS length
+                      FROM indexed_chunks) x
+                """
+            )
+            conn.execute("DELETE FROM lexeme_df")
+            conn.execute(
+                "INSERT INTO lexeme_df (lexeme, df) SELECT u.lexeme, COUNT(*)"
+                " FROM indexed_chunks c, unnest(c.text_search) u GROUP BY u.lexeme"
+            )
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def memory_record(self, session_id: str) -> MemoryRecord | None:
+        """A session's memory as the write path stored it (digest provenance included)."""
+        query = sql.SQL("SELECT {fields} FROM memories m WHERE m.session_id = %s").format(
+            fields=_select_fields(MemoryRecord)
+        )
+        with self._db.connection() as conn, conn.cursor(row_factory=class_row(MemoryRecord)) as cur:
+            return cur.execute(query, (session_id,)).fetchone()
+
+    def remembered(self, session_ids: Sequence[str]) -> set[str]:
+        """Which of these sessions have a memory."""
+        with self._db.connection() as conn:
+            rows = conn.execute(
+                "SELECT session_id FROM memories WHERE session_id = ANY(%s)", (list(session_ids),)
+            ).fetchall()
+        return {r["session_id"] for r in rows}
+
+    def get_memory(self, session_id: str, include_private: bool = False) -> SessionDigest | None:
+        """One session's digest; a private one is None unless `include_private`, as if absent."""
+        query = sql.SQL(
+            "SELECT {fields} FROM memories m WHERE m.session_id = %s AND (%s OR m.domain <> %s)"
+        ).format(fields=_select_fields(SessionDigest))
+        with (
+            self._db.connection() as conn,
+            conn.cursor(row_factory=class_row(SessionDigest)) as cur,
+        ):
+            return cur.execute(query, (session_id, include_private, PRIVATE_DOMAIN)).fetchone()
+
+    def list_sessions(
+        self,
+        filters: SearchFilters = NO_FILTERS,
+        limit: int = 20,
+        cursor: str | None = None,
+    ) -> SessionList:
+        """Sessions newest first, `limit` at a time; `cursor` is the previous page's next_cursor.
+
+        Raises InvalidCursor for a cursor this method did not hand out.
+        """
+        where, params = filter_sql(filters)
+        if cursor is not None:
+            where += (
+                " AND (COALESCE(m.ended_at, m.ingested_at), m.session_id) < (%(a_date)s, %(a_id)s)"
+            )
+            params["a_date"], params["a_id"] = _decode_cursor(cursor)
+        # One row more than asked: whether it exists says whether there is a next page.
+        params["limit"] = limit + 1
+        # `where` is our own text (fixed clauses, values as named parameters), never input.
+        query = sql.SQL(
+            """
+            SELECT {fields}, COALESCE(m.ended_at, m.ingested_at) AS sort_date
+            FROM memories m WHERE TRUE {where}
+            ORDER BY COALESCE(m.ended_at, m.ingested_at) DESC, m.session_id DESC
+            LIMIT %(limit)s
+            """
+        ).format(fields=_select_fields(SessionInfo), where=sql.SQL(where))  # type: ignore[arg-type]
+        with self._db.connection() as conn:
+            rows = conn.execute(query, params).fetchall()
+        page = rows[:limit]
+        last = page[-1] if len(rows) > limit else None
+        return SessionList(
+            sessions=[SessionInfo.model_validate(r) for r in page],
+            next_cursor=_encode_cursor(last["sort_date"], last["session_id"]) if last else None,
+        )
+
+    def stats(self) -> StoreStats:
+        with self._db.connection() as conn, conn.cursor(row_factory=class_row(StoreStats)) as cur:
+            row = cur.execute(
+                """
+                SELECT (SELECT COUNT(*) FROM memories) AS sessions,
+                       (SELECT COUNT(*) FROM indexed_chunks) AS chunks,
+                       (SELECT MAX(ingested_at) FROM memories) AS last_ingest,
+                       (SELECT COUNT(DISTINCT project) FROM memories) AS projects,
+                       (SELECT COALESCE(SUM(input_tokens), 0) FROM llm_usage) AS input_tokens,
+                       (SELECT COALESCE(SUM(output_tokens), 0) FROM llm_usage) AS output_tokens,
+                       (SELECT COALESCE(SUM(calls), 0) FROM llm_usage) AS llm_calls,
+                       (SELECT COALESCE(SUM(input_tokens + output_tokens), 0) FROM llm_usage
+                        WHERE day = (now() AT TIME ZONE 'UTC')::date) AS tokens_today
+                """
+            ).fetchone()
+        assert row is not None  # an aggregate over no rows is still one row
+        return row
+
+    def stored_vectors(self, session_id: str, model: str, dimension: int) -> dict[str, list[float]]:
+        """A session's stored chunk vectors of one embedding space, by chunk text.
+
+        An unchanged chunk keeps its vector when its session is written again: re-ingesting an
+        unchanged session calls no embedding service.
+        """
+        with self._db.connection() as conn:
+            rows = conn.execute(
+                "SELECT text, embedding FROM indexed_chunks"
+                " WHERE session_id = %s AND embedding_model = %s AND embedding_dim = %s",
+                (session_id, model, dimension),
+            ).fetchall()
+        return {r["text"]: [float(x) for x in r["embedding"].to_list()] for r in rows}
+
+    def exchange_texts(self, session_ids: Sequence[str]) -> dict[str, list[str]]:
+        """These sessions' exchange windows, in order, by session (those that have any)."""
+        with self._db.connection() as conn:
+            rows = conn.execute(
+                "SELECT session_id, text FROM indexed_chunks WHERE section = %s"
+                " AND session_id = ANY(%s) ORDER BY session_id, position",
+                (EXCHANGE, list(session_ids)),
+            ).fetchall()
+        texts: dict[str, list[str]] = {}
+        for r in rows:
+            texts.setdefault(r["session_id"], []).append(r["text"])
+        return texts
+
+    def top_tags(self, limit: int = 30) -> list[str]:
+        """The most used tags, most used first: offered to the LLM so the vocabulary converges."""
+        with self._db.connection() as conn:
+            rows = conn.execute(
+                "SELECT tag, COUNT(*) AS n FROM memories, unnest(tags) AS tag"
+                " GROUP BY tag ORDER BY n DESC, tag LIMIT %s",
+                (limit,),
+            ).fetchall()
+        return [r["tag"] for r in rows]
+
+
+def _ensure_vector_index(conn: psycopg.Connection[Any], dim: int) -> None:
+    # Partial HNSW indexes per dimension and layer, and for the sessions' mean vectors
+    # (migrations 4 and 9 define them, in one place each).
+    conn.execute("SELECT librarian_ensure_vector_indexes(%s)", (int(dim),))
+    conn.execute("SELECT librarian_ensure_session_vector_index(%s)", (int(dim),))
+
+
+def _count_chunks(conn: psycopg.Connection[Any], session_id: str, sign: int) -> None:
+    """Add (+1) or take away (-1) a session's chunks in the BM25 statistics.
+
+    The one-row `chunk_stats` is updated first: it serialises writers, so two sessions written at
+    once never take `lexeme_df` rows in opposite orders (no deadlock).
+    """
+    params = {"session": session_id, "sign": sign}
+    conn.execute(
+        """
+        UPDATE chunk_stats SET chunks = chunks + %(sign)s * x.n,
+                               total_length = total_length + %(sign)s * x.length,
+                               generation = generation + 1
+        FROM (SELECT COUNT(*) AS n, COALESCE(SUM(length(text_search)), 0) AS length
+              FROM indexed_chunks WHERE session_id = %(session)s) x
+        """,
+        params,
+    )
+    conn.execute(
+        """
+        INSERT INTO lexeme_df (lexeme, df)
+        SELECT u.lexeme, %(sign)s * COUNT(*) FROM indexed_chunks c, unnest(c.text_search) u
+        WHERE c.session_id = %(session)s GROUP BY u.lexeme ORDER BY u.lexeme
+        ON CONFLICT (lexeme) DO UPDATE SET df = lexeme_df.df + EXCLUDED.df
+        """,
+        params,
+    )
+
+
+def _select_fields(model: type[BaseModel]) -> sql.Composed:
+    """The SELECT list that reads `model` from `memories m`: one column per field of it.
+
+    `chunk_count` is the one field that is not a column: it is counted from `indexed_chunks`.
+    """
+    return sql.SQL(", ").join(
+        _CHUNK_COUNT if name == "chunk_count" else sql.Identifier("m", name)
+        for name in model.model_fields
+    )
+
+
+def _encode_cursor(date: datetime, session_id: str) -> str:
+    return base64.urlsafe_b64encode(f"{date.isoformat()}|{session_id}".encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        date, session_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 1)
+        return datetime.fromisoformat(date), session_id
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise InvalidCursor("invalid cursor: pass the next_cursor of a previous page") from None

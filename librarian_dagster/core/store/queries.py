@@ -1,0 +1,71 @@
+"""What the search and the listings share: the filters a caller may narrow them by, as SQL, and
+how a vector and our own SQL text are written."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, LiteralString, cast
+
+from librarian_dagster.core.digest.schema import PRIVATE_DOMAIN, Domain
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    project: str | None = None
+    domain: Domain | None = None
+    tags: Sequence[str] = ()
+    """Only sessions carrying all of these tags."""
+    any_tags: Sequence[str] = ()
+    """Only sessions carrying at least one of these tags."""
+    git_branch: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    include_private: bool = False
+    """Whether sessions of the `private` domain may be returned: only when the caller may read
+    them (a token with the `private` scope, `--include-private`); see SECURITY.md."""
+
+
+NO_FILTERS = SearchFilters()
+
+
+def filter_sql(filters: SearchFilters) -> tuple[str, dict[str, Any]]:
+    """The filters as ` AND ...` clauses over `memories m`, with their named parameters."""
+    clauses: list[str] = []
+    params: dict[str, Any] = {}
+    if filters.project:
+        clauses.append("m.project = %(project)s")
+        params["project"] = filters.project
+    if filters.domain:
+        clauses.append("m.domain = %(domain)s")
+        params["domain"] = filters.domain
+    if filters.tags:
+        clauses.append("m.tags @> %(tags)s")
+        params["tags"] = list(filters.tags)
+    if filters.any_tags:
+        clauses.append("m.tags && %(any_tags)s")
+        params["any_tags"] = list(filters.any_tags)
+    if filters.git_branch:
+        clauses.append("m.git_branch = %(git_branch)s")
+        params["git_branch"] = filters.git_branch
+    if filters.since:
+        clauses.append("COALESCE(m.ended_at, m.started_at, m.ingested_at) >= %(since)s")
+        params["since"] = filters.since
+    if filters.until:
+        clauses.append("COALESCE(m.started_at, m.ended_at, m.ingested_at) <= %(until)s")
+        params["until"] = filters.until
+    if not filters.include_private:
+        clauses.append("m.domain <> %(private_domain)s")
+        params["private_domain"] = PRIVATE_DOMAIN
+    return "".join(" AND " + c for c in clauses), params
+
+
+def vector_literal(values: Sequence[float]) -> str:
+    # Text form sent with an explicit cast: works for the untyped `vector` column and the
+    # per-dimension expression index alike, with no adapter-specific typing.
+    return "[" + ",".join(f"{float(v):.7g}" for v in values) + "]"
+
+
+def ours(text: str) -> LiteralString:
+    """SQL text built here from fixed clauses and numbers, never from input (values always go
+    as parameters): what psycopg's LiteralString typing asks for, said once."""
+    return cast(LiteralString, text)

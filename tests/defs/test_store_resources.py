@@ -1,0 +1,75 @@
+"""The store's resources: each stage takes the concerns it uses, and a run shares one pool that
+it closes."""
+
+import time
+
+import psycopg
+
+from librarian_dagster.core.capture.transcripts import session_files_for
+from librarian_dagster.core.settings import Settings
+from librarian_dagster.definitions import build_definitions
+from librarian_dagster.ingest import ingest_sessions, open_instance
+from tests.helpers import make_settings, write_transcript
+
+STORE_RESOURCES = {"store", "memories", "ledger", "search"}
+# What each reader of the store touches of it, and so what its signature names.
+TAKES = {
+    "transcript": {"ledger"},
+    "redacted_session": {"ledger"},
+    "session_digest": {"memories", "ledger"},
+    "digest_chunks": set(),
+    "exchange_chunks": set(),
+    "chunk_embeddings": {"memories"},
+    "memory": {"memories", "ledger"},
+    "recall_quality": {"memories", "search"},
+}
+SENSORS = {
+    "mirror_sensor": {"ledger", "memories"},
+    "digest_alerts": {"memories"},
+    "capture_gap_alerts": {"store"},
+    "run_failure_alerts": set(),
+}
+
+
+def test_each_stage_and_sensor_takes_the_concerns_of_the_store_it_uses(tmp_path):
+    settings = Settings.from_env(
+        {"LIBRARIAN_HOME": str(tmp_path), "LIBRARIAN_DATABASE_URL": "postgresql://nobody@/none"}
+    )
+    defs = build_definitions(settings)
+    taken = {
+        key.to_user_string(): set(defs.resolve_assets_def(key).required_resource_keys)
+        & STORE_RESOURCES
+        for key in defs.resolve_asset_graph().get_all_asset_keys()
+    }
+    assert taken == TAKES
+    for name, expected in SENSORS.items():
+        sensor = defs.resolve_sensor_def(name)
+        assert set(sensor.required_resource_keys) & STORE_RESOURCES == expected, name
+
+
+def test_a_run_leaves_no_connection_to_the_store_open(tmp_path, database_url):
+    folder = tmp_path / "mirror" / "-work-app"
+    session = "56565656-5656-4565-8565-565656565656"
+    write_transcript(folder, session, "Why does the cache test hang on CI?", "The lock was held.")
+    settings = make_settings(tmp_path, database_url, folder.parent)
+    instance = open_instance(settings)
+    [outcome] = ingest_sessions(session_files_for([folder]), settings, instance)
+    instance.dispose()
+    assert outcome.status == "ingested"
+    assert _others_connected(database_url) == 0
+
+
+def _others_connected(url: str) -> int:
+    """Connections to the database but this one's, once those just closed have gone (a server
+    process leaves the server's list a moment after its client hung up)."""
+    deadline = time.monotonic() + 10
+    with psycopg.connect(url, autocommit=True) as conn:
+        while True:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchone()
+            others = row[0] if row else 0
+            if others == 0 or time.monotonic() > deadline:
+                return others
+            time.sleep(0.1)
