@@ -31,8 +31,9 @@ What the turns mean:
 * Subagents: new layout `<session>/subagents/agent-*.jsonl`, old layout `agent-*.jsonl` beside
   the session (attached by the `sessionId` in its records), and 2.1.x `agent_progress` records
   in the parent (only `data.message` is read; `normalizedMessages` repeats the history).
-* The title comes from a `summary` whose `leafUuid` is in this session, else `custom-title`,
-  else from summaries in other files (`summary_titles` + `parse_session(titles=...)`).
+* The title comes from a `summary` whose `leafUuid` is in this session, else `custom-title`.
+  Older versions wrote a session's summary into a later session's file: there it is counted
+  in `stats.summaries_unmatched`, and titles nothing.
 * `toolUseResult` (a structured copy of the tool's output) is not decoded on long lines and
   not passed on; the `tool_result` block is. `progress` records other than agent_progress and
   `file-history-snapshot` records are only counted and timed.
@@ -42,10 +43,9 @@ Standard library only: hooks and the MCP server import this without dagster.
 
 import hashlib
 import json
-import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -63,7 +63,6 @@ __all__ = [
     "project_of",
     "session_files_for",
     "session_head",
-    "summary_titles",
 ]
 
 _UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
@@ -281,16 +280,9 @@ class ParseStats:
     tool_uses: int = 0
     subagents: int = 0
     compactions: int = 0
-    microcompactions: int = 0
     thinking_blocks: int = 0
-    images: int = 0
     duplicate_records: int = 0  # dialogue records (user, assistant, system...) seen twice
-    summaries: int = 0
     summaries_unmatched: int = 0
-    api_errors: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @dataclass
@@ -502,7 +494,7 @@ def _placeholder(block: dict[str, Any]) -> str:
     return f"[{block.get('type', 'attachment')}: {media or 'unknown'}]"
 
 
-def _blocks_text(content: Any, stats: ParseStats) -> str:
+def _blocks_text(content: Any) -> str:
     """Text of a content value (string or list of blocks); base64 becomes a placeholder."""
     if isinstance(content, str):
         return content
@@ -519,12 +511,11 @@ def _blocks_text(content: Any, stats: ParseStats) -> str:
         if btype == "text":
             parts.append(str(block.get("text") or ""))
         elif btype in ("image", "document"):
-            stats.images += 1
             parts.append(_placeholder(block))
         elif btype == "tool_reference":
             parts.append(f"[tool: {block.get('tool_name', '?')}]")
         elif btype == "tool_result":
-            parts.append(_blocks_text(block.get("content"), stats))
+            parts.append(_blocks_text(block.get("content")))
         elif isinstance(block.get("text"), str):
             parts.append(block["text"])
     return "\n".join(p for p in parts if p)
@@ -650,8 +641,6 @@ class _Builder:
             s.output_tokens += _int(usage.get("output_tokens"))
             s.cache_read_tokens += _int(usage.get("cache_read_input_tokens"))
             s.cache_creation_tokens += _int(usage.get("cache_creation_input_tokens"))
-        if rec.get("isApiErrorMessage"):
-            s.stats.api_errors += 1
         content = msg.get("content")
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
@@ -677,12 +666,9 @@ class _Builder:
                 if tu.id:
                     s.tool_by_id[tu.id] = tu
             elif btype in ("image", "document"):
-                s.stats.images += 1
                 texts.append(_placeholder(block))
-            else:
-                s.blocks_other += 1
-                if isinstance(block.get("text"), str):
-                    texts.append(block["text"])
+            elif isinstance(block.get("text"), str):
+                texts.append(block["text"])
         if thinking:
             self._merge(self._msg_thinking, mid, "thinking", "\n".join(thinking), ts, (), rec)
         if texts or tools:
@@ -722,7 +708,7 @@ class _Builder:
         content = msg.get("content")
         is_meta = bool(rec.get("isMeta"))
         if rec.get("isCompactSummary"):
-            text = _blocks_text(content, s.stats)
+            text = _blocks_text(content)
             self.turns.append(Turn("user", "compact_summary", text, ts, (), self.agent_id, uuid))
             return
         if isinstance(content, str):
@@ -742,7 +728,7 @@ class _Builder:
             btype = str(block.get("type"))
             s.blocks[btype] += 1
             if btype == "tool_result":
-                text = _blocks_text(block.get("content"), s.stats)
+                text = _blocks_text(block.get("content"))
                 if not text and isinstance(rec.get("toolUseResult"), str):
                     text = rec["toolUseResult"]
                 tu = s.tool_by_id.get(str(block.get("tool_use_id")))
@@ -755,13 +741,10 @@ class _Builder:
                 kinds.add(kind)
                 prompt_parts.append(text)
             elif btype in ("image", "document"):
-                s.stats.images += 1
                 prompt_parts.append(_placeholder(block))
-            else:
-                s.blocks_other += 1
-                if isinstance(block.get("text"), str):
-                    kinds.add("other")
-                    prompt_parts.append(block["text"])
+            elif isinstance(block.get("text"), str):
+                kinds.add("other")
+                prompt_parts.append(block["text"])
         text = "\n".join(p for p in prompt_parts if p)
         if text:
             # A prompt with any typed text is a prompt; only all-injected text is meta.
@@ -783,10 +766,9 @@ class _SessionState:
         self.stats = ParseStats()
         self.types: Counter[str] = Counter()
         self.blocks: Counter[str] = Counter()
-        self.blocks_other = 0
         self.usage_seen: set[str] = set()
-        # uuid -> order of first sight (a summary's leafUuid is matched to the latest leaf)
-        self.uuids_seen: dict[str, int] = {}
+        # Records seen, to count a repeated record once and match a summary to its session.
+        self.uuids_seen: set[str] = set()
         self.tool_by_id: dict[str, ToolUse] = {}
         self.models: dict[str, None] = {}
         self.versions: dict[str, None] = {}
@@ -794,8 +776,6 @@ class _SessionState:
         self.custom_title: str | None = None
         self.cwd: str | None = None
         self.git_branch: str | None = None
-        self.first_ts: datetime | None = None
-        self.last_ts: datetime | None = None
         self.first_ts_raw: str | None = None
         self.last_ts_raw: str | None = None
         self.conversation_records = 0
@@ -869,7 +849,7 @@ def _process(
             # Resumed or forked sessions can repeat records: count each once.
             state.stats.duplicate_records += 1
             return
-        state.uuids_seen[uuid] = len(state.uuids_seen)
+        state.uuids_seen.add(uuid)
     state.envelope(rec, main)
     if rtype in ("user", "assistant"):
         state.conversation_records += 1
@@ -880,7 +860,6 @@ def _process(
         else:
             builder.add(rec)
     elif rtype == "summary":
-        state.stats.summaries += 1
         text = rec.get("summary")
         if isinstance(text, str) and text:
             leaf = rec.get("leafUuid")
@@ -893,10 +872,6 @@ def _process(
         sub = rec.get("subtype")
         if sub == "compact_boundary":
             state.stats.compactions += 1
-        elif sub == "microcompact_boundary":
-            state.stats.microcompactions += 1
-        elif sub == "api_error":
-            state.stats.api_errors += 1
         elif sub == "away_summary" and isinstance(rec.get("content"), str):
             builder.turns.append(
                 Turn(
@@ -920,13 +895,9 @@ def _process(
                 if aid not in agents:
                     agents[aid] = _Builder(state, aid)
                 _process_inner(state, inner, agents[aid])
-    elif rtype in ("queue-operation",):
-        content = rec.get("content")
-        if rec.get("operation") == "enqueue" and content:
-            # Typed while Claude was busy; it reappears as a user record when dequeued.
-            pass
-    # Everything else (file-history-snapshot, attachment, permission-mode, last-prompt, pr-link,
-    # unknown types) is counted in records_by_type and otherwise ignored.
+    # Everything else (attachment, permission-mode, last-prompt, pr-link, queue-operation: typed
+    # while Claude was busy, it comes again as a user record when dequeued; unknown types) is
+    # counted in records_by_type and otherwise ignored.
 
 
 def _process_inner(state: _SessionState, rec: dict[str, Any], builder: _Builder) -> None:
@@ -934,7 +905,7 @@ def _process_inner(state: _SessionState, rec: dict[str, Any], builder: _Builder)
     if isinstance(uuid, str):
         if uuid in state.uuids_seen:
             return
-        state.uuids_seen[uuid] = len(state.uuids_seen)
+        state.uuids_seen.add(uuid)
     if rec.get("type") in ("user", "assistant"):
         builder.add(rec)
 
@@ -954,13 +925,8 @@ def parse_session(
     files: SessionFiles,
     *,
     include_thinking: bool = False,
-    titles: Mapping[str, str] | None = None,
 ) -> Session:
-    """Parse one session (main file plus subagents). Never raises on bad content.
-
-    `titles` (leafUuid -> summary, from `summary_titles`) supplies a title written into another
-    session's file; the session's own summaries and `custom-title` come first.
-    """
+    """Parse one session (main file plus subagents). Never raises on bad content."""
     fingerprint = files.fingerprint()
     state = _SessionState(include_thinking)
     main_builder = _Builder(state, None)
@@ -1004,13 +970,6 @@ def parse_session(
         title = matched[-1]
     elif state.custom_title:
         title = state.custom_title
-    elif titles:
-        # Older versions wrote a session's summary at the top of a LATER session's file: the
-        # caller collected those (summary_titles) and the latest leaf of this session wins.
-        seen = state.uuids_seen
-        hits = [(seen[leaf], text) for leaf, text in titles.items() if leaf in seen]
-        if hits:
-            title = max(hits)[1]
 
     stats = state.stats
     stats.records_by_type = dict(state.types)
@@ -1060,35 +1019,3 @@ def parse_session(
         files=tuple(str(p) for p in files.paths),
         fingerprint=fingerprint,
     )
-
-
-def summary_titles(paths: Iterable[Path]) -> dict[str, str]:
-    """leafUuid -> title of every `summary` record in these files, for `parse_session(titles=)`.
-
-    Reads whole files but decodes only lines that mention a summary (they are short).
-    """
-    out: dict[str, str] = {}
-    for path in paths:
-        try:
-            with Path(path).open("rb") as fh:
-                for raw in fh:
-                    if b'"summary"' not in raw or b'"leafUuid"' not in raw:
-                        continue
-                    for rec in _decode_line(raw)[0]:
-                        leaf, text = rec.get("leafUuid"), rec.get("summary")
-                        if rec.get("type") == "summary" and isinstance(leaf, str) and text:
-                            out[leaf] = str(text)
-        except OSError:
-            continue  # a file that vanished has no titles to give
-    return out
-
-
-def project_slug(cwd: str) -> str:
-    """Claude Code's folder name for a cwd: every non-alphanumeric character becomes '-'."""
-    return re.sub(r"[^A-Za-z0-9]", "-", cwd)
-
-
-def default_root() -> Path:
-    """Where Claude Code keeps transcripts on this machine (honours CLAUDE_CONFIG_DIR)."""
-    base = os.environ.get("CLAUDE_CONFIG_DIR")
-    return (Path(base) if base else Path.home() / ".claude") / "projects"
