@@ -5,12 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from librarian_dagster.core.capture.transcripts import (
-    SessionFiles,
-    discover_sessions,
-    parse_session,
-    session_files_for,
-)
+from librarian_dagster.core.capture.files import SessionFiles, discover_sessions, session_files_for
+from librarian_dagster.core.capture.transcripts import parse_session
 from tests.conftest import SHARED, TRANSCRIPTS
 
 DAAAIN = TRANSCRIPTS / "daaain__claude-code-log"

@@ -40,8 +40,8 @@ from psycopg.rows import DictRow, class_row, dict_row
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel
 
+from librarian_dagster.core.capture.files import SessionFiles, project_of
 from librarian_dagster.core.capture.skips import SkipList, before_entry
-from librarian_dagster.core.capture.transcripts import SessionFiles, project_of
 from librarian_dagster.core.digest.chunking import EXCHANGE
 from librarian_dagster.core.digest.schema import PRIVATE_DOMAIN, Domain
 from librarian_dagster.core.recall.lexical import LexicalIndex

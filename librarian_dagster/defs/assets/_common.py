@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 
 import dagster as dg
 
+from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.mirror import is_excluded
 from librarian_dagster.core.capture.skips import SkipList, last_active
-from librarian_dagster.core.capture.transcripts import SessionFiles
 from librarian_dagster.core.digest.chunking import Chunk
 from librarian_dagster.core.store.store import Store
 from librarian_dagster.defs.partitions import session_id_of
