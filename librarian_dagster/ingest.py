@@ -260,10 +260,11 @@ def _run(
         # Dagster turns SIGTERM or Ctrl-C during a run into this run's failure; the user asked
         # the whole ingest to stop, not to skip to the next session.
         raise KeyboardInterrupt
-    by_stage = {
-        stage: {m.partition: m.metadata for m in result.asset_materializations_for_node(stage)}
-        for stage in STAGES
-    }
+    by_stage: dict[str, dict] = {stage: {} for stage in STAGES}
+    # By asset, not by step: the `transcript` step materializes `redacted_session` too.
+    for step in STAGES:
+        for m in result.asset_materializations_for_node(step):
+            by_stage.setdefault(m.asset_key.to_user_string(), {})[m.partition] = m.metadata
     deferred = {
         seen.partition: seen.metadata["deferred"].value
         for seen in result.asset_observations_for_node("session_digest")

@@ -40,7 +40,7 @@ def test_redaction_removes_the_token_everywhere(tmp_path, database_url):
 def test_a_redaction_that_misses_blocks_the_digest(tmp_path, database_url, monkeypatch):
     # Simulate a redaction bug: the stage stages the session as it is.
     monkeypatch.setattr(
-        "librarian_dagster.defs.assets.redacted_session.redact_session",
+        "librarian_dagster.defs.assets.transcript.redact_session",
         lambda session: (session, {}),
     )
     folder = _session_with_secret(tmp_path / "mirror" / "-work-app")
