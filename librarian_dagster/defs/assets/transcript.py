@@ -83,12 +83,12 @@ def transcript(
         files = source_files(db, key)
         reason = kept_out(files, mirror.exclude or (), skips)
         if reason:
-            return _Read(files, reason), {
-                "files": [str(p) for p in files.paths],
-                "skip_reason": reason,
-            }
-        session = parse_session(files, include_thinking=mirror.include_thinking)
-        return _Read(files, session), _counts(files, session) if reported else {}
+            found = _Read(files, reason)
+            metadata = {"files": [str(p) for p in files.paths], "skip_reason": reason}
+        else:
+            session = parse_session(files, include_thinking=mirror.include_thinking)
+            found, metadata = _Read(files, session), _counts(files, session)
+        return found, metadata if reported else {}
 
     read_by_key = per_session(context, {k: k for k in context.partition_keys}, read, asset=asset)
     if reported:
