@@ -32,7 +32,7 @@ def main() -> None:
 
     import dagster as dg
 
-    from librarian_dagster.core.capture.transcripts import discover_sessions
+    from librarian_dagster.core.capture.files import discover_sessions
     from librarian_dagster.core.settings import Settings
     from librarian_dagster.core.store.store import open_store
     from librarian_dagster.definitions import build_definitions

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from _corpus import unpack_corpus
 
-from librarian_dagster.core.capture.transcripts import SessionFiles, session_files_for
+from librarian_dagster.core.capture.files import SessionFiles, session_files_for
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.database import release_embedded_server
 from librarian_dagster.core.store.store import open_store

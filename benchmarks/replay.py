@@ -36,7 +36,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from librarian_dagster.core.capture.transcripts import SessionFiles, iter_records, parse_session
+from librarian_dagster.core.capture.files import SessionFiles
+from librarian_dagster.core.capture.records import iter_records
+from librarian_dagster.core.capture.transcripts import parse_session
 from librarian_dagster.core.digest.offline import exchanges
 from librarian_dagster.core.models.embeddings import Embedder
 from librarian_dagster.core.models.providers import configured_embedder

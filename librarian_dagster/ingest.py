@@ -24,9 +24,9 @@ from typing import Literal
 
 import dagster as dg
 
+from librarian_dagster.core.capture.files import SessionFiles, session_files_for
 from librarian_dagster.core.capture.mirror import is_excluded
 from librarian_dagster.core.capture.skips import SkipList, last_active
-from librarian_dagster.core.capture.transcripts import SessionFiles, session_files_for
 from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.database import unreachable
@@ -268,10 +268,11 @@ def _run(
         # Dagster turns SIGTERM or Ctrl-C during a run into this run's failure; the user asked
         # the whole ingest to stop, not to skip to the next session.
         raise KeyboardInterrupt
-    by_stage = {
-        stage: {m.partition: m.metadata for m in result.asset_materializations_for_node(stage)}
-        for stage in STAGES
-    }
+    by_stage: dict[str, dict] = {stage: {} for stage in STAGES}
+    # By asset, not by step: the `transcript` step materializes `redacted_session` too.
+    for step in STAGES:
+        for m in result.asset_materializations_for_node(step):
+            by_stage.setdefault(m.asset_key.to_user_string(), {})[m.partition] = m.metadata
     deferred = {
         seen.partition: seen.metadata["deferred"].value
         for seen in result.asset_observations_for_node("session_digest")

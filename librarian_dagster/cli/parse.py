@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from librarian_dagster.core.capture.transcripts import Session, parse_session, session_files_for
+from librarian_dagster.core.capture.files import session_files_for
+from librarian_dagster.core.capture.transcripts import Session, parse_session
 from librarian_dagster.core.commandline import AddParser
 from librarian_dagster.core.redaction.scan import redact_session
 

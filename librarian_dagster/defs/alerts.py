@@ -11,8 +11,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from librarian_dagster.core.capture.files import discover_sessions
 from librarian_dagster.core.capture.mirror import snapshot
-from librarian_dagster.core.capture.transcripts import discover_sessions
 from librarian_dagster.core.ops.alerts import (
     GapState,
     advance,

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from librarian_dagster.core.capture.transcripts import SessionFiles, session_head
+from librarian_dagster.core.capture.files import SessionFiles, session_head
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.core.store.memories import Memories
 

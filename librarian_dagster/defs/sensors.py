@@ -4,8 +4,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from librarian_dagster.core.capture.files import discover_sessions
 from librarian_dagster.core.capture.mirror import is_excluded, plan_ingest, run_key, snapshot
-from librarian_dagster.core.capture.transcripts import discover_sessions
 from librarian_dagster.defs.jobs import ingest_session_job
 from librarian_dagster.defs.partitions import (
     SESSIONS,

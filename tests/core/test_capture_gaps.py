@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
+from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.mirror import Snapshot
-from librarian_dagster.core.capture.transcripts import SessionFiles
 from librarian_dagster.core.ops.alerts import (
     INGEST_GAP,
     MIRROR_QUIET,

@@ -1,12 +1,8 @@
 from datetime import UTC, datetime
 
-from librarian_dagster.core.capture.transcripts import (
-    Session,
-    ToolUse,
-    Turn,
-    parse_session,
-    session_files_for,
-)
+from librarian_dagster.core.capture.files import session_files_for
+from librarian_dagster.core.capture.transcripts import Session, parse_session
+from librarian_dagster.core.capture.turns import ToolUse, Turn
 from librarian_dagster.core.digest.chunking import chunk_digest
 from librarian_dagster.core.digest.offline import OfflineDigester, exchanges
 from librarian_dagster.core.digest.schema import content_hash, render_digest

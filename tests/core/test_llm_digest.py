@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 import google.oauth2.credentials
 import pytest
 
-from librarian_dagster.core.capture.transcripts import Session, ToolUse, Turn
+from librarian_dagster.core.capture.transcripts import Session
+from librarian_dagster.core.capture.turns import ToolUse, Turn
 from librarian_dagster.core.digest.llm import (
     DigestRejected,
     GeminiDigester,

@@ -1,8 +1,8 @@
 import json
 from pathlib import Path
 
+from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.mirror import Snapshot, parse_cursor, plan_ingest, run_key
-from librarian_dagster.core.capture.transcripts import SessionFiles
 
 
 def _snap(session_id, fingerprint, last_modified):

@@ -3,13 +3,13 @@
 import os
 from datetime import UTC, datetime
 
+from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.skips import (
     SkipList,
     before_entry,
     last_active,
     valid_session_id,
 )
-from librarian_dagster.core.capture.transcripts import SessionFiles
 
 NOV = datetime(2026, 11, 1, tzinfo=UTC)
 

@@ -5,13 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from librarian_dagster.core.capture.transcripts import (
-    SessionFiles,
-    discover_sessions,
-    parse_session,
-    session_files_for,
-    summary_titles,
-)
+from librarian_dagster.core.capture.files import SessionFiles, discover_sessions, session_files_for
+from librarian_dagster.core.capture.transcripts import parse_session
 from tests.conftest import SHARED, TRANSCRIPTS
 
 DAAAIN = TRANSCRIPTS / "daaain__claude-code-log"
@@ -155,7 +150,7 @@ def test_fingerprint_changes_with_size(tmp_path: Path):
     assert files.fingerprint() != before
 
 
-def test_summary_in_another_file_gives_the_title(tmp_path: Path):
+def test_a_summary_in_another_file_titles_nothing_and_is_counted(tmp_path: Path):
     a, b = "aaaaaaaa-0000-0000-0000-000000000001", "bbbbbbbb-0000-0000-0000-000000000002"
     rec = {
         "type": "user",
@@ -169,8 +164,6 @@ def test_summary_in_another_file_gives_the_title(tmp_path: Path):
     (tmp_path / f"{b}.jsonl").write_text(json.dumps(summary) + "\n", encoding="utf-8")
     sessions = {s.session_id: s for s in discover_sessions(tmp_path)}
     assert parse_session(sessions[a]).title is None
-    titles = summary_titles(p for s in sessions.values() for p in s.paths)
-    assert parse_session(sessions[a], titles=titles).title == "Login bug fixed"
-    other = parse_session(sessions[b], titles=titles)
+    other = parse_session(sessions[b])
     assert other.skip_reason == "no conversation (summary-only)"
     assert other.stats.summaries_unmatched == 1

@@ -9,13 +9,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from librarian_dagster.core.capture.transcripts import (
-    SessionFiles,
-    discover_sessions,
-    iter_records,
-    parse_session,
-    session_files_for,
-)
+from librarian_dagster.core.capture.files import SessionFiles, discover_sessions, session_files_for
+from librarian_dagster.core.capture.records import iter_records
+from librarian_dagster.core.capture.transcripts import parse_session
 
 SID = "11111111-2222-3333-4444-555555555555"
 

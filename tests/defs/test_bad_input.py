@@ -6,7 +6,7 @@ import shutil
 import dagster as dg
 import pytest
 
-from librarian_dagster.core.capture.transcripts import session_files_for
+from librarian_dagster.core.capture.files import session_files_for
 from librarian_dagster.core.store.store import Store
 from librarian_dagster.definitions import defs as load_defs
 from librarian_dagster.defs.partitions import keys_by_session, session_id_of

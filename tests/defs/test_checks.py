@@ -3,7 +3,7 @@
 import dagster as dg
 import psycopg
 
-from librarian_dagster.core.capture.transcripts import session_files_for
+from librarian_dagster.core.capture.files import session_files_for
 from librarian_dagster.core.store.integrity import session_integrity
 from librarian_dagster.core.store.store import Store, open_store
 from librarian_dagster.definitions import build_definitions

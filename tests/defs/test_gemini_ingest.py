@@ -5,7 +5,7 @@ import json
 import dagster as dg
 import pytest
 
-from librarian_dagster.core.capture.transcripts import session_files_for
+from librarian_dagster.core.capture.files import session_files_for
 from librarian_dagster.core.models.providers import configured_embedder
 from librarian_dagster.core.recall.answer import NOTHING_RELEVANT, EmbeddingSpaceMismatch, recall
 from librarian_dagster.core.settings import Settings

@@ -4,7 +4,7 @@ import json
 
 import dagster as dg
 
-from librarian_dagster.core.capture.transcripts import session_files_for
+from librarian_dagster.core.capture.files import session_files_for
 from librarian_dagster.core.store.store import Store
 from librarian_dagster.ingest import ingest_sessions, open_instance
 from tests.helpers import make_settings, write_transcript
@@ -41,7 +41,7 @@ def test_redaction_removes_the_token_everywhere(tmp_path, database_url):
 def test_a_redaction_that_misses_blocks_the_digest(tmp_path, database_url, monkeypatch):
     # Simulate a redaction bug: the stage stages the session as it is.
     monkeypatch.setattr(
-        "librarian_dagster.defs.assets.redacted_session.redact_session",
+        "librarian_dagster.defs.assets.transcript.redact_session",
         lambda session: (session, {}),
     )
     folder = _session_with_secret(tmp_path / "mirror" / "-work-app")

@@ -1,6 +1,6 @@
 """A transcript read while Claude Code is still writing it: its last line is half written.
 
-What the parser does with it (`iter_records` in core/capture/transcripts.py), and goes on doing: a
+What the parser does with it (`iter_records` in core/capture/records.py), and goes on doing: a
 last line that is not a whole record is counted as malformed, with the reason "incomplete last line
 (truncated, or the file is still being written)", and skipped. It cannot know whether the line
 will grow: the sensor's settle time keeps it from reading a live file, and a crash can leave a
@@ -16,7 +16,7 @@ import dagster as dg
 import psycopg
 from psycopg import sql
 
-from librarian_dagster.core.capture.transcripts import session_files_for
+from librarian_dagster.core.capture.files import session_files_for
 from librarian_dagster.defs.partitions import SESSIONS, session_id_of
 from librarian_dagster.ingest import ingest_sessions, open_instance
 from tests.helpers import make_settings, transcript_line

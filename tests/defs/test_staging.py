@@ -6,7 +6,9 @@ from datetime import UTC, datetime
 import dagster as dg
 import pytest
 
-from librarian_dagster.core.capture.transcripts import ParseStats, Session, ToolUse, Turn
+from librarian_dagster.core.capture.records import ParseStats
+from librarian_dagster.core.capture.transcripts import Session
+from librarian_dagster.core.capture.turns import ToolUse, Turn
 from librarian_dagster.defs.staging import StagingIOManager
 
 KEY = "0a1b2c3d-0000-4000-8000-000000000001"

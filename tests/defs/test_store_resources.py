@@ -5,7 +5,7 @@ import time
 
 import psycopg
 
-from librarian_dagster.core.capture.transcripts import session_files_for
+from librarian_dagster.core.capture.files import session_files_for
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.definitions import build_definitions
 from librarian_dagster.ingest import ingest_sessions, open_instance

@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from librarian_dagster.core.capture.transcripts import SessionFiles
+from librarian_dagster.core.capture.files import SessionFiles
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from librarian_dagster.core.capture.transcripts import SessionFiles
+from librarian_dagster.core.capture.files import SessionFiles
 
 BEFORE = "before:"
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")

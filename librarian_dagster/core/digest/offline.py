@@ -12,7 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath, PureWindowsPath
 
-from librarian_dagster.core.capture.transcripts import Session, Turn
+from librarian_dagster.core.capture.transcripts import Session
+from librarian_dagster.core.capture.turns import Turn
 from librarian_dagster.core.digest.schema import DIGEST_VERSION, Digest, DigestResult
 
 # -- what the session says ------------------------------------------------------------------------

@@ -13,8 +13,8 @@ from typing import Any
 
 from psycopg.rows import class_row
 
+from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.skips import SkipList, before_entry
-from librarian_dagster.core.capture.transcripts import SessionFiles
 from librarian_dagster.core.store.pool import Database
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import psycopg
 from psycopg.rows import DictRow, class_row
 
-from librarian_dagster.core.capture.transcripts import project_of
+from librarian_dagster.core.capture.files import project_of
 from librarian_dagster.core.digest.chunking import EXCHANGE
 from librarian_dagster.core.digest.schema import PRIVATE_DOMAIN
 from librarian_dagster.core.recall.lexical import LexicalIndex

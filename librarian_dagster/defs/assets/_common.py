@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 
 import dagster as dg
 
+from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.mirror import is_excluded
 from librarian_dagster.core.capture.skips import SkipList, last_active
-from librarian_dagster.core.capture.transcripts import SessionFiles
 from librarian_dagster.core.digest.chunking import Chunk
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.defs.partitions import session_id_of
@@ -50,11 +50,13 @@ def per_session(
     context: dg.AssetExecutionContext,
     items: Mapping[str, In],
     work: Callable[[str, In], tuple[Out, Mapping[str, Any]] | None],
+    asset: str | None = None,
 ) -> dict[str, Out]:
     """`work(partition key, item)` for each session: (value, its metadata), or None for nothing.
 
     Returns the values by partition key. Raises only when every session failed: then there is
-    nothing to hand on that could carry the failure to the `memory` stage.
+    nothing to hand on that could carry the failure to the `memory` stage. `asset` names which
+    asset of a step that makes several the metadata and errors belong to.
     """
     done: dict[str, Out] = {}
     failed: list[str] = []  # "<key>: <first line of its error>"
@@ -66,7 +68,7 @@ def per_session(
         if key not in items:
             # A run over a range records every partition of it as materialized: say why this
             # one holds nothing here (the UI shows it; nothing is staged or stored for it).
-            context.add_asset_metadata({"absent": ABSENT}, partition_key=key)
+            context.add_asset_metadata({"absent": ABSENT}, asset_key=asset, partition_key=key)
     # In the partitions' order (the order sessions were added), not the inputs' (a set's): the
     # first sessions of a range spend the day's token budget first, as runs of one would.
     order = [k for k in partition_keys if k in items]
@@ -77,13 +79,13 @@ def per_session(
         except Exception as exc:  # one session's error must not sink the others of its run
             message = first_line(exc)
             context.log.error(f"session {key}: {message}")
-            context.add_asset_metadata({"error": message}, partition_key=key)
+            context.add_asset_metadata({"error": message}, asset_key=asset, partition_key=key)
             failed.append(f"{key}: {message}")
             errors.append(exc)
             continue
         if result is not None:
             value, metadata = result
-            context.add_asset_metadata(dict(metadata), partition_key=key)
+            context.add_asset_metadata(dict(metadata), asset_key=asset, partition_key=key)
             done[key] = value
     if failed and not done:
         if len(errors) == 1:
@@ -91,7 +93,7 @@ def per_session(
             # description, metadata and whether a retry could help (the retry policy) stand.
             raise errors[0]
         raise dg.Failure(
-            f"{len(failed)} session(s) failed at {context.asset_key.to_user_string()}: "
+            f"{len(failed)} session(s) failed at {asset or context.asset_key.to_user_string()}: "
             + "; ".join(failed),
             # Every session of the run failed: another try of the step helps only if it could
             # help each of them (a model service that was down, not a reply that is no digest).

@@ -1,47 +1,188 @@
-import dagster as dg
+"""The first step of a session's run: its files read once, into two assets.
 
-from librarian_dagster.core.capture.transcripts import parse_session
-from librarian_dagster.defs.assets._common import GROUP, kept_out, per_session, source_files
+`transcript` is what the parser made of the files (counted in its metadata, never stored) and
+`redacted_session` the session with every secret replaced by `[REDACTED:<family>]`, the first
+thing stored. One step makes both, so a run reads and parses each file once; the two assets
+keep their own keys, metadata and lineage (transcript -> redacted_session) in the UI, and either
+can be materialized alone. Nothing unredacted is written anywhere: the parsed session lives in
+this step's memory until it is redacted, and the one unredacted copy stays the file Claude Code
+wrote.
+"""
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+from pydantic import TypeAdapter
+
+from librarian_dagster.core.capture.files import SessionFiles
+from librarian_dagster.core.capture.transcripts import Session, parse_session
+from librarian_dagster.core.redaction.scan import find_secrets, redact_session
+from librarian_dagster.defs.assets._common import (
+    EXCLUDED,
+    GROUP,
+    kept_out,
+    per_session,
+    source_files,
+)
 from librarian_dagster.defs.partitions import BATCH, sessions_partitions
 from librarian_dagster.defs.resources import LedgerResource, MirrorResource
 
+TRANSCRIPT = dg.AssetKey("transcript")
+REDACTED = dg.AssetKey("redacted_session")
 
-@dg.asset(
-    partitions_def=sessions_partitions, kinds={"python"}, group_name=GROUP, backfill_policy=BATCH
+
+@dataclass
+class _Read:
+    files: SessionFiles
+    parsed: Session | str
+    """The parsed session, or why it was kept out before any reading."""
+
+
+@dg.multi_asset(
+    # The step keeps the name of its first asset: run failures and alerts name it `transcript`.
+    name="transcript",
+    outs={
+        "transcript": dg.AssetOut(
+            dagster_type=dg.Nothing,
+            is_required=False,
+            kinds={"python"},
+            group_name=GROUP,
+            description="A session's transcript files parsed into normalised turns (counted "
+            "here, never stored). A session with nothing to remember (empty, summary-only, not "
+            "JSON) says why in `skip_reason`, and no later stage materializes it.",
+        ),
+        "redacted_session": dg.AssetOut(
+            is_required=False,
+            kinds={"python"},
+            group_name=GROUP,
+            description="The session with every secret replaced by [REDACTED:<family>]: the "
+            "first stage stored. A session with nothing to remember is left out, so no later "
+            "stage materializes it; the reason is in the `transcript` stage's metadata.",
+        ),
+    },
+    internal_asset_deps={"transcript": set(), "redacted_session": {TRANSCRIPT}},
+    partitions_def=sessions_partitions,
+    backfill_policy=BATCH,
+    can_subset=True,
 )
 def transcript(
     context: dg.AssetExecutionContext, ledger: LedgerResource, mirror: MirrorResource
-) -> dg.MaterializeResult:
-    """A session's transcript files parsed into normalised turns (counted here, never stored).
-
-    Nothing unredacted is written anywhere: the next stage parses again and redacts before it
-    stores, so the only unredacted copy stays the file Claude Code wrote. A session with nothing
-    to remember (empty, summary-only, not JSON) says why in `skip_reason`, and no later stage
-    materializes it.
-    """
+) -> Iterator[dg.Output[Any]]:
+    """Read each session of the run once; report it as `transcript`, store it redacted."""
     db = ledger.get()
     skips = db.skip_list()
+    selected = context.selected_asset_keys
+    reported = TRANSCRIPT in selected
+    # A session whose files cannot be found fails on the first asset of the selection.
+    asset = "transcript" if reported else "redacted_session"
 
-    def parse(key: str, _: str):
+    def read(key: str, _: str) -> tuple[_Read, dict[str, Any]]:
         files = source_files(db, key)
         reason = kept_out(files, mirror.exclude or (), skips)
         if reason:
-            return None, {"files": [str(p) for p in files.paths], "skip_reason": reason}
-        session = parse_session(files, include_thinking=mirror.include_thinking)
-        stats = session.stats
-        return None, {
-            "files": [str(p) for p in files.paths],
-            "records": sum(stats.records_by_type.values()),
-            "records_by_type": dict(stats.records_by_type),
-            "malformed_lines": stats.malformed_lines,
-            "malformed_examples": list(stats.malformed_examples[:10]),
-            "turns": len(session.turns),
-            "tool_uses": stats.tool_uses,
-            "subagents": stats.subagents,
-            "compactions": stats.compactions,
-            "project": session.project,
-            "skip_reason": session.skip_reason or "",
+            found = _Read(files, reason)
+            metadata = {"files": [str(p) for p in files.paths], "skip_reason": reason}
+        else:
+            session = parse_session(files, include_thinking=mirror.include_thinking)
+            found, metadata = _Read(files, session), _counts(files, session)
+        return found, metadata if reported else {}
+
+    read_by_key = per_session(context, {k: k for k in context.partition_keys}, read, asset=asset)
+    if reported:
+        yield dg.Output(None, output_name="transcript")
+    if REDACTED not in selected:
+        return
+
+    def redact(key: str, _: str):
+        # Popped: a parsed session is held only until its redacted copy exists.
+        done = read_by_key.pop(key)
+        files, session = done.files, done.parsed
+        if isinstance(session, str):  # kept out
+            if session == EXCLUDED:
+                db.record_nothing_to_remember(files.session_id, files.fingerprint())
+            # A skipped session is not marked "nothing to remember": once taken off the skip
+            # list, the sensor asks for it again.
+            context.add_asset_metadata({"absent": session}, asset_key=REDACTED, partition_key=key)
+            return None
+        if session.skip_reason:
+            context.log.info(f"{key}: nothing to remember: {session.skip_reason}")
+            db.record_nothing_to_remember(session.session_id, session.fingerprint)
+            reason = f"nothing to remember: {session.skip_reason}"
+            context.add_asset_metadata({"absent": reason}, asset_key=REDACTED, partition_key=key)
+            return None
+        clean, counts = redact_session(session)
+        return clean, {
+            "redactions": sum(counts.values()),
+            "redactions_by_family": dict(sorted(counts.items())),
+            "turns": len(clean.turns),
         }
 
-    per_session(context, {k: k for k in context.partition_keys}, parse)
-    return dg.MaterializeResult()
+    sessions = per_session(context, {k: k for k in read_by_key}, redact, asset="redacted_session")
+    if sessions:
+        yield dg.Output(sessions, output_name="redacted_session")
+
+
+def _counts(files: SessionFiles, session: Session) -> dict[str, Any]:
+    """What the `transcript` asset shows of a parsed session: counts, never content."""
+    stats = session.stats
+    return {
+        "files": [str(p) for p in files.paths],
+        "records": sum(stats.records_by_type.values()),
+        "records_by_type": dict(stats.records_by_type),
+        "malformed_lines": stats.malformed_lines,
+        "malformed_examples": list(stats.malformed_examples[:10]),
+        "turns": len(session.turns),
+        "tool_uses": stats.tool_uses,
+        "subagents": stats.subagents,
+        "compactions": stats.compactions,
+        "project": session.project,
+        "skip_reason": session.skip_reason or "",
+    }
+
+
+@dg.asset_check(
+    asset=REDACTED,
+    blocking=True,
+    partitions_def=sessions_partitions,
+    description="The stored, redacted session, read back as the digest will read it, holds no "
+    "secret. Blocking: a session that fails never reaches the digest (and so never an LLM).",
+)
+def no_secrets_remain(redacted_session: dict[str, Session]) -> dg.AssetCheckResult:
+    # The input is loaded from the stored file, not handed over in memory: what is checked is
+    # what later stages read. Each string on its own, as the digest reads them: scanning the JSON
+    # text instead would see escapes (`\\n`) that are not in the data, and look-alikes across
+    # field boundaries.
+    leftovers: Counter[str] = Counter()
+    leaking: list[str] = []
+    for key, session in redacted_session.items():
+        found = Counter(f.family for text in _strings(session) for f in find_secrets(text))
+        if found:
+            leaking.append(key)
+            leftovers += found
+    return dg.AssetCheckResult(
+        passed=not leftovers,
+        severity=dg.AssetCheckSeverity.ERROR,
+        # Families, counts and session ids only: the value, or any part of it, goes nowhere.
+        metadata={"remaining_by_family": dict(leftovers), "sessions": leaking},
+    )
+
+
+_SESSION = TypeAdapter(Session)
+
+
+def _strings(session: Session) -> Iterator[str]:
+    yield from _walk(_SESSION.dump_python(session, mode="json"))
+
+
+def _walk(value) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _walk(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _walk(item)
