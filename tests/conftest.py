@@ -2,6 +2,7 @@
 
 import contextlib
 import fcntl
+import functools
 import itertools
 import os
 import shutil
@@ -179,6 +180,14 @@ def fresh_pgdata(initialized_pgdata) -> Callable[[Path], Path]:
         return pgdata
 
     return place
+
+
+@pytest.fixture
+def librarian_cli(monkeypatch, capfd):
+    """`librarian_cli(args, env)`: `librarian ARGS` in this process (tests/helpers.librarian)."""
+    from tests.helpers import librarian
+
+    return functools.partial(librarian, monkeypatch=monkeypatch, capfd=capfd)
 
 
 def corpus_source() -> Path | None:
