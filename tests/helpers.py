@@ -3,8 +3,10 @@
 import contextlib
 import os
 import socket
+import subprocess
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import dagster as dg
@@ -36,6 +38,34 @@ def settings_in_env(
     monkeypatch.setenv("LIBRARIAN_MIRROR", str(mirror))
     monkeypatch.setenv("LIBRARIAN_DATABASE_URL", database_url)
     return settings
+
+
+def librarian(
+    args: Sequence[str], env: Mapping[str, str], monkeypatch: pytest.MonkeyPatch, capfd
+) -> subprocess.CompletedProcess[str]:
+    """`librarian ARGS` called in this process with `env` as its whole environment: its exit
+    code and what it wrote to stdout and stderr (file descriptors 1 and 2, so a library's own
+    handlers are caught too), as `subprocess.run` would give them, without a second interpreter
+    importing Dagster again.
+
+    For a test of what a command does. A test of the process itself (a signal, the exit of a real
+    exec, what a fresh interpreter prints) runs it as a subprocess.
+    """
+    from librarian_dagster.cli.main import main
+
+    for name in set(os.environ) - set(env):
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    # Set by the commands that open Dagster's instance; gone with the test, as with a process.
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    capfd.readouterr()
+    try:
+        code = main(list(args))
+    except SystemExit as exc:  # argparse's refusals
+        code = exc.code if isinstance(exc.code, int) else 1
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess(["librarian", *args], code, out, err)
 
 
 def age(path: Path, seconds: float) -> None:

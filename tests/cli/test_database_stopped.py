@@ -35,13 +35,16 @@ SESSIONS = [
     TRANSCRIPTS / "daaain__claude-code-log" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl",
 ]
 WAIT_S = 300  # only a hang fails it; the machines are shared
+# One worker runs both cases: the clean ingest they compare with is made once.
+pytestmark = pytest.mark.xdist_group("database_stopped")
 
 
 @pytest.fixture
-def home():
+def home(fresh_pgdata):
     # Not under pytest's tmp_path: as root the server runs as user `pgserver` (see conftest.py).
     root = Path(tempfile.mkdtemp(prefix="librarian-test-dbstop-"))
     root.chmod(0o755)
+    fresh_pgdata(root / "home")
     yield root / "home"
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = proc.info["cmdline"] or []
@@ -53,9 +56,11 @@ def home():
 @pytest.fixture(scope="module")
 def clean_counts(pg_server, tmp_path_factory) -> dict[str, int]:
     """Chunks per session after an ingest nothing interrupted (its own database)."""
+    # Named for this process: the server is shared by every worker of the run.
+    name = f"dbstop_clean_{os.getpid()}"
     with psycopg.connect(pg_server.get_uri(), autocommit=True) as conn:
-        conn.execute('CREATE DATABASE "dbstop_clean"')
-    url = pg_server.get_uri("dbstop_clean")
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = pg_server.get_uri(name)
     settings = make_settings(tmp_path_factory.mktemp("clean"), url)
     instance = open_instance(settings)
     outcomes = ingest_sessions(session_files_for(SESSIONS), settings, instance)

@@ -1,8 +1,8 @@
-"""`librarian ingest` and `search` from the command line with Gemini providers (a fake server)."""
+"""`librarian ingest` and `search` from the command line with Gemini providers (a fake server).
+
+What the commands print and return is under test, not their process: they run in this one."""
 
 import os
-import subprocess
-import sys
 
 from tests.fake_gemini import FakeGemini
 from tests.helpers import write_transcript
@@ -11,17 +11,9 @@ SESSION = "66666666-6666-6666-6666-666666666666"
 KEY = "AIzaSyFAKE-cli-key-0123456789abcdefghij"
 
 
-def _librarian(args, env):
-    return subprocess.run(
-        [sys.executable, "-m", "librarian_dagster.cli.main", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
-def test_ingest_then_search_with_gemini_from_the_command_line(tmp_path, database_url):
+def test_ingest_then_search_with_gemini_from_the_command_line(
+    tmp_path, database_url, librarian_cli
+):
     folder = tmp_path / "mirror" / "-work-app"
     write_transcript(
         folder, SESSION, "Why does the zanzibar cache test hang?", "The lock was held."
@@ -36,18 +28,18 @@ def test_ingest_then_search_with_gemini_from_the_command_line(tmp_path, database
             "GEMINI_API_KEY": KEY,
             "LIBRARIAN_GEMINI_BASE_URL": fake.url,
         }
-        ingest = _librarian(["ingest", str(folder)], env)
+        ingest = librarian_cli(["ingest", str(folder)], env)
         assert ingest.returncode == 0, ingest.stdout + ingest.stderr
         assert f"ingested {SESSION}" in ingest.stdout
         assert fake.calls("generateContent") and fake.calls("batchEmbedContents")
 
         # Words of the digest the fake wrote ("... zanzibar cache test ... lock in teardown");
         # some are the session's own too: relevance is judged on the session's exchanges.
-        search = _librarian(["search", "zanzibar cache lock teardown"], env)
+        search = librarian_cli(["search", "zanzibar cache lock teardown"], env)
         assert search.returncode == 0, search.stderr
         assert SESSION in search.stdout and "teardown" in search.stdout
 
-        status = _librarian(["status"], env)
+        status = librarian_cli(["status"], env)
         assert status.returncode == 0, status.stderr
         assert "digests:     gemini gemini-2.5-flash" in status.stdout
         assert "embeddings:  gemini gemini-embedding-001 (768-d)" in status.stdout
@@ -56,16 +48,16 @@ def test_ingest_then_search_with_gemini_from_the_command_line(tmp_path, database
 
         # The same store searched with the local embedder: it says how to re-embed.
         local = {k: v for k, v in env.items() if k != "LIBRARIAN_EMBED_PROVIDER"}
-        mismatch = _librarian(["search", "zanzibar cache lock teardown"], local)
+        mismatch = librarian_cli(["search", "zanzibar cache lock teardown"], local)
         assert mismatch.returncode == 1
         assert "gemini-embedding-001" in mismatch.stderr and "librarian ingest" in mismatch.stderr
-        status = _librarian(["status"], local)
+        status = librarian_cli(["status"], local)
         assert "not searchable now" in status.stdout
 
 
-def test_a_missing_key_is_a_clear_error(tmp_path):
+def test_a_missing_key_is_a_clear_error(tmp_path, librarian_cli):
     env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "GOOGLE_API_KEY")}
     env |= {"LIBRARIAN_HOME": str(tmp_path / "home"), "LIBRARIAN_DIGEST_PROVIDER": "gemini"}
-    result = _librarian(["status"], env)
+    result = librarian_cli(["status"], env)
     assert result.returncode != 0
     assert "GEMINI_API_KEY" in result.stderr

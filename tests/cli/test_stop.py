@@ -30,10 +30,11 @@ BOUND_S = 60  # far above the 10 s the code allows itself; only a hang fails it
 
 
 @pytest.fixture
-def home():
+def home(fresh_pgdata):
     # Not under pytest's tmp_path: as root the server runs as user `pgserver` (see conftest.py).
     root = Path(tempfile.mkdtemp(prefix="librarian-test-stop-"))
     root.chmod(0o755)
+    fresh_pgdata(root / "home")
     yield root / "home"
     for proc in _embedded_servers(root):
         proc.kill()

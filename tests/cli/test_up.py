@@ -93,7 +93,7 @@ def test_up_serves_ui_and_mcp_and_sigterm_stops_everything(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-def test_up_first_ends_a_run_whose_worker_was_killed():
+def test_up_first_ends_a_run_whose_worker_was_killed(fresh_pgdata):
     """A run worker killed (the OOM killer) leaves its run STARTED; the next `up` marks it failed
     before the daemon starts. The run is untagged, as the daemon launches runs: on the embedded
     server only this machine's processes can have started it."""
@@ -104,6 +104,7 @@ def test_up_first_ends_a_run_whose_worker_was_killed():
     root = Path(tempfile.mkdtemp(prefix="librarian-test-up-dead-"))
     root.chmod(0o755)
     home = root / "home"
+    fresh_pgdata(home)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LIBRARIAN_")}
     env |= {"LIBRARIAN_HOME": str(home), "LIBRARIAN_MIRROR": str(root / "mirror")}
     repo = Path(__file__).resolve().parents[2]

@@ -34,7 +34,7 @@ _holders: list[subprocess.Popen] = []
 
 @pytest.fixture(scope="module")
 def shared_home():
-    # One home for the module: initdb runs once. Not under pytest's tmp_path: as root the server
+    # One home for the module. Not under pytest's tmp_path: as root the server
     # runs as user `pgserver`, which must be able to reach the folder (see conftest.py).
     root = Path(tempfile.mkdtemp(prefix="librarian-test-holders-"))
     root.chmod(0o755)
@@ -43,8 +43,10 @@ def shared_home():
 
 
 @pytest.fixture
-def home(shared_home):
+def home(shared_home, fresh_pgdata):
     """The shared home; whatever a test leaves running is killed, so the next starts clean."""
+    if not (shared_home / "pgdata").exists():
+        fresh_pgdata(shared_home)
     yield shared_home
     for proc in _holders:
         if proc.poll() is None:
