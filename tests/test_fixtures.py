@@ -3,7 +3,7 @@ migration makes, and `database_url` is an empty database."""
 
 import psycopg
 
-from librarian_dagster.core.store.store import Store
+from librarian_dagster.core.store.schema import migrate
 
 
 def _tables(url: str) -> dict[str, list[tuple[str, str]]]:
@@ -21,5 +21,5 @@ def _tables(url: str) -> dict[str, list[tuple[str, str]]]:
 def test_a_store_s_database_is_what_migrating_an_empty_one_makes(store, database_url):
     assert _tables(database_url) == {}
     copied = _tables(store.url)
-    Store(database_url).migrate()
+    migrate(database_url)
     assert copied == _tables(database_url)
