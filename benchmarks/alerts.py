@@ -35,6 +35,7 @@ def main() -> None:
     from librarian_dagster.core.capture.files import discover_sessions
     from librarian_dagster.core.settings import Settings
     from librarian_dagster.core.store.store import open_store
+    from librarian_dagster.dagster_internals import dispose_instance
     from librarian_dagster.definitions import build_definitions
     from librarian_dagster.defs.resources import build_resources
     from librarian_dagster.ingest import open_instance
@@ -79,7 +80,7 @@ def main() -> None:
             """
         )
     ticks("all ingested (steady state)")
-    instance.dispose()
+    dispose_instance(instance)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from librarian_dagster.core.capture.files import SessionFiles, session_files_for
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.database import release_embedded_server
 from librarian_dagster.core.store.store import open_store
+from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.defs.partitions import SESSIONS_PER_RUN
 from librarian_dagster.ingest import ingest_sessions, open_instance
 
@@ -80,7 +81,7 @@ def _backfill(
     elapsed = time.perf_counter() - started
     load_after = os.getloadavg()
     runs = len(instance.get_run_records())
-    instance.dispose()
+    dispose_instance(instance)
     with open_store(settings) as store:
         stats = store.memories.stats()
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -66,6 +66,45 @@ def uses_default_run_launcher(instance: dg.DagsterInstance) -> bool:
     return isinstance(instance.run_launcher, dg.DefaultRunLauncher)
 
 
+STORAGE_POOL_RECYCLE_S = 3600
+"""A kept storage connection older than this is replaced (dagster-webserver's default)."""
+STORAGE_POOL_OVERFLOW = 4
+"""Connections a storage may open beyond its kept one while threads share it, closed after use."""
+
+
+def keep_storage_connections(instance: dg.DagsterInstance) -> None:
+    """Let the instance's storages keep a connection open across calls.
+
+    `DagsterInstance.optimize_for_webserver`, what dagster-webserver calls at its start:
+    dagster-postgres otherwise opens a connection for every storage call (its engines use
+    SQLAlchemy's NullPool so that many instances hold none), about 460 in a run of one session,
+    each a new server process that costs the server about 3 ms of CPU, and the run as much again
+    (measured in docs/decisions/0029). No public API or instance setting chooses the pool. No
+    statement timeout is set (0): a run's queries are the product's own, not a UI's.
+    A kept connection the server dropped fails its next call, which dagster-postgres retries on a
+    new one, as it retries any lost connection.
+    """
+    instance.optimize_for_webserver(
+        statement_timeout=0,
+        pool_recycle=STORAGE_POOL_RECYCLE_S,
+        max_overflow=STORAGE_POOL_OVERFLOW,
+    )
+
+
+def dispose_instance(instance: dg.DagsterInstance) -> None:
+    """Dispose of the instance, closing the connections `keep_storage_connections` kept.
+
+    The storages' `_engine` (a SQLAlchemy `Engine`, whose public `dispose` closes its pool):
+    `DagsterInstance.dispose` leaves the engines be, and a kept connection would otherwise stay
+    open on the server until the instance is garbage-collected.
+    """
+    for storage in (instance.run_storage, instance.event_log_storage, instance.schedule_storage):
+        engine = getattr(storage, "_engine", None)
+        if engine is not None:
+            engine.dispose()
+    instance.dispose()
+
+
 def _sensor_states(instance: dg.DagsterInstance, name: str):
     # The instance's scheduling API (the one the UI's sensor page reads): the sensor's stored
     # state, which exists once the daemon has evaluated it or a user has turned it on or off.

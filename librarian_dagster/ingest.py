@@ -31,7 +31,13 @@ from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.database import unreachable
 from librarian_dagster.core.store.store import open_store
-from librarian_dagster.dagster_internals import interrupted, not_a_connection_retry, step_failure
+from librarian_dagster.dagster_internals import (
+    dispose_instance,
+    interrupted,
+    keep_storage_connections,
+    not_a_connection_retry,
+    step_failure,
+)
 from librarian_dagster.dead_runs import in_process_run_tags, report_dead_runs
 from librarian_dagster.definitions import build_definitions
 from librarian_dagster.defs.jobs import INGEST_SESSION
@@ -62,9 +68,11 @@ class IngestOutcome:
 
 
 def open_instance(settings: Settings) -> dg.DagsterInstance:
+    """The Dagster instance of these settings, ready to run; `dispose_instance` closes it."""
     env = prepare_dagster_home(settings)
     os.environ["DAGSTER_HOME"] = env["DAGSTER_HOME"]
     instance = dg.DagsterInstance.from_config(env["DAGSTER_HOME"])
+    keep_storage_connections(instance)
     # Runs a killed process left STARTED end first: they would hold the `llm` slot for ever.
     report_dead_runs(instance, settings, "librarian")
     # Partitions of a store from before `<project>/<month>/<id>` keys: re-keyed once.
@@ -109,9 +117,24 @@ def ingest_sessions(
     # dagster-postgres warns of each retry of a lost connection on the root logger, several
     # lines each; a database that stays away is reported once, as one line (see _run).
     logging.getLogger().addFilter(not_a_connection_retry)
-    instance = instance or open_instance(settings)
-    keys = ensure_partitions(instance, sessions)
-    return run_partitions(keys, settings, instance, per_run=per_run, on_outcome=on_outcome)
+    with _instance_for(settings, instance) as instance:
+        keys = ensure_partitions(instance, sessions)
+        return run_partitions(keys, settings, instance, per_run=per_run, on_outcome=on_outcome)
+
+
+@contextmanager
+def _instance_for(
+    settings: Settings, given: dg.DagsterInstance | None
+) -> Iterator[dg.DagsterInstance]:
+    """`given`, or an instance opened for the call and closed after it."""
+    if given is not None:
+        yield given
+        return
+    instance = open_instance(settings)
+    try:
+        yield instance
+    finally:
+        dispose_instance(instance)
 
 
 def run_partitions(
@@ -184,17 +207,18 @@ def backfill(
                         on_outcome(skipped[-1])
         if not keys:
             return skipped
-        instance = instance or open_instance(settings)
-        partitions = keys_for_ids(instance, store.memories, ledger, keys)
-    return skipped + run_partitions(
-        partitions,
-        settings,
-        instance,
-        per_run=per_run,
-        assets=REEMBED_STAGES if reembed else STAGES,
-        trigger="cli-backfill",
-        on_outcome=on_outcome,
-    )
+    with _instance_for(settings, instance) as instance:
+        with open_store(settings) as store:
+            partitions = keys_for_ids(instance, store.memories, store.ledger, keys)
+        return skipped + run_partitions(
+            partitions,
+            settings,
+            instance,
+            per_run=per_run,
+            assets=REEMBED_STAGES if reembed else STAGES,
+            trigger="cli-backfill",
+            on_outcome=on_outcome,
+        )
 
 
 def batches(keys: Sequence[str], order: Sequence[str], per_run: int) -> list[list[str]]:

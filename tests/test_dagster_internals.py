@@ -6,8 +6,10 @@ ingest taken for a failed session, a screen of retry warnings)."""
 import inspect
 import logging
 import os
+import time
 
 import dagster as dg
+import psycopg
 import pytest
 import sqlalchemy.exc
 from dagster._core.scheduler.instigation import (
@@ -19,10 +21,13 @@ from dagster._core.scheduler.instigation import (
 from dagster._core.storage.event_log.base import EventLogStorage
 from dagster_postgres.utils import DagsterPostgresException, retry_pg_connection_fn
 
+from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
 from librarian_dagster.dagster_internals import (
     CONNECTION_RETRY_LOG,
+    dispose_instance,
     free_concurrency_slots,
     interrupted,
+    keep_storage_connections,
     last_good_sensor_tick,
     mark_run_canceled,
     mark_run_failed,
@@ -32,6 +37,7 @@ from librarian_dagster.dagster_internals import (
     step_failure,
     uses_default_run_launcher,
 )
+from tests.helpers import make_settings
 
 
 @dg.op
@@ -181,3 +187,49 @@ def test_a_connection_retry_warning_is_filtered_from_the_root_logger(caplog, mon
     assert not not_a_connection_retry(record)
     other = logging.LogRecord("root", logging.WARNING, __file__, 1, "disk full", None, None)
     assert not_a_connection_retry(other)
+
+
+def _sessions_and_open(url: str) -> tuple[int, int]:
+    """Connections ever made to the database, and those open now (this one's aside)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT (SELECT sessions FROM pg_stat_database WHERE datname = current_database()),"
+            " (SELECT count(*) FROM pg_stat_activity"
+            "  WHERE datname = current_database() AND pid <> pg_backend_pid())"
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def _calls(instance: dg.DagsterInstance) -> None:
+    for _ in range(20):
+        instance.get_runs(limit=1)
+        instance.get_latest_materialization_event(dg.AssetKey("memory"))
+        instance.get_dynamic_partitions("sessions")
+
+
+def test_kept_storage_connections_serve_every_call_and_disposing_closes_them(
+    tmp_path, database_url
+):
+    settings = make_settings(tmp_path, database_url)
+    home = prepare_dagster_home(settings)["DAGSTER_HOME"]
+
+    # As dagster-postgres has it: a connection for each call.
+    with dg.DagsterInstance.from_config(home) as plain:
+        before, _ = _sessions_and_open(database_url)
+        _calls(plain)
+        after, _ = _sessions_and_open(database_url)
+    assert after - before >= 60
+
+    kept = dg.DagsterInstance.from_config(home)
+    keep_storage_connections(kept)
+    before, _ = _sessions_and_open(database_url)
+    _calls(kept)
+    after, still_open = _sessions_and_open(database_url)
+    assert after - before <= 3  # one per storage
+    assert 1 <= still_open <= 3
+    dispose_instance(kept)
+    deadline = time.monotonic() + 10  # a server process leaves the list a moment after
+    while _sessions_and_open(database_url)[1] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _sessions_and_open(database_url)[1] == 0

@@ -9,6 +9,7 @@ from mcp import Client
 from librarian_dagster.core.models.minilm import local_embedder
 from librarian_dagster.core.store.database import database_url as resolve_url
 from librarian_dagster.core.store.store import Store
+from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.definitions import defs as load_defs
 from librarian_dagster.defs.partitions import session_id_of
 from librarian_dagster.ingest import open_instance
@@ -32,7 +33,7 @@ def env(tmp_path, database_url, monkeypatch):
     definitions = load_defs()
     instance = open_instance(settings)
     yield settings, definitions, instance, mirror
-    instance.dispose()
+    dispose_instance(instance)
 
 
 def _run(definitions, instance, result):

@@ -4,6 +4,7 @@ import dagster as dg
 
 from librarian_dagster.cli.main import main
 from librarian_dagster.core.capture.files import session_files_for
+from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.defs.partitions import session_id_of
 from librarian_dagster.ingest import ingest_sessions, open_instance
 from tests.helpers import settings_in_env, write_transcript
@@ -44,4 +45,4 @@ def test_backfill_a_project_then_reembed_it(tmp_path, database_url, monkeypatch,
         )
     }
     assert steps == {"chunk_embeddings", "memory", "stored_session_checks"}
-    instance.dispose()
+    dispose_instance(instance)

@@ -25,6 +25,7 @@ from psycopg import sql
 
 from librarian_dagster.core.capture.files import session_files_for
 from librarian_dagster.core.store.schema import migrate
+from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.ingest import ingest_sessions, open_instance
 from tests.conftest import TRANSCRIPTS
 from tests.helpers import make_settings
@@ -64,7 +65,7 @@ def clean_counts(pg_server, tmp_path_factory) -> dict[str, int]:
     settings = make_settings(tmp_path_factory.mktemp("clean"), url)
     instance = open_instance(settings)
     outcomes = ingest_sessions(session_files_for(SESSIONS), settings, instance)
-    instance.dispose()
+    dispose_instance(instance)
     assert [o.status for o in outcomes] == ["ingested"] * len(SESSIONS), outcomes
     return _rows(url)["chunks"]
 

@@ -5,6 +5,7 @@ import pytest
 from librarian_dagster.cli.main import main
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.store import open_store
+from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.definitions import defs as load_defs
 from librarian_dagster.defs.partitions import session_id_of
 from librarian_dagster.ingest import backfill, ingest_paths, open_instance
@@ -20,7 +21,7 @@ def env(tmp_path, database_url, monkeypatch):
     settings = settings_in_env(monkeypatch, tmp_path, database_url, mirror)
     instance = open_instance(settings)
     yield settings, instance, mirror
-    instance.dispose()
+    dispose_instance(instance)
 
 
 def test_skip_list_undo(env, capsys):

@@ -18,7 +18,11 @@ from librarian_dagster.core.capture.files import session_files_for
 from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.store import Store
-from librarian_dagster.dagster_internals import last_good_sensor_tick, sensor_known
+from librarian_dagster.dagster_internals import (
+    dispose_instance,
+    last_good_sensor_tick,
+    sensor_known,
+)
 from librarian_dagster.definitions import build_definitions
 from librarian_dagster.defs.jobs import INGEST_SESSION
 from librarian_dagster.defs.partitions import SESSIONS
@@ -55,7 +59,7 @@ def env(tmp_path, database_url, telegram, monkeypatch):
     settings = Settings.from_env()
     instance = open_instance(settings)
     yield settings, instance, folder
-    instance.dispose()
+    dispose_instance(instance)
 
 
 def _tick(settings: Settings, instance, name: str, cursor: str | None, now: float | None = None):

@@ -8,6 +8,7 @@ import pytest
 
 from librarian_dagster.core.capture.files import session_files_for
 from librarian_dagster.core.store.store import Store
+from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.definitions import defs as load_defs
 from librarian_dagster.defs.partitions import keys_by_session, session_id_of
 from librarian_dagster.ingest import ingest_sessions, open_instance
@@ -87,7 +88,7 @@ def test_each_bad_file_is_ingested_or_skipped_with_its_reason(tmp_path, database
     with Store(database_url) as store:
         assert store.memories.get_memory("03eb5929-52b3-4b13-ada3-b93ae35806b8") is not None
         assert store.memories.get_memory("22222222-2222-2222-2222-222222222222") is None
-    instance.dispose()
+    dispose_instance(instance)
 
 
 def test_a_skipped_session_alone_is_not_materialized_past_the_transcript(
@@ -106,7 +107,7 @@ def test_a_skipped_session_alone_is_not_materialized_past_the_transcript(
             ),
             limit=1,
         ).records
-    instance.dispose()
+    dispose_instance(instance)
 
 
 def test_the_sensor_requests_bad_files_without_failing(
@@ -118,7 +119,7 @@ def test_the_sensor_requests_bad_files_without_failing(
     instance = open_instance(settings)
     result = sensor_tick(load_defs(), instance, None)
     assert len(result.run_requests) == 4
-    instance.dispose()
+    dispose_instance(instance)
 
 
 GOOD = TRANSCRIPTS / "daaain__claude-code-log" / "4379d1bf-ccb1-414e-a856-9791b73f3af2.jsonl"
@@ -196,7 +197,7 @@ def test_a_hostile_mirror_is_scanned_and_ingested_around_what_is_bad(
     found = session_files_for([hostile_mirror])
     assert {s.session_id for s in found} == sessions
     outcomes = {o.session_id: o for o in ingest_sessions(found, settings, instance)}
-    instance.dispose()
+    dispose_instance(instance)
     assert {k: o.status for k, o in outcomes.items()} == {
         **dict.fromkeys(sessions - {JUNK}, "ingested"),
         JUNK: "skipped",

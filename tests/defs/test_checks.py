@@ -6,6 +6,7 @@ import psycopg
 from librarian_dagster.core.capture.files import session_files_for
 from librarian_dagster.core.store.integrity import session_integrity
 from librarian_dagster.core.store.store import Store, open_store
+from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.definitions import build_definitions
 from librarian_dagster.defs.checks import (
     CHUNK_COUNT,
@@ -52,7 +53,7 @@ def test_every_check_passes_after_an_ingest_run_and_runs_after_the_write(tmp_pat
     assert evaluations[EMBEDDING_DIMENSION].metadata["stored_dimensions"].value.startswith("384 (")
     assert evaluations[CHUNK_COUNT].severity == dg.AssetCheckSeverity.WARN
     assert evaluations[DIGEST_SCHEMA].asset_key == dg.AssetKey("session_digest")
-    instance.dispose()
+    dispose_instance(instance)
 
     # A stored memory made wrong behind the write path's back: the integrity read sees it.
     with psycopg.connect(database_url, autocommit=True) as conn:

@@ -11,6 +11,7 @@ from librarian_dagster.core.recall.answer import NOTHING_RELEVANT, EmbeddingSpac
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.schema import migrate
 from librarian_dagster.core.store.store import Store
+from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.defs.assets.session_digest import session_digest
 from librarian_dagster.defs.partitions import session_id_of
 from librarian_dagster.ingest import ingest_sessions, open_instance
@@ -110,7 +111,7 @@ def test_gemini_digest_and_embeddings_then_an_unchanged_session_costs_no_call(
         pytest.raises(EmbeddingSpaceMismatch, match=r"gemini-embedding-001.*librarian ingest"),
     ):
         recall(store.search, configured_embedder(local), "zanzibar cache lock")
-    instance.dispose()
+    dispose_instance(instance)
 
 
 def test_a_new_prompt_version_or_model_digests_again(tmp_path, database_url, fake, monkeypatch):
@@ -127,7 +128,7 @@ def test_a_new_prompt_version_or_model_digests_again(tmp_path, database_url, fak
     assert outcome.status == "ingested"
     assert _metadata(instance, "session_digest")["model"] == "gemini-2.5-pro+prompt-v1"
     assert len(fake.calls("generateContent")) == 2
-    instance.dispose()
+    dispose_instance(instance)
 
 
 def test_429_then_success(tmp_path, database_url, fake, monkeypatch):
@@ -141,7 +142,7 @@ def test_429_then_success(tmp_path, database_url, fake, monkeypatch):
     [outcome] = ingest_sessions(session_files_for([folder]), settings, instance)
     assert outcome.status == "ingested", outcome.detail
     assert len(fake.calls("generateContent")) == 2
-    instance.dispose()
+    dispose_instance(instance)
 
 
 @pytest.mark.parametrize(
@@ -168,7 +169,7 @@ def test_a_failed_digest_fails_the_run_and_writes_nothing(
     with Store(database_url) as store:
         assert store.memories.get_memory(SESSION) is None
     assert fake.calls("batchEmbedContents") == []  # no later stage ran
-    instance.dispose()
+    dispose_instance(instance)
 
 
 def test_no_request_body_holds_a_secret(tmp_path, database_url, fake, monkeypatch):
@@ -199,7 +200,7 @@ def test_no_request_body_holds_a_secret(tmp_path, database_url, fake, monkeypatc
     leaked = [s for s in secrets if s in sent or s in decoded]
     assert leaked == []
     assert "[REDACTED:" in decoded
-    instance.dispose()
+    dispose_instance(instance)
 
 
 def test_the_digest_asset_is_bounded():
@@ -240,7 +241,7 @@ def test_a_spent_daily_budget_defers_the_digest_to_the_next_day(
         )
         assert again.status == "ingested", again.detail
         assert store.ledger.due_deferrals() == [] and store.memories.get_memory(second) is not None
-    instance.dispose()
+    dispose_instance(instance)
 
 
 def test_the_sensor_asks_again_for_a_deferral_due_today(tmp_path, database_url, monkeypatch):
@@ -264,7 +265,7 @@ def test_the_sensor_asks_again_for_a_deferral_due_today(tmp_path, database_url, 
     assert session_id_of(request.partition_key) == SESSION and ":deferred:" in (
         request.run_key or ""
     )
-    instance.dispose()
+    dispose_instance(instance)
 
 
 def test_a_question_only_the_digest_answers_is_answered_and_one_about_nothing_is_not(
@@ -289,4 +290,4 @@ def test_a_question_only_the_digest_answers_is_answered_and_one_about_nothing_is
             store.search, embedder, "how did we tune pod autoscaling for the billing service"
         )
         assert nothing.results == [] and nothing.note == NOTHING_RELEVANT
-    instance.dispose()
+    dispose_instance(instance)

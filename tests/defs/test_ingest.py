@@ -6,6 +6,7 @@ import dagster as dg
 
 from librarian_dagster.core.capture.files import session_files_for
 from librarian_dagster.core.store.store import Store
+from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.defs.partitions import session_id_of
 from librarian_dagster.ingest import (
     RANGE_END_TAG,
@@ -48,7 +49,7 @@ def test_ingest_runs_the_ingest_session_job_and_reuses_an_unchanged_digest(tmp_p
     assert _digest_metadata(instance, latest)["reused"].value is True
     with Store(database_url) as store:
         assert store.memories.get_memory(SESSION) is not None
-    instance.dispose()
+    dispose_instance(instance)
 
 
 def test_batches_are_runs_of_consecutive_partitions():
@@ -104,7 +105,7 @@ def test_many_sessions_in_one_run_and_one_bad_session_costs_no_other_its_memory(
     assert recorded[ids[0]]["chunks"].value > 0 and recorded[ids[2]]["chunks"].value > 0
     assert recorded[ids[1]]["lost"].value is True and "chunks" not in recorded[ids[1]]
     assert session_id_of(single_run.dagster_run.tags["dagster/partition"]) == ids[1]
-    instance.dispose()
+    dispose_instance(instance)
 
 
 def _memory_materializations(instance, run_id):
@@ -131,4 +132,4 @@ def test_a_run_leaves_sigterm_as_it_found_it_where_sigint_is_ignored(tmp_path, d
     finally:
         signal.signal(signal.SIGINT, sigint)
         signal.signal(signal.SIGTERM, sigterm)
-        instance.dispose()
+        dispose_instance(instance)

@@ -6,6 +6,7 @@ import dagster as dg
 
 from librarian_dagster.core.capture.files import session_files_for
 from librarian_dagster.core.store.store import Store
+from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.ingest import ingest_sessions, open_instance
 from tests.helpers import make_settings, write_transcript
 
@@ -35,7 +36,7 @@ def test_redaction_removes_the_token_everywhere(tmp_path, database_url):
     assert SECRET[4:20] not in json.dumps(memory, default=str)
     staged = (settings.home / "staging").rglob("*.json")
     assert all(SECRET not in p.read_text(encoding="utf-8") for p in staged)
-    instance.dispose()
+    dispose_instance(instance)
 
 
 def test_a_redaction_that_misses_blocks_the_digest(tmp_path, database_url, monkeypatch):
@@ -60,4 +61,4 @@ def test_a_redaction_that_misses_blocks_the_digest(tmp_path, database_url, monke
     )
     execution = next(iter(check.values()))
     assert execution.status.value == "FAILED"
-    instance.dispose()
+    dispose_instance(instance)

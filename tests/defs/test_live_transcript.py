@@ -17,6 +17,7 @@ import psycopg
 from psycopg import sql
 
 from librarian_dagster.core.capture.files import session_files_for
+from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.defs.partitions import SESSIONS, session_id_of
 from librarian_dagster.ingest import ingest_sessions, open_instance
 from tests.helpers import make_settings, transcript_line
@@ -68,7 +69,7 @@ def _ingest(tmp_path, url, transcript) -> tuple[str, int]:
     instance = open_instance(settings)
     (outcome,) = ingest_sessions(session_files_for([transcript]), settings, instance)
     malformed = _malformed(instance)
-    instance.dispose()
+    dispose_instance(instance)
     return outcome.status, malformed
 
 

@@ -6,6 +6,7 @@ import dagster as dg
 
 from librarian_dagster.core.capture import transcripts
 from librarian_dagster.core.capture.files import session_files_for
+from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.defs.partitions import keys_by_session
 from librarian_dagster.ingest import ingest_sessions, open_instance, run_partitions
 from tests.helpers import make_settings, write_transcript
@@ -49,7 +50,7 @@ def test_a_run_of_many_sessions_reads_each_file_once(tmp_path, database_url, mon
         assert reported.metadata["turns"].value == 2
         [stored] = _materialized(instance, "redacted_session", keys[sid])
         assert stored.metadata["turns"].value == 2
-    instance.dispose()
+    dispose_instance(instance)
 
 
 def test_each_asset_of_the_step_can_be_materialized_alone(tmp_path, database_url, monkeypatch):
@@ -77,4 +78,4 @@ def test_each_asset_of_the_step_can_be_materialized_alone(tmp_path, database_url
     assert len(_materialized(instance, "redacted_session", key)) == before + 1
     assert staged.exists()
     assert read == [IDS[0]] * 3
-    instance.dispose()
+    dispose_instance(instance)

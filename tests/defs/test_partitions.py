@@ -7,6 +7,7 @@ import dagster as dg
 
 from librarian_dagster.core.capture.files import SessionFiles, session_files_for
 from librarian_dagster.core.store.store import open_store
+from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.definitions import build_definitions
 from librarian_dagster.definitions import defs as load_defs
 from librarian_dagster.defs.jobs import INGEST_SESSION
@@ -75,7 +76,7 @@ def test_ingest_and_the_sensor_use_project_month_keys(tmp_path, database_url, mo
     # Staged files stay named by the session id.
     assert (settings.home / "staging" / "memory").exists() is False
     assert (settings.home / "staging" / "session_digest" / f"{SESSION}.json").is_file()
-    instance.dispose()
+    dispose_instance(instance)
 
 
 def test_a_store_of_bare_session_ids_is_rekeyed_with_its_history(tmp_path, database_url):
@@ -114,4 +115,4 @@ def test_a_store_of_bare_session_ids_is_rekeyed_with_its_history(tmp_path, datab
     assert (outcome.session_id, outcome.status) == (SESSION, "ingested")
     [run] = instance.get_run_records(limit=1)
     assert run.dagster_run.tags["dagster/partition"] == new
-    instance.dispose()
+    dispose_instance(instance)

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.definitions import defs as load_defs
 from librarian_dagster.defs.partitions import session_id_of
 from librarian_dagster.ingest import ingest_paths, open_instance
@@ -19,7 +20,7 @@ def env(tmp_path, database_url, monkeypatch):
     settings = settings_in_env(monkeypatch, tmp_path, database_url, mirror)
     instance = open_instance(settings)
     yield settings, load_defs(), instance, mirror
-    instance.dispose()
+    dispose_instance(instance)
 
 
 def test_after_an_ingest_the_sensor_asks_for_nothing_and_a_grown_file_once(env):

@@ -12,6 +12,7 @@ from pathlib import Path
 import psycopg
 
 from librarian_dagster.core.capture.files import session_files_for
+from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.ingest import IngestOutcome, ingest_sessions, open_instance
 from tests.conftest import TRANSCRIPTS
 from tests.helpers import append_prompt, fill, make_settings, rows_per_session, tmpfs
@@ -49,7 +50,7 @@ def test_a_full_disk_while_staging_fails_in_one_line_and_the_next_run_heals(tmp_
 
         filler.unlink()
         (healed,) = ingest_sessions(sessions, settings, instance)
-        instance.dispose()
+        dispose_instance(instance)
         assert healed.status == "ingested", healed
         assert _staged_whole(settings.home)
         rows = rows_per_session(database_url)
@@ -83,7 +84,7 @@ def test_a_home_turned_read_only_keeps_the_stored_memory_whole_and_heals(tmp_pat
         assert rows["indexed_chunks"] == {SESSION_ID: first.chunks}  # the old memory, whole
 
         (healed,) = ingest_sessions(session_files_for([transcript]), settings, instance)
-        instance.dispose()
+        dispose_instance(instance)
         assert healed.status == "ingested", healed
         rows = rows_per_session(database_url)
         assert rows["memories"] == {SESSION_ID: 1}

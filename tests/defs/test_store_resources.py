@@ -7,6 +7,7 @@ import psycopg
 
 from librarian_dagster.core.capture.files import session_files_for
 from librarian_dagster.core.settings import Settings
+from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.definitions import build_definitions
 from librarian_dagster.ingest import ingest_sessions, open_instance
 from tests.helpers import make_settings, write_transcript
@@ -54,7 +55,7 @@ def test_a_run_leaves_no_connection_to_the_store_open(tmp_path, database_url):
     settings = make_settings(tmp_path, database_url, folder.parent)
     instance = open_instance(settings)
     [outcome] = ingest_sessions(session_files_for([folder]), settings, instance)
-    instance.dispose()
+    dispose_instance(instance)
     assert outcome.status == "ingested"
     assert _others_connected(database_url) == 0
 
