@@ -379,3 +379,19 @@ def test_a_random_token_is_a_secret_even_where_it_splits_like_a_name_or_holds_a_
                  "api_key: MOCK_API_KEY", "client_secret: insert-your-secret-here"):  # fmt: skip
         out, findings = redact(kept)
         assert out == kept and not findings, findings
+
+
+def test_a_quoted_password_is_a_secret_whatever_its_entropy_or_shape():
+    # Found by hypothesis: 12 random characters with a few repeats fell under the entropy bar,
+    # and underscores and letters read as an identifier (code naming a password, not one).
+    for secret in ("ntLptLn4F4E=", "yRcu_3dpqtoyd", "U8_s_Q838wZ", "zjG0TcYC0=z5iToDO"):
+        for text in (f'DB_PASSWORD="{secret}"', f"password: '{secret}'"):
+            out, findings = redact(text)
+            assert secret not in out, text
+            assert [f.family for f in findings] == ["generic_password"], text
+    # Placeholders, references and unquoted names are still left alone.
+    for kept in ('password="YOUR_DB_PASS"', 'password = "dummy123"', "password: 'changeme'",
+                 'PASSWORD="${DB_PASSWORD}"', "password = settings_password_x",
+                 'db_password: "your-password-here"'):  # fmt: skip
+        out, findings = redact(kept)
+        assert out == kept and not findings, (kept, findings)

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from librarian_dagster.core.redaction.checks import quoted_password_ok
 from librarian_dagster.core.redaction.commands import (
     CLI_FAMILY,
     cli_findings,
@@ -139,8 +140,10 @@ def _raw_findings(text: str) -> Raw:
                 and not rule.check(value)
                 and not (
                     rule.family == "generic_password"
-                    and client_env(low, m.start())
-                    and cli_password_ok(value, spaced=False, quoted=True)
+                    and (
+                        (client_env(low, m.start()) and cli_password_ok(value, False, True))
+                        or (bool(m.groupdict().get("q")) and quoted_password_ok(value))
+                    )
                 )
             ):
                 continue
