@@ -11,6 +11,8 @@ import logging
 from dataclasses import dataclass
 
 import dagster as dg
+import sqlalchemy.event
+import sqlalchemy.exc
 
 CONNECTION_RETRY_LOG = "Retrying failed database connection"
 """How dagster-postgres's `retry_pg_connection_fn` starts its warning for each retry."""
@@ -78,17 +80,37 @@ def keep_storage_connections(instance: dg.DagsterInstance) -> None:
     `DagsterInstance.optimize_for_webserver`, what dagster-webserver calls at its start:
     dagster-postgres otherwise opens a connection for every storage call (its engines use
     SQLAlchemy's NullPool so that many instances hold none), about 460 in a run of one session,
-    each a new server process that costs the server about 3 ms of CPU, and the run as much again
-    (measured in docs/decisions/0029). No public API or instance setting chooses the pool. No
-    statement timeout is set (0): a run's queries are the product's own, not a UI's.
-    A kept connection the server dropped fails its next call, which dagster-postgres retries on a
-    new one, as it retries any lost connection.
+    each a new server process (decision 0029). No public API or instance setting chooses the
+    pool. No statement timeout is set (0): a run's queries are the product's own, not a UI's.
+
+    A kept connection is pinged as it is taken (SQLAlchemy's `checkout` event): one the server
+    dropped is replaced by a new one, whose failure dagster-postgres retries as for any lost
+    connection. Unpinged, the first call after a restart failed at once, with no retry and a
+    screen of errors where `librarian ingest` says one line.
     """
     instance.optimize_for_webserver(
         statement_timeout=0,
         pool_recycle=STORAGE_POOL_RECYCLE_S,
         max_overflow=STORAGE_POOL_OVERFLOW,
     )
+    for engine in _storage_engines(instance):
+        sqlalchemy.event.listen(engine, "checkout", _ping)
+
+
+def _ping(dbapi_connection, _record, _proxy) -> None:
+    try:
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except Exception as exc:
+        # The pool's documented answer: drop this connection and take a new one.
+        raise sqlalchemy.exc.DisconnectionError() from exc
+
+
+def _storage_engines(instance: dg.DagsterInstance) -> list:
+    """The storages' SQLAlchemy engines: their `_engine`, under dagster-postgres."""
+    storages = (instance.run_storage, instance.event_log_storage, instance.schedule_storage)
+    engines = (getattr(storage, "_engine", None) for storage in storages)
+    return [engine for engine in engines if engine is not None]
 
 
 def dispose_instance(instance: dg.DagsterInstance) -> None:
@@ -98,10 +120,8 @@ def dispose_instance(instance: dg.DagsterInstance) -> None:
     `DagsterInstance.dispose` leaves the engines be, and a kept connection would otherwise stay
     open on the server until the instance is garbage-collected.
     """
-    for storage in (instance.run_storage, instance.event_log_storage, instance.schedule_storage):
-        engine = getattr(storage, "_engine", None)
-        if engine is not None:
-            engine.dispose()
+    for engine in _storage_engines(instance):
+        engine.dispose()
     instance.dispose()
 
 

@@ -208,7 +208,7 @@ def _calls(instance: dg.DagsterInstance) -> None:
         instance.get_dynamic_partitions("sessions")
 
 
-def test_kept_storage_connections_serve_every_call_and_disposing_closes_them(
+def test_kept_storage_connections_serve_every_call_survive_a_drop_and_are_closed(
     tmp_path, database_url
 ):
     settings = make_settings(tmp_path, database_url)
@@ -228,6 +228,13 @@ def test_kept_storage_connections_serve_every_call_and_disposing_closes_them(
     after, still_open = _sessions_and_open(database_url)
     assert after - before <= 3  # one per storage
     assert 1 <= still_open <= 3
+    # The server drops them (a restart): each is replaced as it is next taken, with no error.
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    _calls(kept)
     dispose_instance(kept)
     deadline = time.monotonic() + 10  # a server process leaves the list a moment after
     while _sessions_and_open(database_url)[1] and time.monotonic() < deadline:
