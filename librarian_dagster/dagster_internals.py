@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import dagster as dg
 import sqlalchemy.event
 import sqlalchemy.exc
+import sqlalchemy.pool
 
 CONNECTION_RETRY_LOG = "Retrying failed database connection"
 """How dagster-postgres's `retry_pg_connection_fn` starts its warning for each retry."""
@@ -86,8 +87,15 @@ def keep_storage_connections(instance: dg.DagsterInstance) -> None:
     A kept connection is pinged as it is taken (SQLAlchemy's `checkout` event): one the server
     dropped is replaced by a new one, whose failure dagster-postgres retries as for any lost
     connection. Unpinged, the first call after a restart failed at once, with no retry and a
-    screen of errors where `librarian ingest` says one line.
+    screen of errors where `librarian ingest` says one line. Kept once: a second call, or an
+    instance that is not dagster-postgres's, is left as it is.
     """
+    engines = _storage_engines(instance)
+    if not engines or not all(
+        e.dialect.name == "postgresql" and isinstance(e.pool, sqlalchemy.pool.NullPool)
+        for e in engines
+    ):
+        return  # not dagster-postgres (an ephemeral instance is SQLite's), or kept already
     instance.optimize_for_webserver(
         statement_timeout=0,
         pool_recycle=STORAGE_POOL_RECYCLE_S,

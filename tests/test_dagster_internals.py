@@ -240,3 +240,10 @@ def test_kept_storage_connections_serve_every_call_survive_a_drop_and_are_closed
     while _sessions_and_open(database_url)[1] and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _sessions_and_open(database_url)[1] == 0
+
+
+def test_an_instance_not_on_postgres_is_left_as_it_is():
+    # SQLite's in-memory storages use a NullPool too; a pool of one would lose the database.
+    with dg.DagsterInstance.ephemeral() as ephemeral:
+        keep_storage_connections(ephemeral)
+        _calls(ephemeral)

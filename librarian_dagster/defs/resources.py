@@ -26,6 +26,7 @@ from librarian_dagster.core.store.memories import Memories
 from librarian_dagster.core.store.pool import Database
 from librarian_dagster.core.store.search import Search
 from librarian_dagster.core.store.store import Store, migrated_url
+from librarian_dagster.dagster_internals import keep_storage_connections
 from librarian_dagster.defs.staging import StagingIOManager
 
 
@@ -44,6 +45,10 @@ class StoreResource(dg.ConfigurableResource):
     _store: Store | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        if context.run is not None and context.instance is not None:
+            # A run the daemon or the UI launched runs in a process of its own, whose instance
+            # would open a connection for each of its hundreds of storage calls (decision 0029).
+            keep_storage_connections(context.instance)
         self._store = _shared.acquire(self.home, self.database_url)
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:

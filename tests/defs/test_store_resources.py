@@ -3,9 +3,11 @@ it closes."""
 
 import time
 
+import dagster as dg
 import psycopg
 
 from librarian_dagster.core.capture.files import session_files_for
+from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.definitions import build_definitions
@@ -74,3 +76,35 @@ def _others_connected(url: str) -> int:
             if others == 0 or time.monotonic() > deadline:
                 return others
             time.sleep(0.1)
+
+
+def _connections_made(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_a_run_keeps_the_storage_connections_of_an_instance_built_as_a_worker_builds_it(
+    tmp_path, database_url
+):
+    folder = tmp_path / "mirror" / "-work-app"
+    session = "57575757-5757-4575-8575-575757575757"
+    write_transcript(folder, session, "Why does the cache test hang on CI?", "The lock was held.")
+    settings = make_settings(tmp_path, database_url, folder.parent)
+    # What a run worker the daemon launches has: an instance straight from dagster.yaml, which
+    # opens a connection for each storage call.
+    instance = dg.DagsterInstance.from_config(prepare_dagster_home(settings)["DAGSTER_HOME"])
+    before = _connections_made(database_url)
+    for _ in range(10):
+        instance.get_runs(limit=1)
+    assert _connections_made(database_url) - before >= 10
+    [outcome] = ingest_sessions(session_files_for([folder]), settings, instance)
+    assert outcome.status == "ingested"
+    # The run's store resource made it keep them.
+    before = _connections_made(database_url)
+    for _ in range(10):
+        instance.get_runs(limit=1)
+    assert _connections_made(database_url) - before <= 1
+    dispose_instance(instance)
