@@ -37,6 +37,12 @@ PREFIX = "LIBRARIAN_"
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 """Where the Gemini API key is read from, the first one set winning (the SDK's own names)."""
 
+ANTHROPIC_KEY_VARIABLE = "ANTHROPIC_API_KEY"
+"""Where the Anthropic API key is read from (the SDK's own name)."""
+
+ANTHROPIC_DIGEST_MODEL = "claude-haiku-4-5"
+"""The digest model of `anthropic` when LIBRARIAN_DIGEST_MODEL is unset: small, fast, cheap."""
+
 
 class SettingsError(ValueError):
     """A setting's variable holds a value we cannot use, or a provider lacks what it needs; the
@@ -134,7 +140,7 @@ Globs = Annotated[
 ]
 _CHOICE = Wording("must be one of {choices}", values="{choices}")
 DigestProvider = Annotated[
-    Literal["offline", "gemini", "vertex"], BeforeValidator(str.lower), _CHOICE
+    Literal["offline", "gemini", "vertex", "anthropic"], BeforeValidator(str.lower), _CHOICE
 ]
 EmbedProvider = Annotated[Literal["local", "gemini", "vertex"], BeforeValidator(str.lower), _CHOICE]
 
@@ -233,7 +239,8 @@ class Settings(BaseModel):
     its `--ui-port` when unset"""
     digest_provider: DigestProvider = "offline"
     """who writes digests: `offline` (extracts, no key), `gemini` (Gemini API, needs
-    `GEMINI_API_KEY`) or `vertex` (Vertex AI, needs `GOOGLE_CLOUD_PROJECT`); see
+    `GEMINI_API_KEY`), `vertex` (Vertex AI, needs `GOOGLE_CLOUD_PROJECT`) or `anthropic`
+    (Claude through the Messages API, needs `ANTHROPIC_API_KEY`); see
     [Cloud providers](how-it-behaves.md#cloud-providers-gemini-and-vertex-ai)"""
     embed_provider: EmbedProvider = "local"
     """who embeds chunks and queries: `local` (all-MiniLM-L6-v2, 384-d), `gemini` or `vertex`;
@@ -251,8 +258,13 @@ class Settings(BaseModel):
     gemini_base_url: Url | None = None
     """send the SDK's requests here instead of Google's endpoint (a proxy; the tests' fake
     server)"""
+    anthropic_api_key: str | None = _secret(validation_alias=ANTHROPIC_KEY_VARIABLE)
+    """the Anthropic API key, for `LIBRARIAN_DIGEST_PROVIDER=anthropic`"""
+    anthropic_base_url: Url | None = None
+    """send the Anthropic SDK's requests here instead of Anthropic's endpoint (a proxy, a
+    gateway; the tests' stand-in)"""
     digest_model: ModelName = "gemini-2.5-flash"
-    """the digest model"""
+    """the digest model; with `anthropic` unset means `claude-haiku-4-5`"""
     embed_model: ModelName = "gemini-embedding-001"
     """the embedding model"""
     embed_dimension: Whole = Field(768, ge=1)
@@ -280,6 +292,11 @@ class Settings(BaseModel):
                 "the gemini provider needs an API key: set GEMINI_API_KEY (or GOOGLE_API_KEY), "
                 "or use LIBRARIAN_DIGEST_PROVIDER=offline / LIBRARIAN_EMBED_PROVIDER=local"
             )
+        if self.digest_provider == "anthropic" and self.anthropic_api_key is None:
+            raise ValueError(
+                f"the anthropic provider needs an API key: set {ANTHROPIC_KEY_VARIABLE}, "
+                "or use LIBRARIAN_DIGEST_PROVIDER=offline"
+            )
         if self.uses_vertex and self.google_cloud_project is None:
             raise ValueError(
                 "the vertex provider needs GOOGLE_CLOUD_PROJECT (and GOOGLE_CLOUD_LOCATION, "
@@ -300,6 +317,13 @@ class Settings(BaseModel):
             return cls.model_validate({**given, "gemini_api_key_variable": key_variable})
         except ValidationError as exc:
             raise SettingsError(_one_line(exc, given)) from None
+
+    @property
+    def digest_model_name(self) -> str:
+        """The digest model: LIBRARIAN_DIGEST_MODEL, else the digest provider's own default."""
+        if self.digest_provider == "anthropic" and "digest_model" not in self.model_fields_set:
+            return ANTHROPIC_DIGEST_MODEL
+        return self.digest_model
 
     @property
     def uses_gemini_api(self) -> bool:

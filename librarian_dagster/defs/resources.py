@@ -20,7 +20,7 @@ from librarian_dagster.core.models.providers import (
     make_embedder,
 )
 from librarian_dagster.core.ops.telegram import Notifier
-from librarian_dagster.core.settings import Settings, default
+from librarian_dagster.core.settings import ANTHROPIC_KEY_VARIABLE, Settings, default
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.core.store.memories import Memories
 from librarian_dagster.core.store.pool import Database
@@ -174,7 +174,8 @@ class _ProviderResource(dg.ConfigurableResource):
 
 
 class DigesterResource(_ProviderResource):
-    """Who writes the digest: `offline` (no key), `gemini` (Gemini API) or `vertex` (Vertex AI)."""
+    """Who writes the digest: `offline` (no key), `gemini` (Gemini API), `vertex` (Vertex AI) or
+    `anthropic` (Claude, Messages API)."""
 
     provider: str = default("digest_provider")
     input_token_budget: int = _DEFAULT.input_token_budget
@@ -268,7 +269,9 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | d
         ),
         "digester": DigesterResource.from_config(
             digest_config(settings),
-            settings.gemini_api_key_variable,
+            ANTHROPIC_KEY_VARIABLE
+            if settings.digest_provider == "anthropic"
+            else settings.gemini_api_key_variable,
             daily_token_budget=settings.daily_token_budget,
         ),
         "embedder": EmbedderResource.from_config(

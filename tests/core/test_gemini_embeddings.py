@@ -5,8 +5,9 @@ import math
 import google.oauth2.credentials
 import pytest
 
+from librarian_dagster.core.models.calls import ProviderRejected, RetryBounds
 from librarian_dagster.core.models.embeddings import Embedder, GeminiEmbedder
-from librarian_dagster.core.models.gemini import ClientConfig, ProviderRejected, RetryBounds
+from librarian_dagster.core.models.gemini import ClientConfig
 from tests.fake_gemini import FakeGemini, Reply, error
 
 

@@ -16,12 +16,8 @@ from librarian_dagster.core.digest.llm import (
 )
 from librarian_dagster.core.digest.prompt import PROMPT_VERSION
 from librarian_dagster.core.digest.schema import Digest
-from librarian_dagster.core.models.gemini import (
-    ClientConfig,
-    ProviderRejected,
-    ProviderUnavailable,
-    RetryBounds,
-)
+from librarian_dagster.core.models.calls import ProviderRejected, ProviderUnavailable, RetryBounds
+from librarian_dagster.core.models.gemini import ClientConfig
 from tests.fake_gemini import DEFAULT_DIGEST, FakeGemini, Reply, digest_reply, error, generation
 
 T = datetime(2026, 11, 1, tzinfo=UTC)

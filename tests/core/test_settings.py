@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from librarian_dagster.core.models.gemini import ClientConfig, RetryBounds
+from librarian_dagster.core.models.calls import RetryBounds
+from librarian_dagster.core.models.gemini import ClientConfig
 from librarian_dagster.core.models.providers import ProviderConfig
 from librarian_dagster.core.settings import (
     SETTINGS,
@@ -117,12 +118,20 @@ def test_every_secret_stays_out_of_repr():
             "LIBRARIAN_EMBED_PROVIDER": "gemini",
             "GOOGLE_API_KEY": "SECRET",
             "LIBRARIAN_MCP_TOKEN": "SECRET",
+            "LIBRARIAN_DIGEST_PROVIDER": "anthropic",
+            "ANTHROPIC_API_KEY": "SECRET",
         }
     )
-    assert s.telegram_configured and s.database_url and s.mcp_token
+    assert s.telegram_configured and s.database_url and s.mcp_token and s.anthropic_api_key
     assert "SECRET" not in repr(s)
     secrets = {name for name, f in SETTINGS.items() if f.repr is False}
-    assert secrets == {"database_url", "mcp_token", "telegram_bot_token", "gemini_api_key"}
+    assert secrets == {
+        "database_url",
+        "mcp_token",
+        "telegram_bot_token",
+        "gemini_api_key",
+        "anthropic_api_key",
+    }
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,11 @@
-"""The LLM digester: Gemini or Vertex AI writes the digest of a redacted session.
+"""The LLM digesters: Gemini or Vertex AI (google-genai), or Claude (the Messages API, through the
+`anthropic` SDK), writes the digest of a redacted session.
 
-One `generate_content` call per session, with the `Digest` pydantic model as `response_schema`
-(JSON out), the prompts of `digest_prompt.py`, and the store's most used tags offered so the
-vocabulary converges. Bounded and loud:
+One call per session, with the `Digest` pydantic model as the response's JSON schema, the
+prompts of `digest_prompt.py`, and the store's most used tags offered so the vocabulary
+converges. Bounded and loud, whoever serves it:
 
-- 429, 5xx and timeouts are retried as `gemini.call_with_backoff` allows, then the step fails
+- 429, 5xx and timeouts are retried as `calls.call_with_backoff` allows, then the step fails
   (`ProviderUnavailable`, which the asset's Dagster retry policy may try again later);
 - a reply that does not parse into the schema gets one repair request; a second miss fails with
   the reason (`DigestRejected`);
@@ -36,16 +37,18 @@ from librarian_dagster.core.digest.prompt import (
     repair_request,
 )
 from librarian_dagster.core.digest.schema import SECTIONS, Digest, DigestResult
-from librarian_dagster.core.models.gemini import (
-    ClientConfig,
-    ProviderError,
-    RetryBounds,
-    call_with_backoff,
-    make_client,
+from librarian_dagster.core.models.anthropic import (
+    AnthropicConfig,
+    anthropic_failure,
 )
+from librarian_dagster.core.models.anthropic import make_client as make_anthropic_client
+from librarian_dagster.core.models.calls import ProviderError, RetryBounds, call_with_backoff
+from librarian_dagster.core.models.gemini import ClientConfig, genai_failure, make_client
 from librarian_dagster.core.redaction.scan import find_secrets
 
 if TYPE_CHECKING:
+    import anthropic
+    from anthropic.types import MessageParam, OutputConfigParam
     from google import genai
     from google.auth.credentials import Credentials
 
@@ -78,28 +81,24 @@ class _Usage:
     calls: int = 0
 
 
-class GeminiDigester:
-    """Digests through google-genai's `generate_content`, on the Gemini API or Vertex AI."""
+class LLMDigester:
+    """What every LLM digester does alike: segments, the leak-check before each call, the schema
+    check with one repair, the refusal check and the token count. A subclass sends one request
+    to its service (`_complete`)."""
 
     def __init__(
         self,
-        config: ClientConfig,
         model: str,
-        bounds: RetryBounds | None = None,
-        input_token_budget: int = 200_000,
-        *,
-        credentials: "Credentials | None" = None,
-        sleep: Callable[[float], None] = time.sleep,
+        bounds: RetryBounds | None,
+        input_token_budget: int,
+        sleep: Callable[[float], None],
     ) -> None:
-        self.config = config
         self.model = model
         # The digest's key holds the prompt version: a new prompt means new digests.
         self.model_name = f"{model}+prompt-v{PROMPT_VERSION}"
         self.bounds = bounds or RetryBounds()
         self.input_token_budget = input_token_budget
-        self._credentials = credentials
         self._sleep = sleep
-        self._client: genai.Client | None = None
 
     def digest(self, session: Session, known_tags: Sequence[str] = ()) -> DigestResult:
         usage = _Usage()
@@ -156,8 +155,6 @@ class GeminiDigester:
         return digest
 
     def _generate(self, request: str, usage: _Usage) -> str:
-        from google.genai import types
-
         found = Counter(f.family for f in find_secrets(request))
         if found:
             # Families only: the value goes nowhere, not even into this message.
@@ -165,6 +162,34 @@ class GeminiDigester:
                 f"the digest input still holds what the leak-check flags ({dict(found)}): "
                 "not sent to the model"
             )
+        return self._complete(request, usage)
+
+    def _complete(self, request: str, usage: _Usage) -> str:
+        """The service's reply text to one request, its tokens added to `usage`."""
+        raise NotImplementedError
+
+
+class GeminiDigester(LLMDigester):
+    """Digests through google-genai's `generate_content`, on the Gemini API or Vertex AI."""
+
+    def __init__(
+        self,
+        config: ClientConfig,
+        model: str,
+        bounds: RetryBounds | None = None,
+        input_token_budget: int = 200_000,
+        *,
+        credentials: "Credentials | None" = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        super().__init__(model, bounds, input_token_budget, sleep)
+        self.config = config
+        self._credentials = credentials
+        self._client: genai.Client | None = None
+
+    def _complete(self, request: str, usage: _Usage) -> str:
+        from google.genai import types
+
         config = types.GenerateContentConfig(
             system_instruction=SYSTEM,
             response_mime_type="application/json",
@@ -177,6 +202,7 @@ class GeminiDigester:
             ),
             self.bounds,
             f"{self.model} generateContent",
+            genai_failure,
             self._sleep,
         )
         usage.calls += 1
@@ -201,6 +227,62 @@ class GeminiDigester:
         if self._client is None:
             self._client = make_client(self.config, self._credentials)
         return self._client
+
+
+# Room for a digest and its repair; a session's digest is a few hundred tokens.
+ANTHROPIC_MAX_TOKENS = 4096
+
+
+class AnthropicDigester(LLMDigester):
+    """Digests through the `anthropic` SDK's Messages API, with the digest's JSON schema as the
+    structured output format (`output_config.format`)."""
+
+    def __init__(
+        self,
+        config: AnthropicConfig,
+        model: str,
+        bounds: RetryBounds | None = None,
+        input_token_budget: int = 200_000,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        super().__init__(model, bounds, input_token_budget, sleep)
+        self.config = config
+        self._client: anthropic.Anthropic | None = None
+
+    def _complete(self, request: str, usage: _Usage) -> str:
+        import anthropic
+
+        if self._client is None:
+            self._client = make_anthropic_client(self.config)
+        client = self._client
+        output: OutputConfigParam = {
+            "format": {"type": "json_schema", "schema": anthropic.transform_schema(Digest)}
+        }
+        messages: list[MessageParam] = [{"role": "user", "content": request}]
+        message = call_with_backoff(
+            lambda: client.messages.create(
+                model=self.model,
+                max_tokens=ANTHROPIC_MAX_TOKENS,
+                system=SYSTEM,
+                messages=messages,
+                output_config=output,
+            ),
+            self.bounds,
+            f"{self.model} messages",
+            anthropic_failure,
+            self._sleep,
+        )
+        usage.calls += 1
+        usage.input_tokens += message.usage.input_tokens or 0
+        usage.output_tokens += message.usage.output_tokens or 0
+        if message.stop_reason == "refusal":
+            raise DigestRejected("the model refused the request")
+        if message.stop_reason not in ("end_turn", "stop_sequence"):
+            raise DigestRejected(
+                f"the reply ended with {message.stop_reason}, not a finished answer"
+            )
+        return "".join(block.text for block in message.content if block.type == "text")
 
 
 # -- what the model reads -------------------------------------------------------------------------

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from google import genai
     from google.auth.credentials import Credentials
 
-    from librarian_dagster.core.models.gemini import ClientConfig, RetryBounds
+    from librarian_dagster.core.models.calls import RetryBounds
+    from librarian_dagster.core.models.gemini import ClientConfig
 
 __all__ = ["Embedder", "GeminiEmbedder"]
 
@@ -77,7 +78,7 @@ class GeminiEmbedder:
         credentials: Credentials | None = None,
         sleep: Callable[[float], None] | None = None,
     ) -> None:
-        from librarian_dagster.core.models.gemini import RetryBounds
+        from librarian_dagster.core.models.calls import RetryBounds
 
         self.config = config
         self.model_name = model
@@ -102,11 +103,8 @@ class GeminiEmbedder:
     def _embed(self, texts: list[str], task_type: str) -> list[list[float]]:
         from google.genai import types
 
-        from librarian_dagster.core.models.gemini import (
-            ProviderRejected,
-            call_with_backoff,
-            make_client,
-        )
+        from librarian_dagster.core.models.calls import ProviderRejected, call_with_backoff
+        from librarian_dagster.core.models.gemini import genai_failure, make_client
 
         with self._lock:
             if self._client is None:
@@ -122,6 +120,7 @@ class GeminiEmbedder:
             ),
             self.bounds,
             f"{self.model_name} embedContent",
+            genai_failure,
             **kwargs,
         )
         values = [e.values or [] for e in response.embeddings or []]

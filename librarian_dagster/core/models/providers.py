@@ -8,8 +8,9 @@ from dataclasses import dataclass
 
 from librarian_dagster.core.digest.offline import OfflineDigester
 from librarian_dagster.core.digest.schema import Digester
+from librarian_dagster.core.models.calls import RetryBounds
 from librarian_dagster.core.models.embeddings import Embedder, GeminiEmbedder
-from librarian_dagster.core.models.gemini import ClientConfig, RetryBounds, Service
+from librarian_dagster.core.models.gemini import ClientConfig, Service
 from librarian_dagster.core.models.minilm import local_embedder
 from librarian_dagster.core.settings import Settings, default
 
@@ -50,7 +51,7 @@ class ProviderConfig:
 
 
 def digest_config(settings: Settings) -> ProviderConfig:
-    return _config(settings, settings.digest_provider, settings.digest_model, 0)
+    return _config(settings, settings.digest_provider, settings.digest_model_name, 0)
 
 
 def embed_config(settings: Settings) -> ProviderConfig:
@@ -60,14 +61,15 @@ def embed_config(settings: Settings) -> ProviderConfig:
 
 
 def _config(settings: Settings, provider: str, model: str, dimension: int) -> ProviderConfig:
+    anthropic = provider == "anthropic"
     return ProviderConfig(
         provider=provider,
         model=model,
         dimension=dimension,
-        api_key=settings.gemini_api_key,
+        api_key=settings.anthropic_api_key if anthropic else settings.gemini_api_key,
         project=settings.google_cloud_project,
         location=settings.google_cloud_location,
-        base_url=settings.gemini_base_url,
+        base_url=settings.anthropic_base_url if anthropic else settings.gemini_base_url,
         attempts=settings.llm_attempts,
         backoff_seconds=settings.llm_backoff_seconds,
         max_wait_seconds=settings.llm_max_wait_seconds,
@@ -85,7 +87,19 @@ def make_digester(config: ProviderConfig) -> Digester:
         return GeminiDigester(
             config.client(), config.model, config.bounds(), config.input_token_budget
         )
-    raise ValueError(f"unknown digest provider {config.provider!r} (offline, gemini, vertex)")
+    if config.provider == "anthropic":
+        from librarian_dagster.core.digest.llm import AnthropicDigester
+        from librarian_dagster.core.models.anthropic import AnthropicConfig
+
+        return AnthropicDigester(
+            AnthropicConfig(config.api_key, config.base_url, config.timeout_seconds),
+            config.model,
+            config.bounds(),
+            config.input_token_budget,
+        )
+    raise ValueError(
+        f"unknown digest provider {config.provider!r} (offline, gemini, vertex, anthropic)"
+    )
 
 
 def make_embedder(config: ProviderConfig) -> Embedder:
@@ -106,7 +120,7 @@ def describe(settings: Settings) -> dict[str, str]:
     digest = (
         "offline (extracts, no model)"
         if settings.digest_provider == "offline"
-        else f"{settings.digest_provider} {settings.digest_model}"
+        else f"{settings.digest_provider} {settings.digest_model_name}"
     )
     embed = (
         "local all-MiniLM-L6-v2 (384-d)"

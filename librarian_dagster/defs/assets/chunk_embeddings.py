@@ -4,7 +4,7 @@ from collections.abc import Iterator
 import dagster as dg
 
 from librarian_dagster.core.digest.chunking import Chunk, ChunkVectors
-from librarian_dagster.core.models.gemini import ProviderError
+from librarian_dagster.core.models.calls import ProviderError
 from librarian_dagster.defs.assets._common import GROUP, common_keys, per_session
 from librarian_dagster.defs.assets.session_digest import DIGEST_RETRY
 from librarian_dagster.defs.partitions import BATCH, session_id_of, sessions_partitions

@@ -6,7 +6,7 @@ import dagster as dg
 from librarian_dagster.core.capture.transcripts import Session
 from librarian_dagster.core.digest.schema import SECTIONS, DigestRecord, content_hash
 from librarian_dagster.core.digest.tags import normalize_tags
-from librarian_dagster.core.models.gemini import ProviderError
+from librarian_dagster.core.models.calls import ProviderError
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.defs.assets._common import GROUP, per_session
 from librarian_dagster.defs.partitions import BATCH, session_id_of, sessions_partitions

@@ -1,0 +1,99 @@
+"""A stand-in for Anthropic's Messages API on 127.0.0.1, speaking its wire format.
+
+The real `anthropic` SDK is pointed at it through `base_url` (LIBRARIAN_ANTHROPIC_BASE_URL). It
+serves `POST /v1/messages`: every request is recorded (headers and body) so tests can count calls
+and look for secrets in what left the machine; replies are scripted (a test queues messages or
+HTTP errors), and with nothing queued it answers with a digest of the shape asked for.
+"""
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from tests.fake_gemini import DEFAULT_DIGEST, Recorded
+
+
+@dataclass
+class Reply:
+    """One scripted answer: an HTTP status, headers and a JSON body."""
+
+    status: int = 200
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def message(text: str, stop_reason: str = "end_turn", tokens_in: int = 1500) -> Reply:
+    """A Messages API reply holding one text block."""
+    return Reply(
+        body={
+            "id": "msg_fake",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-haiku-4-5",
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": {"input_tokens": tokens_in, "output_tokens": 250},
+        }
+    )
+
+
+def digest_message(**changes: Any) -> Reply:
+    return message(json.dumps({**DEFAULT_DIGEST, **changes}))
+
+
+def api_error(status: int, kind: str, text: str, headers: dict[str, str] | None = None) -> Reply:
+    """An error as the API sends it: `{"type": "error", "error": {"type", "message"}}`."""
+    body = {"type": "error", "error": {"type": kind, "message": text}}
+    return Reply(status=status, body=body, headers=headers or {})
+
+
+class FakeAnthropic:
+    def __init__(self) -> None:
+        self.requests: list[Recorded] = []
+        self.script: list[Reply] = []
+        self._lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                with fake._lock:
+                    fake.requests.append(
+                        Recorded("POST", self.path, dict(self.headers.items()), body)
+                    )
+                    reply = fake.script.pop(0) if fake.script else None
+                if self.path.split("?")[0] != "/v1/messages":
+                    reply = api_error(404, "not_found_error", f"no route {self.path}")
+                reply = reply or digest_message()
+                payload = json.dumps(reply.body).encode()
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.send_header("request-id", "req_fake")
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "FakeAnthropic":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def calls(self) -> list[Recorded]:
+        with self._lock:
+            return list(self.requests)
