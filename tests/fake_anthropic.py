@@ -14,6 +14,9 @@ from typing import Any
 
 from tests.fake_gemini import DEFAULT_DIGEST, Recorded
 
+STRUCTURED_OUTPUT_TOOL = "StructuredOutput"
+"""The tool Claude Code offers the model for `--json-schema`'s structured output."""
+
 
 @dataclass
 class Reply:
@@ -68,7 +71,10 @@ class FakeAnthropic:
                     reply = fake.script.pop(0) if fake.script else None
                 if self.path.split("?")[0] != "/v1/messages":
                     reply = api_error(404, "not_found_error", f"no route {self.path}")
-                reply = reply or digest_message()
+                reply = reply or fake.default(body)
+                if reply.status == 200 and _streamed(body):
+                    self._stream(reply.body)
+                    return
                 payload = json.dumps(reply.body).encode()
                 self.send_response(reply.status)
                 self.send_header("Content-Type", "application/json")
@@ -78,6 +84,18 @@ class FakeAnthropic:
                     self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(payload)
+
+            def _stream(self, message: dict[str, Any]) -> None:
+                """The message as the API streams it (server-sent events), one block at a time."""
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.end_headers()
+                for event in _events(message):
+                    data = json.dumps(event)
+                    self.wfile.write(f"event: {event['type']}\ndata: {data}\n\n".encode())
+                    self.wfile.flush()
+                self.close_connection = True
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -97,3 +115,66 @@ class FakeAnthropic:
     def calls(self) -> list[Recorded]:
         with self._lock:
             return list(self.requests)
+
+    def default(self, raw: bytes) -> Reply:
+        """With nothing scripted: a digest, as the tool the request asks the model to call when
+        it offers one for structured output (Claude Code's `--json-schema`), else as text."""
+        body = json.loads(raw or b"{}")
+        tools = [t for t in body.get("tools") or [] if "input_schema" in t]
+        forced = body.get("tool_choice") or {}
+        wanted = forced.get("name") or STRUCTURED_OUTPUT_TOOL
+        tool = next((t for t in tools if t.get("name") == wanted), None)
+        if tool is not None:
+            return tool_use(tool["name"], DEFAULT_DIGEST)
+        return digest_message()
+
+
+def tool_use(name: str, arguments: dict[str, Any]) -> Reply:
+    """A reply calling tool `name` with `arguments`."""
+    return Reply(
+        body={
+            "id": "msg_fake_tool",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-haiku-4-5",
+            "content": [
+                {"type": "tool_use", "id": "toolu_fake", "name": name, "input": arguments}
+            ],
+            "stop_reason": "tool_use",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 1500, "output_tokens": 250},
+        }
+    )
+
+
+def _streamed(raw: bytes) -> bool:
+    try:
+        return bool(json.loads(raw or b"{}").get("stream"))
+    except ValueError:
+        return False
+
+
+def _events(message: dict[str, Any]) -> list[dict[str, Any]]:
+    start = {**message, "content": [], "stop_reason": None}
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+    for i, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            empty = {"type": "text", "text": ""}
+            delta = {"type": "text_delta", "text": block["text"]}
+        else:
+            empty = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        events += [
+            {"type": "content_block_start", "index": i, "content_block": empty},
+            {"type": "content_block_delta", "index": i, "delta": delta},
+            {"type": "content_block_stop", "index": i},
+        ]
+    events += [
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+            "usage": {"output_tokens": message["usage"]["output_tokens"]},
+        },
+        {"type": "message_stop"},
+    ]
+    return events

@@ -43,6 +43,10 @@ ANTHROPIC_KEY_VARIABLE = "ANTHROPIC_API_KEY"
 ANTHROPIC_DIGEST_MODEL = "claude-haiku-4-5"
 """The digest model of `anthropic` when LIBRARIAN_DIGEST_MODEL is unset: small, fast, cheap."""
 
+CLAUDE_CODE_DIGEST_MODEL = "haiku"
+"""The digest model of `claude-code` when LIBRARIAN_DIGEST_MODEL is unset: the CLI's alias for
+its current small model."""
+
 
 class SettingsError(ValueError):
     """A setting's variable holds a value we cannot use, or a provider lacks what it needs; the
@@ -140,7 +144,9 @@ Globs = Annotated[
 ]
 _CHOICE = Wording("must be one of {choices}", values="{choices}")
 DigestProvider = Annotated[
-    Literal["offline", "gemini", "vertex", "anthropic"], BeforeValidator(str.lower), _CHOICE
+    Literal["offline", "gemini", "vertex", "anthropic", "claude-code"],
+    BeforeValidator(str.lower),
+    _CHOICE,
 ]
 EmbedProvider = Annotated[Literal["local", "gemini", "vertex"], BeforeValidator(str.lower), _CHOICE]
 
@@ -240,7 +246,8 @@ class Settings(BaseModel):
     digest_provider: DigestProvider = "offline"
     """who writes digests: `offline` (extracts, no key), `gemini` (Gemini API, needs
     `GEMINI_API_KEY`), `vertex` (Vertex AI, needs `GOOGLE_CLOUD_PROJECT`) or `anthropic`
-    (Claude through the Messages API, needs `ANTHROPIC_API_KEY`); see
+    (Claude through the Messages API, needs `ANTHROPIC_API_KEY`) or `claude-code` (your own Claude
+    Code, `claude -p`, with its own login: no key); see
     [Cloud providers](how-it-behaves.md#cloud-providers-gemini-and-vertex-ai)"""
     embed_provider: EmbedProvider = "local"
     """who embeds chunks and queries: `local` (all-MiniLM-L6-v2, 384-d), `gemini` or `vertex`;
@@ -263,8 +270,11 @@ class Settings(BaseModel):
     anthropic_base_url: Url | None = None
     """send the Anthropic SDK's requests here instead of Anthropic's endpoint (a proxy, a
     gateway; the tests' stand-in)"""
+    claude_code_command: str = "claude"
+    """the Claude Code CLI that `claude-code` runs: a name on the PATH or a path"""
     digest_model: ModelName = "gemini-2.5-flash"
-    """the digest model; with `anthropic` unset means `claude-haiku-4-5`"""
+    """the digest model; with `anthropic` unset means `claude-haiku-4-5`, with `claude-code`
+    `haiku`"""
     embed_model: ModelName = "gemini-embedding-001"
     """the embedding model"""
     embed_dimension: Whole = Field(768, ge=1)
@@ -321,8 +331,11 @@ class Settings(BaseModel):
     @property
     def digest_model_name(self) -> str:
         """The digest model: LIBRARIAN_DIGEST_MODEL, else the digest provider's own default."""
-        if self.digest_provider == "anthropic" and "digest_model" not in self.model_fields_set:
-            return ANTHROPIC_DIGEST_MODEL
+        if "digest_model" not in self.model_fields_set:
+            if self.digest_provider == "anthropic":
+                return ANTHROPIC_DIGEST_MODEL
+            if self.digest_provider == "claude-code":
+                return CLAUDE_CODE_DIGEST_MODEL
         return self.digest_model
 
     @property

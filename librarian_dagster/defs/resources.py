@@ -174,11 +174,12 @@ class _ProviderResource(dg.ConfigurableResource):
 
 
 class DigesterResource(_ProviderResource):
-    """Who writes the digest: `offline` (no key), `gemini` (Gemini API), `vertex` (Vertex AI) or
-    `anthropic` (Claude, Messages API)."""
+    """Who writes the digest: `offline` (no key), `gemini` (Gemini API), `vertex` (Vertex AI),
+    `anthropic` (Claude, Messages API) or `claude-code` (the user's own `claude -p`)."""
 
     provider: str = default("digest_provider")
     input_token_budget: int = _DEFAULT.input_token_budget
+    command: str = _DEFAULT.command
     daily_token_budget: int | None = None
 
     def get(self) -> Digester:

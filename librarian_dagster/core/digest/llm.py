@@ -18,6 +18,7 @@ finding stops the call. A session longer than the token budget is digested in se
 digests are merged by one more call; the result says so (`method`), nothing is cut silently.
 """
 
+import json
 import re
 import time
 from collections import Counter
@@ -43,6 +44,7 @@ from librarian_dagster.core.models.anthropic import (
 )
 from librarian_dagster.core.models.anthropic import make_client as make_anthropic_client
 from librarian_dagster.core.models.calls import ProviderError, RetryBounds, call_with_backoff
+from librarian_dagster.core.models.claude_code import ClaudeCodeConfig, ask, claude_code_failure
 from librarian_dagster.core.models.gemini import ClientConfig, genai_failure, make_client
 from librarian_dagster.core.redaction.scan import find_secrets
 
@@ -386,3 +388,40 @@ def _quote(text: str) -> str:
 
 def _enum(value: Any) -> str:
     return str(getattr(value, "value", value))
+
+
+class ClaudeCodeDigester(LLMDigester):
+    """Digests through the user's own Claude Code (`claude -p`, JSON out, the digest's schema as
+    `--json-schema`): no API key, the CLI's login pays (core/models/claude_code.py)."""
+
+    def __init__(
+        self,
+        config: ClaudeCodeConfig,
+        model: str,
+        bounds: RetryBounds | None = None,
+        input_token_budget: int = 200_000,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        super().__init__(model, bounds, input_token_budget, sleep)
+        self.config = config
+
+    def _complete(self, request: str, usage: _Usage) -> str:
+        schema = Digest.model_json_schema()
+        result = call_with_backoff(
+            lambda: ask(self.config, self.model, SYSTEM, schema, request),
+            self.bounds,
+            f"{self.model} claude -p",
+            claude_code_failure,
+            self._sleep,
+        )
+        usage.calls += 1
+        spent = result.get("usage")
+        if not isinstance(spent, dict):
+            spent = {}
+        usage.input_tokens += int(spent.get("input_tokens") or 0)
+        usage.output_tokens += int(spent.get("output_tokens") or 0)
+        structured = result.get("structured_output")
+        if structured is not None:
+            return json.dumps(structured)
+        return str(result.get("result") or "")

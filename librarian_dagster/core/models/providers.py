@@ -31,6 +31,7 @@ class ProviderConfig:
     max_wait_seconds: float = default("llm_max_wait_seconds")
     timeout_seconds: float = default("llm_timeout_seconds")
     input_token_budget: int = default("digest_input_tokens")
+    command: str = default("claude_code_command")
 
     def __repr__(self) -> str:
         return f"ProviderConfig(provider={self.provider!r}, model={self.model!r})"
@@ -75,6 +76,7 @@ def _config(settings: Settings, provider: str, model: str, dimension: int) -> Pr
         max_wait_seconds=settings.llm_max_wait_seconds,
         timeout_seconds=settings.llm_timeout_seconds,
         input_token_budget=settings.digest_input_tokens,
+        command=settings.claude_code_command,
     )
 
 
@@ -97,8 +99,19 @@ def make_digester(config: ProviderConfig) -> Digester:
             config.bounds(),
             config.input_token_budget,
         )
+    if config.provider == "claude-code":
+        from librarian_dagster.core.digest.llm import ClaudeCodeDigester
+        from librarian_dagster.core.models.claude_code import ClaudeCodeConfig
+
+        return ClaudeCodeDigester(
+            ClaudeCodeConfig(config.command, config.timeout_seconds),
+            config.model,
+            config.bounds(),
+            config.input_token_budget,
+        )
     raise ValueError(
-        f"unknown digest provider {config.provider!r} (offline, gemini, vertex, anthropic)"
+        f"unknown digest provider {config.provider!r} "
+        "(offline, gemini, vertex, anthropic, claude-code)"
     )
 
 
