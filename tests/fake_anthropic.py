@@ -7,12 +7,11 @@ HTTP errors), and with nothing queued it answers with a digest of the shape aske
 """
 
 import json
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.fake_gemini import DEFAULT_DIGEST, Recorded
+from tests.fake_gemini import DEFAULT_DIGEST
+from tests.local_server import LocalServer, QuietHandler, Recorded
 
 STRUCTURED_OUTPUT_TOOL = "StructuredOutput"
 """The tool Claude Code offers the model for `--json-schema`'s structured output."""
@@ -53,21 +52,15 @@ def api_error(status: int, kind: str, text: str, headers: dict[str, str] | None 
     return Reply(status=status, body=body, headers=headers or {})
 
 
-class FakeAnthropic:
+class FakeAnthropic(LocalServer):
     def __init__(self) -> None:
-        self.requests: list[Recorded] = []
         self.script: list[Reply] = []
-        self._lock = threading.Lock()
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length)
+                body = fake.record(self)
                 with fake._lock:
-                    fake.requests.append(
-                        Recorded("POST", self.path, dict(self.headers.items()), body)
-                    )
                     reply = fake.script.pop(0) if fake.script else None
                 if self.path.split("?")[0] != "/v1/messages":
                     reply = api_error(404, "not_found_error", f"no route {self.path}")
@@ -97,20 +90,7 @@ class FakeAnthropic:
                     self.wfile.flush()
                 self.close_connection = True
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def __enter__(self) -> "FakeAnthropic":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(Handler)
 
     def calls(self) -> list[Recorded]:
         with self._lock:
@@ -137,9 +117,7 @@ def tool_use(name: str, arguments: dict[str, Any]) -> Reply:
             "type": "message",
             "role": "assistant",
             "model": "claude-haiku-4-5",
-            "content": [
-                {"type": "tool_use", "id": "toolu_fake", "name": name, "input": arguments}
-            ],
+            "content": [{"type": "tool_use", "id": "toolu_fake", "name": name, "input": arguments}],
             "stop_reason": "tool_use",
             "stop_sequence": None,
             "usage": {"input_tokens": 1500, "output_tokens": 250},

@@ -17,11 +17,11 @@ import hashlib
 import json
 import math
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.local_server import LocalServer, QuietHandler, Recorded
 
 DEFAULT_DIGEST: dict[str, Any] = {
     "summary": "Fixed the flaky zanzibar cache test by releasing the lock in teardown.",
@@ -33,18 +33,6 @@ DEFAULT_DIGEST: dict[str, Any] = {
     "domain": "technical",
     "importance": 3,
 }
-
-
-@dataclass
-class Recorded:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: bytes
-
-    @property
-    def json(self) -> Any:
-        return json.loads(self.body)
 
 
 @dataclass
@@ -102,23 +90,16 @@ def bag_of_words(text: str, dim: int) -> list[float]:
     return [3.0 * v / norm for v in vector]
 
 
-class FakeGemini:
+class FakeGemini(LocalServer):
     def __init__(self) -> None:
-        self.requests: list[Recorded] = []
         self.generate_script: list[Reply] = []
         self.embed_script: list[Reply] = []
         self.default_generate: Callable[[Any], Reply] = lambda _body: digest_reply()
-        self._lock = threading.Lock()
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length)
-                with fake._lock:
-                    fake.requests.append(
-                        Recorded("POST", self.path, dict(self.headers.items()), body)
-                    )
+                body = fake.record(self)
                 reply = fake._answer(self.path, body)
                 payload = (reply.raw if reply.raw is not None else json.dumps(reply.body)).encode()
                 self.send_response(reply.status)
@@ -129,20 +110,7 @@ class FakeGemini:
                 self.end_headers()
                 self.wfile.write(payload)
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def __enter__(self) -> "FakeGemini":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(Handler)
 
     # -- what was asked ------------------------------------------------------------------------
 

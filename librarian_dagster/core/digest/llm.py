@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import ValidationError
 
@@ -53,6 +53,9 @@ if TYPE_CHECKING:
     from anthropic.types import MessageParam, OutputConfigParam
     from google import genai
     from google.auth.credentials import Credentials
+
+Config = TypeVar("Config")
+"""How a digester reaches its service (ClientConfig, AnthropicConfig, ClaudeCodeConfig)."""
 
 # A token is about four characters of English or code; the budget is checked on this estimate.
 CHARS_PER_TOKEN = 4
@@ -83,18 +86,21 @@ class _Usage:
     calls: int = 0
 
 
-class LLMDigester:
+class LLMDigester(Generic[Config]):
     """What every LLM digester does alike: segments, the leak-check before each call, the schema
     check with one repair, the refusal check and the token count. A subclass sends one request
-    to its service (`_complete`)."""
+    to its service (`_complete`), reached as `config` says."""
 
     def __init__(
         self,
+        config: Config,
         model: str,
-        bounds: RetryBounds | None,
-        input_token_budget: int,
-        sleep: Callable[[float], None],
+        bounds: RetryBounds | None = None,
+        input_token_budget: int = 200_000,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        self.config = config
         self.model = model
         # The digest's key holds the prompt version: a new prompt means new digests.
         self.model_name = f"{model}+prompt-v{PROMPT_VERSION}"
@@ -171,7 +177,7 @@ class LLMDigester:
         raise NotImplementedError
 
 
-class GeminiDigester(LLMDigester):
+class GeminiDigester(LLMDigester[ClientConfig]):
     """Digests through google-genai's `generate_content`, on the Gemini API or Vertex AI."""
 
     def __init__(
@@ -184,8 +190,7 @@ class GeminiDigester(LLMDigester):
         credentials: "Credentials | None" = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        super().__init__(model, bounds, input_token_budget, sleep)
-        self.config = config
+        super().__init__(config, model, bounds, input_token_budget, sleep=sleep)
         self._credentials = credentials
         self._client: genai.Client | None = None
 
@@ -235,22 +240,11 @@ class GeminiDigester(LLMDigester):
 ANTHROPIC_MAX_TOKENS = 4096
 
 
-class AnthropicDigester(LLMDigester):
+class AnthropicDigester(LLMDigester[AnthropicConfig]):
     """Digests through the `anthropic` SDK's Messages API, with the digest's JSON schema as the
     structured output format (`output_config.format`)."""
 
-    def __init__(
-        self,
-        config: AnthropicConfig,
-        model: str,
-        bounds: RetryBounds | None = None,
-        input_token_budget: int = 200_000,
-        *,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        super().__init__(model, bounds, input_token_budget, sleep)
-        self.config = config
-        self._client: anthropic.Anthropic | None = None
+    _client: "anthropic.Anthropic | None" = None
 
     def _complete(self, request: str, usage: _Usage) -> str:
         import anthropic
@@ -390,21 +384,9 @@ def _enum(value: Any) -> str:
     return str(getattr(value, "value", value))
 
 
-class ClaudeCodeDigester(LLMDigester):
+class ClaudeCodeDigester(LLMDigester[ClaudeCodeConfig]):
     """Digests through the user's own Claude Code (`claude -p`, JSON out, the digest's schema as
     `--json-schema`): no API key, the CLI's login pays (core/models/claude_code.py)."""
-
-    def __init__(
-        self,
-        config: ClaudeCodeConfig,
-        model: str,
-        bounds: RetryBounds | None = None,
-        input_token_budget: int = 200_000,
-        *,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        super().__init__(model, bounds, input_token_budget, sleep)
-        self.config = config
 
     def _complete(self, request: str, usage: _Usage) -> str:
         schema = Digest.model_json_schema()
