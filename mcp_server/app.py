@@ -400,9 +400,16 @@ def http_app(server: MCPServer, host: str) -> Starlette:
     return app
 
 
-def _warm_up(served: Served) -> None:
+# How long a stop waits for the warm-up's first embedding (the model's load) to finish.
+ENCODER_WARM_UP_WAIT_S = 30.0
+
+
+def _warm_up(served: Served, encoded: threading.Event) -> None:
     try:
-        served.embedder.embed_query("warm up")
+        try:
+            served.embedder.embed_query("warm up")
+        finally:
+            encoded.set()
         served.search.warm_up()
     except Exception:  # the first real question will meet the same error, and report it
         logger.warning("could not warm up the recall server", exc_info=True)
@@ -414,11 +421,20 @@ def _open(url: str, embedder: Embedder, warm: bool) -> Iterator[Served]:
     search at once (`SEARCH_CONNECTIONS`)."""
     with Store(url, min_connections=SEARCH_CONNECTIONS) as store:
         served = Served.of(store, embedder)
+        encoded = threading.Event()
         if warm:
             # Both load in the background while the server starts: the first question need not
             # wait.
-            threading.Thread(target=_warm_up, args=(served,), daemon=True).start()
-        yield served
+            threading.Thread(target=_warm_up, args=(served, encoded), daemon=True).start()
+        try:
+            yield served
+        finally:
+            if warm:
+                # A process that exits while a thread is inside the encoder's native code is
+                # aborted by its runtime ("terminate called without an active exception", exit
+                # -6, seen when a stop came during the model's load): let that step end first.
+                # The postings' load after it is Python's own and may be left to the exit.
+                encoded.wait(ENCODER_WARM_UP_WAIT_S)
 
 
 def serve(
