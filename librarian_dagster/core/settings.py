@@ -245,9 +245,9 @@ class Settings(BaseModel):
     its `--ui-port` when unset"""
     digest_provider: DigestProvider = "offline"
     """who writes digests: `offline` (extracts, no key), `gemini` (Gemini API, needs
-    `GEMINI_API_KEY`), `vertex` (Vertex AI, needs `GOOGLE_CLOUD_PROJECT`) or `anthropic`
-    (Claude through the Messages API, needs `ANTHROPIC_API_KEY`) or `claude-code` (your own Claude
-    Code, `claude -p`, with its own login: no key); see
+    `GEMINI_API_KEY`), `vertex` (Vertex AI, needs `GOOGLE_CLOUD_PROJECT`), `anthropic` (Claude
+    through the Messages API, needs `ANTHROPIC_API_KEY`) or `claude-code` (your own Claude Code,
+    `claude -p`, with its own login: no key); see
     [Cloud providers](how-it-behaves.md#cloud-providers-gemini-and-vertex-ai)"""
     embed_provider: EmbedProvider = "local"
     """who embeds chunks and queries: `local` (all-MiniLM-L6-v2, 384-d), `gemini` or `vertex`;

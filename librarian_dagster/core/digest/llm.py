@@ -1,5 +1,6 @@
-"""The LLM digesters: Gemini or Vertex AI (google-genai), or Claude (the Messages API, through the
-`anthropic` SDK), writes the digest of a redacted session.
+"""The LLM digesters: Gemini or Vertex AI (google-genai), or Claude (the Messages API through the
+`anthropic` SDK, or the user's own Claude Code, `claude -p`), writes the digest of a redacted
+session.
 
 One call per session, with the `Digest` pydantic model as the response's JSON schema, the
 prompts of `digest_prompt.py`, and the store's most used tags offered so the vocabulary
@@ -236,7 +237,7 @@ class GeminiDigester(LLMDigester[ClientConfig]):
         return self._client
 
 
-# Room for a digest and its repair; a session's digest is a few hundred tokens.
+# A digest is a few hundred tokens; this leaves room for the longest, a merge of many parts.
 ANTHROPIC_MAX_TOKENS = 4096
 
 
