@@ -7,23 +7,13 @@ HTTP errors), and with nothing queued it answers with a digest of the shape aske
 """
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 from tests.fake_gemini import DEFAULT_DIGEST
-from tests.local_server import LocalServer, QuietHandler, Recorded
+from tests.local_server import LocalServer, QuietHandler, Recorded, Reply
 
 STRUCTURED_OUTPUT_TOOL = "StructuredOutput"
 """The tool Claude Code offers the model for `--json-schema`'s structured output."""
-
-
-@dataclass
-class Reply:
-    """One scripted answer: an HTTP status, headers and a JSON body."""
-
-    status: int = 200
-    body: Any = None
-    headers: dict[str, str] = field(default_factory=dict)
 
 
 def message(text: str, stop_reason: str = "end_turn", tokens_in: int = 1500) -> Reply:
@@ -68,15 +58,7 @@ class FakeAnthropic(LocalServer):
                 if reply.status == 200 and _streamed(body):
                     self._stream(reply.body)
                     return
-                payload = json.dumps(reply.body).encode()
-                self.send_response(reply.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.send_header("request-id", "req_fake")
-                for name, value in reply.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(payload)
+                self.send_reply(reply)
 
             def _stream(self, message: dict[str, Any]) -> None:
                 """The message as the API streams it (server-sent events), one block at a time."""

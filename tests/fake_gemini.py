@@ -18,10 +18,9 @@ import json
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from tests.local_server import LocalServer, QuietHandler, Recorded
+from tests.local_server import LocalServer, QuietHandler, Recorded, Reply
 
 DEFAULT_DIGEST: dict[str, Any] = {
     "summary": "Fixed the flaky zanzibar cache test by releasing the lock in teardown.",
@@ -33,16 +32,6 @@ DEFAULT_DIGEST: dict[str, Any] = {
     "domain": "technical",
     "importance": 3,
 }
-
-
-@dataclass
-class Reply:
-    """One scripted answer: an HTTP status, headers and a JSON body (or raw text)."""
-
-    status: int = 200
-    body: Any = None
-    headers: dict[str, str] = field(default_factory=dict)
-    raw: str | None = None
 
 
 def error(status: int, message: str, reason: str, headers: dict[str, str] | None = None) -> Reply:
@@ -101,14 +90,7 @@ class FakeGemini(LocalServer):
             def do_POST(self) -> None:
                 body = fake.record(self)
                 reply = fake._answer(self.path, body)
-                payload = (reply.raw if reply.raw is not None else json.dumps(reply.body)).encode()
-                self.send_response(reply.status)
-                self.send_header("Content-Type", "application/json; charset=UTF-8")
-                self.send_header("Content-Length", str(len(payload)))
-                for name, value in reply.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(payload)
+                self.send_reply(reply, "application/json; charset=UTF-8")
 
         super().__init__(Handler)
 

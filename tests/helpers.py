@@ -282,3 +282,29 @@ def assert_shared_instance_config(instance: dg.DagsterInstance) -> dg.ExecuteInP
     # The pool met its first step and took the default limit of one slot.
     assert instance.event_log_storage.get_concurrency_info("llm").slot_count == 1
     return result
+
+
+def connections_made(url: str) -> int:
+    """Connections ever made to the database at `url` (PostgreSQL's count, this one's included)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def connections_open(url: str, *, until_none: float = 0.0) -> int:
+    """Connections open to the database at `url` but this one's. With `until_none`, asked again
+    for up to that many seconds until none is left: a server process leaves the server's list a
+    moment after its client hung up."""
+    deadline = time.monotonic() + until_none
+    with psycopg.connect(url, autocommit=True) as conn:
+        while True:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchone()
+            others = row[0] if row else 0
+            if others == 0 or time.monotonic() >= deadline:
+                return others
+            time.sleep(0.1)

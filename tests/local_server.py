@@ -3,7 +3,7 @@ free port, served from a thread for the span of a `with` block."""
 
 import json
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
@@ -20,8 +20,28 @@ class Recorded:
         return json.loads(self.body)
 
 
+@dataclass
+class Reply:
+    """One scripted answer: an HTTP status, headers and a JSON body (or raw text)."""
+
+    status: int = 200
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    raw: str | None = None
+
+
 class QuietHandler(BaseHTTPRequestHandler):
     """A request handler that keeps the test output clean (no line per request)."""
+
+    def send_reply(self, reply: Reply, content_type: str = "application/json") -> None:
+        payload = (reply.raw if reply.raw is not None else json.dumps(reply.body)).encode()
+        self.send_response(reply.status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass

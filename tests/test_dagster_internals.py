@@ -6,7 +6,6 @@ ingest taken for a failed session, a screen of retry warnings)."""
 import inspect
 import logging
 import os
-import time
 
 import dagster as dg
 import psycopg
@@ -37,7 +36,7 @@ from librarian_dagster.dagster_internals import (
     step_failure,
     uses_default_run_launcher,
 )
-from tests.helpers import make_settings
+from tests.helpers import connections_made, connections_open, make_settings
 
 
 @dg.op
@@ -189,18 +188,6 @@ def test_a_connection_retry_warning_is_filtered_from_the_root_logger(caplog, mon
     assert not_a_connection_retry(other)
 
 
-def _sessions_and_open(url: str) -> tuple[int, int]:
-    """Connections ever made to the database, and those open now (this one's aside)."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT (SELECT sessions FROM pg_stat_database WHERE datname = current_database()),"
-            " (SELECT count(*) FROM pg_stat_activity"
-            "  WHERE datname = current_database() AND pid <> pg_backend_pid())"
-        ).fetchone()
-    assert row is not None
-    return int(row[0]), int(row[1])
-
-
 def _calls(instance: dg.DagsterInstance) -> None:
     for _ in range(20):
         instance.get_runs(limit=1)
@@ -216,16 +203,16 @@ def test_kept_storage_connections_serve_every_call_survive_a_drop_and_are_closed
 
     # As dagster-postgres has it: a connection for each call.
     with dg.DagsterInstance.from_config(home) as plain:
-        before, _ = _sessions_and_open(database_url)
+        before = connections_made(database_url)
         _calls(plain)
-        after, _ = _sessions_and_open(database_url)
+        after = connections_made(database_url)
     assert after - before >= 60
 
     kept = dg.DagsterInstance.from_config(home)
     keep_storage_connections(kept)
-    before, _ = _sessions_and_open(database_url)
+    before = connections_made(database_url)
     _calls(kept)
-    after, still_open = _sessions_and_open(database_url)
+    after, still_open = connections_made(database_url), connections_open(database_url)
     assert after - before <= 3  # one per storage
     assert 1 <= still_open <= 3
     # The server drops them (a restart): each is replaced as it is next taken, with no error.
@@ -236,10 +223,7 @@ def test_kept_storage_connections_serve_every_call_survive_a_drop_and_are_closed
         )
     _calls(kept)
     dispose_instance(kept)
-    deadline = time.monotonic() + 10  # a server process leaves the list a moment after
-    while _sessions_and_open(database_url)[1] and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _sessions_and_open(database_url)[1] == 0
+    assert connections_open(database_url, until_none=10) == 0
 
 
 def test_an_instance_not_on_postgres_is_left_as_it_is():

@@ -1,10 +1,7 @@
 """The store's resources: each stage takes the concerns it uses, and a run shares one pool that
 it closes."""
 
-import time
-
 import dagster as dg
-import psycopg
 
 from librarian_dagster.core.capture.files import session_files_for
 from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
@@ -12,7 +9,7 @@ from librarian_dagster.core.settings import Settings
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.definitions import build_definitions
 from librarian_dagster.ingest import ingest_sessions, open_instance
-from tests.helpers import make_settings, write_transcript
+from tests.helpers import connections_made, connections_open, make_settings, write_transcript
 
 STORE_RESOURCES = {"store", "memories", "ledger", "search"}
 # What each reader of the store touches of it, and so what its signature names.
@@ -59,31 +56,7 @@ def test_a_run_leaves_no_connection_to_the_store_open(tmp_path, database_url):
     [outcome] = ingest_sessions(session_files_for([folder]), settings, instance)
     dispose_instance(instance)
     assert outcome.status == "ingested"
-    assert _others_connected(database_url) == 0
-
-
-def _others_connected(url: str) -> int:
-    """Connections to the database but this one's, once those just closed have gone (a server
-    process leaves the server's list a moment after its client hung up)."""
-    deadline = time.monotonic() + 10
-    with psycopg.connect(url, autocommit=True) as conn:
-        while True:
-            row = conn.execute(
-                "SELECT count(*) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            ).fetchone()
-            others = row[0] if row else 0
-            if others == 0 or time.monotonic() > deadline:
-                return others
-            time.sleep(0.1)
-
-
-def _connections_made(url: str) -> int:
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
-        ).fetchone()
-    return int(row[0]) if row else 0
+    assert connections_open(database_url, until_none=10) == 0
 
 
 def test_a_run_keeps_the_storage_connections_of_an_instance_built_as_a_worker_builds_it(
@@ -96,15 +69,15 @@ def test_a_run_keeps_the_storage_connections_of_an_instance_built_as_a_worker_bu
     # What a run worker the daemon launches has: an instance straight from dagster.yaml, which
     # opens a connection for each storage call.
     instance = dg.DagsterInstance.from_config(prepare_dagster_home(settings)["DAGSTER_HOME"])
-    before = _connections_made(database_url)
+    before = connections_made(database_url)
     for _ in range(10):
         instance.get_runs(limit=1)
-    assert _connections_made(database_url) - before >= 10
+    assert connections_made(database_url) - before >= 10
     [outcome] = ingest_sessions(session_files_for([folder]), settings, instance)
     assert outcome.status == "ingested"
     # The run's store resource made it keep them.
-    before = _connections_made(database_url)
+    before = connections_made(database_url)
     for _ in range(10):
         instance.get_runs(limit=1)
-    assert _connections_made(database_url) - before <= 1
+    assert connections_made(database_url) - before <= 1
     dispose_instance(instance)

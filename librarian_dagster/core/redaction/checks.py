@@ -54,12 +54,18 @@ _PLACEHOLDER_WORDS = (
 # A placeholder word counts where it stands as a word: at an end of the value or beside a
 # non-letter (`your_api_key`, `sk_test_xxxx`, `MOCK-TOKEN`, `AKIA...EXAMPLE`). Inside a run of
 # random letters it is chance: one 32-character token in 5,000 holds a `todo`, `mock`, `null`...
-_PLACEHOLDER_RE = re.compile(
-    "|".join(
-        rf"(?<![a-z]){re.escape(w)}|{re.escape(w)}(?![a-z])" if w.isalpha() else re.escape(w)
-        for w in _PLACEHOLDER_WORDS
+def _placeholder_re(word: str) -> re.Pattern[str]:
+    """The words, each matched where `word` (a pattern around `{w}`) says it stands as one;
+    those with a non-letter in them anywhere."""
+    return re.compile(
+        "|".join(
+            word.format(w=re.escape(w)) if w.isalpha() else re.escape(w)
+            for w in _PLACEHOLDER_WORDS
+        )
     )
-)
+
+
+_PLACEHOLDER_RE = _placeholder_re(r"(?<![a-z]){w}|{w}(?![a-z])")
 _IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?:\(\))?$")
 
 
@@ -70,12 +76,7 @@ def says_placeholder(value: str) -> bool:
 # The same words standing alone, a non-letter on both sides (`YOUR_DB_PASS`, `dummy123`): in a
 # quoted password one side is not enough, as random letters hold `your`, `todo` or `null` at an
 # end one time in 25,000 (hypothesis found `"zjG0TcYC0=z5iToDO"`).
-_PLACEHOLDER_ALONE_RE = re.compile(
-    "|".join(
-        rf"(?<![a-z]){re.escape(w)}(?![a-z])" if w.isalpha() else re.escape(w)
-        for w in _PLACEHOLDER_WORDS
-    )
-)
+_PLACEHOLDER_ALONE_RE = _placeholder_re(r"(?<![a-z]){w}(?![a-z])")
 
 
 def says_placeholder_alone(value: str) -> bool:
