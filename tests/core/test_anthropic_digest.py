@@ -12,7 +12,7 @@ from librarian_dagster.core.digest.prompt import PROMPT_VERSION
 from librarian_dagster.core.digest.schema import SECTIONS
 from librarian_dagster.core.models.anthropic import AnthropicConfig
 from librarian_dagster.core.models.calls import ProviderRejected, ProviderUnavailable, RetryBounds
-from librarian_dagster.core.models.providers import digest_config, make_digester
+from librarian_dagster.core.models.providers import describe, digest_config, make_digester
 from librarian_dagster.core.settings import Settings, SettingsError
 from tests.core.test_llm_digest import _session
 from tests.fake_anthropic import FakeAnthropic, api_error, digest_message, message
@@ -114,6 +114,11 @@ def test_the_settings_choose_claude_with_its_own_key_url_and_model(fake):
             "LIBRARIAN_ANTHROPIC_BASE_URL": fake.url,
         }
     )
+    assert describe(settings) == {
+        "digests": "anthropic claude-haiku-4-5",
+        "embeddings": "local all-MiniLM-L6-v2 (384-d)",
+        "endpoint": f"Anthropic base URL {fake.url}",
+    }
     digester = make_digester(digest_config(settings))
     assert isinstance(digester, AnthropicDigester)
     assert digester.model == "claude-haiku-4-5"  # the provider's default, not Gemini's

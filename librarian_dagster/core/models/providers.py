@@ -145,4 +145,6 @@ def describe(settings: Settings) -> dict[str, str]:
         where.append(f"vertex {settings.google_cloud_project}/{settings.google_cloud_location}")
     if settings.gemini_base_url:
         where.append(f"base URL {settings.gemini_base_url}")
+    if settings.digest_provider == "anthropic" and settings.anthropic_base_url:
+        where.append(f"Anthropic base URL {settings.anthropic_base_url}")
     return {"digests": digest, "embeddings": embed, "endpoint": ", ".join(where)}
