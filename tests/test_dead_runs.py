@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import dagster as dg
+import psycopg
 
 from librarian_dagster.dead_runs import HOST_TAG, end_dead_runs, this_host
 from tests.conftest import TRANSCRIPTS
@@ -135,11 +136,12 @@ def test_a_run_being_canceled_when_its_process_died_is_marked_canceled(tmp_path,
         "LIBRARIAN_DATABASE_URL": database_url,
     }
     proc = subprocess.Popen([sys.executable, "-m", "tests.stuck_run"], env=env, cwd=REPO)
-    home = str(settings.dagster_home)
-    _wait_until(lambda: (settings.dagster_home / "dagster.yaml").exists(), proc, "an instance")
-    instance = dg.DagsterInstance.from_config(home)
+    # Watched in the database itself until the run has started: an instance opened while the
+    # other process still creates Dagster's tables can meet them half made (its data migrations
+    # then fail: seen once in CI).
+    _wait_until(lambda: _runs_started(database_url), proc, "the run started")
+    instance = dg.DagsterInstance.from_config(str(settings.dagster_home))
     started = dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])
-    _wait_until(lambda: instance.get_runs(filters=started), proc, "the run started")
     (run,) = instance.get_runs(filters=started)
     # Asked to cancel (the UI's Terminate), and the process killed before it could stop itself.
     instance.report_run_canceling(run)
@@ -154,3 +156,13 @@ def test_a_run_being_canceled_when_its_process_died_is_marked_canceled(tmp_path,
     assert after is not None and after.status == dg.DagsterRunStatus.CANCELED
     assert end_dead_runs(instance, untagged_ran_here=False) == []  # once
     instance.dispose()
+
+
+def _runs_started(url: str) -> int:
+    """Dagster's runs in the STARTED state, read from its `runs` table (0 before it exists)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        try:
+            row = conn.execute("SELECT count(*) FROM runs WHERE status = 'STARTED'").fetchone()
+        except psycopg.errors.UndefinedTable:
+            return 0
+    return row[0] if row else 0
