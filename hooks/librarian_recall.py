@@ -9,6 +9,11 @@ runs in a daemon thread that we wait for at most `LIBRARIAN_RECALL_TIMEOUT_MS`. 
 timeouts alone would not bound it: a server that trickles bytes resets them on every read, and a
 name lookup ignores them. Past the deadline the thread is abandoned and dies with the process.
 
+Each session is named with its dates, branch and the files it changed. For the sessions of this
+repository, git (a subprocess, within what is left of the same deadline) says how many of those
+files changed since the session ended, and in how many commits: a memory of code that has moved
+on is marked, not trusted blindly. Outside a repository, or past the deadline, nothing is said.
+
 The request says where the prompt comes from: the session's cwd and its git branch (read from
 `.git/HEAD`, `git_branch`), so the server ranks this project's sessions, and earlier work on this
 branch, first. The branch is read in the same thread, within the same deadline: a slow or hostile
@@ -43,6 +48,12 @@ MAX_BRANCH_CHARS = 200  # likewise for the branch
 MAX_GIT_WALK = 64
 # Bytes read of `.git` (a `gitdir:` file) or HEAD: a ref line is short, a path at most PATH_MAX.
 MAX_GIT_READ = 4200
+SHOWN_FILES = 3  # of a session's changed files, named in its context
+MAX_FILES = 20  # read of an answer's list (the server sends at most this many)
+# git's own time for the staleness check is bounded by what is left of the deadline, and it is
+# not started with less than this left: a check cut short says nothing, at the price of a process.
+MIN_GIT_MS = 40
+MAX_GIT_COMMITS = 1000  # commits read since a session ended: enough to say "1000+"
 OFF = ("off", "0", "false", "no")
 HEADER = (
     "Librarian remembers past sessions that may bear on this prompt (from memory, possibly out "
@@ -273,6 +284,11 @@ def sessions_of(answer: dict) -> list[dict]:
                 "id": sid,
                 "project": _clean(item.get("project"), 100),
                 "date": _clean(item.get("date"), 10),  # ISO: the day is enough
+                "started": _clean(item.get("started_at"), 10),
+                "ended_at": _clean(item.get("date"), 40),  # the instant, for git --since
+                "files": _files(item.get("files")),
+                "here": item.get("context") in ("project", "branch"),
+                "stale": "",
                 "branch": _clean(item.get("git_branch"), MAX_BRANCH_CHARS),
                 "title": _clean(item.get("title"), 200).replace('"', "'"),
                 "summary": _clean(item.get("summary"), 400),
@@ -286,13 +302,73 @@ def sessions_of(answer: dict) -> list[dict]:
         for line in lines:
             if line and line != session["summary"] and line not in session["bullets"]:
                 session["bullets"].append(line)
+    for session in sessions.values():
+        if session["files"]:
+            more = len(session["files"]) - SHOWN_FILES
+            session["bullets"].append(
+                "files: "
+                + ", ".join(session["files"][:SHOWN_FILES])
+                + (f" (+{more} more)" if more > 0 else "")
+            )
     return list(sessions.values())
 
 
+def _files(value) -> list[str]:
+    if not isinstance(value, list):
+        return []
+    names = [_clean(v, 300) for v in value[:MAX_FILES]]
+    return [n for n in names if n and not n.startswith("-")]  # never an option to git
+
+
+def mark_stale(sessions: list[dict], cwd: str | None, deadline: float) -> None:
+    """For each session of this repository that changed files: how many of them changed since it
+    ended, in how many commits (`session["stale"]`). One `git log` per session, each bounded by
+    what is left before `deadline` (a perf_counter time); silent on any failure."""
+    if not cwd:
+        return
+    import subprocess
+
+    for session in sessions:
+        left = deadline - time.perf_counter()
+        if not (session["here"] and session["files"] and session["ended_at"]):
+            continue
+        if left * 1000 < MIN_GIT_MS:
+            return
+        try:
+            done = subprocess.run(
+                ["git", "-C", cwd, "log", f"--since={session['ended_at']}",
+                 f"--max-count={MAX_GIT_COMMITS}", "--format=%x1e", "--name-only",
+                 "--relative", "HEAD", "--"],
+                capture_output=True, timeout=left, check=False, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        except (OSError, subprocess.SubprocessError):
+            return
+        if done.returncode != 0:
+            return  # not a repository, no commit yet, no git: nothing to say
+        output = done.stdout.decode("utf-8", "replace")
+        commits = output.count("\x1e")
+        touched = set(output.split())
+        changed = sum(f in touched for f in session["files"])
+        if commits:
+            many = f"{commits}+" if commits >= MAX_GIT_COMMITS else str(commits)
+            session["stale"] = (
+                f"{changed} of its {len(session['files'])} files changed since, {many} commits"
+            )
+        else:
+            session["stale"] = "no commits since"
+
+
+def _dates(session: dict) -> str:
+    started, ended = session["started"], session["date"]
+    return f"{started} to {ended}" if started and ended and started != ended else ended
+
+
 def _head(session: dict, with_summary: bool) -> str:
-    where = ", ".join(x for x in (session["project"], session["date"]) if x)
+    where = ", ".join(x for x in (session["project"], _dates(session)) if x)
     if session["branch"]:
         where += (", " if where else "") + "branch " + session["branch"]
+    if session["stale"]:
+        where += f"; {session['stale']}"
     head = f"- session {session['id']}" + (f" ({where})" if where else "")
     if session["title"]:
         head += f' "{session["title"]}"'
@@ -352,8 +428,10 @@ def context(event: dict, env) -> tuple[str | None, str]:
             cwd = None
         try:
             query = prompt[:MAX_QUERY_CHARS]
-            answer = ask(recall_url(env), query, token, timeout_from(env), cwd)
+            timeout = timeout_from(env)
+            answer = ask(recall_url(env), query, token, timeout, cwd)
             sessions = sessions_of(answer)
+            mark_stale(sessions, cwd, start + timeout)
         except (RecallFailed, OSError, ValueError) as exc:
             # The exception's class and our own messages only: OS errors can carry addresses,
             # and nothing here may carry the prompt or the token.

@@ -51,6 +51,14 @@ def register(add_parser: AddParser) -> None:
         help="leave out chunks scoring below this (default: the configured recall threshold)",
     )
     ev.add_argument(
+        "--layer",
+        choices=["both", "bullets", "exchanges"],
+        default="both",
+        help="search both layers (the product, the default), or only the digests' bullets or "
+        "only the exchange windows, to measure what each layer finds on its own (relevance "
+        "is still judged on both)",
+    )
+    ev.add_argument(
         "--reference",
         choices=[NAIVE],
         help="also rank with a naive index built now over the same sessions, as a yardstick: "
@@ -118,11 +126,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 boosts=boosts_for(settings),
                 ks=ks,
                 progress=progress,
+                layers=args.layer,
             )
         }
         context: dict[str, Any] = {
             "k": args.k,
             "min_relevance": min_relevance,
+            "layers": args.layer,
             "sessions": store.memories.stats().sessions,
             "embedding_model": embedder.model_name,
         }
@@ -189,7 +199,9 @@ def render_text(
     lines = [
         f"recall@{k} {_fmt(hybrid.recall_at[k])}  (hybrid; {hybrid.answerable} answerable and "
         f"{unanswerable} unanswerable questions; {context['sessions']} sessions, "
-        f"{context['embedding_model']}, min relevance {context['min_relevance']:g})",
+        f"{context['embedding_model']}, min relevance {context['min_relevance']:g}"
+        + ("" if context["layers"] == "both" else f", {context['layers']} only")
+        + ")",
         "",
     ]
     columns = [key for key in hybrid.as_dict() if key not in ("questions", "answerable")]

@@ -42,6 +42,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         boosts_for,
         recall,
     )
+    from librarian_dagster.core.recall.cards import render_cards
     from librarian_dagster.core.settings import Settings
     from librarian_dagster.core.store.queries import SearchFilters
     from librarian_dagster.core.store.store import open_store
@@ -86,8 +87,5 @@ def cmd_search(args: argparse.Namespace) -> int:
     if not result.results:
         print(result.note or "nothing relevant")
         return 0
-    for rank, h in enumerate(result.results, 1):
-        date = h.date.date().isoformat() if h.date else "?"
-        print(f"{rank}. [{h.project} {date} {h.section} relevance {h.score:.2f}] {h.text}")
-        print(f"   session {h.session_id}: {h.summary}")
+    print(render_cards(result.results))
     return 0

@@ -19,6 +19,7 @@ BULLETS = {
     "sqlite": "Raised SQLite busy_timeout so concurrent writers stop failing with database locked",
     "css": "Added margin-bottom to closed details elements in the stylesheet",
 }
+FILES = {"sqlite": [], "css": ["styles/site.css", "styles/print.css", "a.css", "b.css", "c.css"]}
 
 
 @pytest.fixture
@@ -30,8 +31,9 @@ def remembered(store, tmp_path, monkeypatch):
     embedder = local_embedder()
     for session_id, bullet in BULLETS.items():
         [vector] = embedder.embed_documents([bullet])
+        record = memory_record(session_id, embedding_model=embedder.model_name)
         store.memories.replace_memory(
-            memory_record(session_id, embedding_model=embedder.model_name),
+            record.model_copy(update={"files": FILES[session_id]}),
             [ChunkRecord("solution", 0, bullet, vector), ChunkRecord(EXCHANGE, 0, bullet, vector)],
         )
     monkeypatch.setenv("LIBRARIAN_DATABASE_URL", store.url)
@@ -51,6 +53,10 @@ def test_search_json_prints_the_recall_result(remembered, capsys):
     assert [r.session_id for r in result.results] == ["sqlite"]
     assert result.results[0].text == BULLETS["sqlite"]
     assert isinstance(doc["results"][0]["score"], float) and doc["results"][0]["score"] > 0
+    # A session card's facts: its dates, branch and files (none changed in this one).
+    assert doc["results"][0]["started_at"] == "2026-10-31T23:00:00Z"
+    assert doc["results"][0]["date"] == "2026-11-01T00:00:00Z"
+    assert doc["results"][0]["git_branch"] == "main" and doc["results"][0]["files"] == []
 
 
 def test_search_json_equals_what_the_mcp_tool_returns(remembered, capsys):
@@ -71,9 +77,18 @@ def test_search_filters_and_text_output(remembered, capsys):
     assert _search_json(capsys, "stylesheet", "--project", "nowhere")["results"] == []
     assert main(["search", "stylesheet margin", "--domain", "technical"]) == 0
     out = capsys.readouterr().out
-    # The relevance is the model's (core/recall/relevance.py), printed with two decimals.
-    assert re.match(r"1\. \[alpha 2026-11-01 solution relevance 0\.\d\d\] Added margin-bottom", out)
-    assert "session css: summary of css" in out
+    # A card per session: where and when, with the relevance printed with two decimals (the
+    # model's, core/recall/relevance.py), then its summary, lines, files and what matched.
+    card = out.split("\n\n")[0].splitlines()
+    assert re.fullmatch(r"1\. alpha · main · 2026-10-31 to 2026-11-01 · relevance 0\.\d\d", card[0])
+    assert card[1:] == [
+        "   summary of css",
+        f"   - {BULLETS['css']}",
+        "   files: styles/site.css, styles/print.css, a.css, b.css (+1 more)",
+        f"   matched (solution): {BULLETS['css']}",
+        f"   matched (exchange): {BULLETS['css']}",
+        "   session css",
+    ]
 
 
 def test_search_refuses_bad_options_before_touching_the_store(capsys):

@@ -4,7 +4,7 @@ from librarian_dagster.core.capture.files import session_files_for
 from librarian_dagster.core.capture.transcripts import Session, parse_session
 from librarian_dagster.core.capture.turns import ToolUse, Turn
 from librarian_dagster.core.digest.chunking import chunk_digest
-from librarian_dagster.core.digest.offline import OfflineDigester, exchanges
+from librarian_dagster.core.digest.offline import DIGEST_BUDGET, OfflineDigester, exchanges
 from librarian_dagster.core.digest.schema import content_hash, render_digest
 from tests.conftest import TRANSCRIPTS
 
@@ -30,7 +30,8 @@ def test_exchanges_drop_bare_slash_commands_and_ide_context():
 def test_offline_digest_fills_every_section_from_the_session():
     turns = [
         Turn("user", "prompt", "The upload endpoint fails with a 413 error on big files.", T),
-        Turn("assistant", "text", "Raised client_max_body_size in nginx.conf to 50m.", T,
+        Turn("assistant", "text", "The root cause was nginx's default body limit of 1m.\n\n"
+             "Raised client_max_body_size in nginx.conf to 50m.", T,
              (ToolUse("Edit", ("/srv/nginx.conf",), None, "Edit nginx.conf"),
               ToolUse("Bash", (), "nginx -t", "Bash: nginx -t"))),
         Turn("user", "prompt", "Thanks. What else?", T),
@@ -40,8 +41,9 @@ def test_offline_digest_fills_every_section_from_the_session():
     d = result.digest
     assert d.worked_on[0].startswith("The upload endpoint fails")
     assert any("413" in p for p in d.problem)
+    assert any("root cause was nginx" in p for p in d.problem)
     assert any("client_max_body_size" in s for s in d.solution)
-    assert any("nginx -t" in s for s in d.solution)
+    assert not any("nginx -t" in s for s in d.solution)  # a command run is no memory
     assert d.open_items == ["Next step: add a test for uploads over 50 MB."]
     assert d.domain == "technical" and 1 <= d.importance <= 5
     assert "proj" in d.summary
@@ -51,6 +53,95 @@ def test_offline_digest_fills_every_section_from_the_session():
         d.open_items
     )
     assert "## How it was solved" in render_digest(d)
+
+
+def test_fillers_bare_exit_codes_and_shell_prompts_are_dropped():
+    turns = [
+        Turn("user", "prompt", "Make the sync retry when the token expired", T),
+        Turn("assistant", "text", "Let me look.", T, (ToolUse("Bash", (), "go test ./...",
+             "Bash: go test", is_error=True),)),
+        Turn("user", "tool_result", "Exit code 1\n--- FAIL: TestSync (0.01s)\nsync_test.go:40: "
+             "token expired error not retried", T),
+        Turn("assistant", "text", "Fixed: the sync now retries once after refreshing the token.",
+             T),
+        Turn("user", "prompt", "yes please, commit this", T),
+        Turn("user", "prompt", "! git status", T),
+        Turn("user", "prompt", "/model sonnet", T),
+        Turn("user", "prompt", "ok", T),
+    ]  # fmt: skip
+    d = OfflineDigester().digest(_session(turns)).digest
+    assert d.worked_on == ["Make the sync retry when the token expired"]
+    assert d.problem == ["Failed: --- FAIL: TestSync (0.01s)"]
+    # The closing reply's outcome, once (its first sentence says the same).
+    assert d.solution == ["Fixed: the sync now retries once after refreshing the token."]
+    assert not any("Exit code" in line for line in d.problem + d.solution)
+    assert d.open_items == []  # a filler left unanswered asks for nothing
+
+
+def test_a_plan_started_session_is_summarised_from_the_plan_not_its_boilerplate():
+    plan = (
+        "Implement the following plan: # ENT-258: Mid-turn commits miss their trailers "
+        "## Context When Claude makes `git commit` calls during a turn, commits don't get "
+        "`Entire-Checkpoint` trailers. Observed in a real session. ## Step 1: Track pending "
+        "checkpoint IDs Add a field to the session state. ## Step 2: Tests Cover both paths."
+    )
+    turns = [
+        Turn("user", "prompt", plan, T),
+        Turn("assistant", "text", "All five steps are complete.", T),
+    ]
+    d = OfflineDigester().digest(_session(turns)).digest
+    assert d.summary == "ENT-258: Mid-turn commits miss their trailers in proj."
+    assert d.worked_on[0] == "Plan: ENT-258: Mid-turn commits miss their trailers"
+    assert d.worked_on[1].startswith(
+        "When Claude makes `git commit` calls during a turn, commits don't get "
+        "`Entire-Checkpoint` trailers."
+    )
+    assert d.worked_on[2].startswith("Steps: Step 1: Track pending checkpoint IDs")
+    assert not any("Implement the following plan" in line for line in d.worked_on)
+
+
+def test_commits_pull_requests_decisions_and_what_is_left_become_lines():
+    commit = (
+        "git add a.go && git commit -m \"$(cat <<'EOF'\nFix auto-commit filtering out sibling "
+        "directories\n\nWhen Claude runs from a subdirectory...\nEOF\n)\""
+    )
+    turns = [
+        Turn("user", "prompt", "address the review comments on the sibling directory fix", T,
+             ()),
+        Turn("assistant", "text", "We'll go with a repo-relative path instead of the cwd, "
+             "because hooks run from subdirectories.", T,
+             (ToolUse("Bash", (), "gh api repos/acme/cli/pulls/112/comments", "Bash"),
+              ToolUse("Bash", (), commit, "Bash"),
+              ToolUse("Bash", (), 'gh pr create --title "Fix sibling directories" --body x',
+                      "Bash"))),
+        Turn("assistant", "text", "Done. Pushed the fix.\n\n### Open questions for later\n\n"
+             "TODO: the Windows paths are not handled yet.", T),
+    ]  # fmt: skip
+    d = OfflineDigester().digest(_session(turns)).digest
+    assert "Pull requests: #112" in d.solution
+    assert "Commit: Fix auto-commit filtering out sibling directories" in d.solution
+    assert "Opened pull request: Fix sibling directories" in d.solution
+    assert any(s.startswith("We'll go with a repo-relative path") for s in d.solution)
+    # What is left, not the heading above it.
+    assert d.open_items == ["TODO: the Windows paths are not handled yet."]
+
+
+def test_a_long_session_s_digest_stays_within_its_budget_and_keeps_each_section():
+    turns = []
+    for i in range(200):
+        turns += [
+            Turn("user", "prompt", f"Please change the parser number {i} so that it keeps "
+                 f"comments and blank lines intact in every file we format", T),
+            Turn("assistant", "text", f"Fixed parser {i}: it now keeps comments. The root "
+                 f"cause was the tokenizer {i} dropping trivia.", T),
+        ]  # fmt: skip
+    d = OfflineDigester().digest(_session(turns)).digest
+    lines = d.worked_on + d.problem + d.solution + d.open_items
+    assert sum(map(len, lines)) <= DIGEST_BUDGET
+    assert d.worked_on and d.problem and d.solution
+    assert all(len(line) <= 200 for line in lines)
+    # The summary, headings and footer beside them: the rendered digest stays compact too.
+    assert len(render_digest(d)) <= DIGEST_BUDGET + 500
 
 
 def test_digest_is_deterministic_and_hash_tracks_the_input():

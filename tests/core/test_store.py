@@ -419,6 +419,7 @@ def test_migration_9_gives_the_sessions_already_stored_their_mean_vector(store):
     with psycopg.connect(store.url, autocommit=True) as conn:
         conn.execute("DROP TABLE session_vectors")
         conn.execute("DROP FUNCTION librarian_ensure_session_vector_index")
+        conn.execute("ALTER TABLE memories DROP COLUMN files")  # migration 10's
         conn.execute("DELETE FROM schema_migrations WHERE version >= 9")
     assert migrate(store.url) == max(v for v, _ in MIGRATIONS)
     with psycopg.connect(store.url) as conn:
@@ -426,6 +427,11 @@ def test_migration_9_gives_the_sessions_already_stored_their_mean_vector(store):
         names = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes")}
     assert session == "old" and text == "[0.5,0.5,0]"
     assert "session_vectors_3_hnsw" in names
+    # A memory stored before migration 10 changed no files that it knows of, and is searchable.
+    old = store.memories.get_memory("old")
+    assert old is not None and old.files == []
+    [hit] = store.search.find("one", _unit(1, 0, 0), MODEL, limit=1)
+    assert hit.session_id == "old" and hit.files == []
 
 
 def test_a_question_in_other_words_is_ranked_by_meaning_not_by_a_shared_filler_word(store):
@@ -480,10 +486,11 @@ def test_a_store_from_before_migration_4_gets_one_vector_index_per_layer(store):
             "CREATE INDEX indexed_chunks_embedding_3_hnsw ON indexed_chunks USING hnsw "
             "((embedding::vector(3)) vector_cosine_ops) WHERE embedding_dim = 3"
         )
-        # And what came after it (migrations 5 to 9), as a store of that time lacked them.
+        # And what came after it (migrations 5 to 10), as a store of that time lacked them.
         conn.execute("DROP TABLE llm_usage, deferred_digests, skip_list, session_vectors")
         conn.execute("DROP FUNCTION librarian_ensure_session_vector_index")
         conn.execute("ALTER TABLE memories DROP COLUMN source_fingerprint")
+        conn.execute("ALTER TABLE memories DROP COLUMN files")
         conn.execute("ALTER TABLE session_sources DROP COLUMN nothing_at_fingerprint")
         conn.execute("DELETE FROM schema_migrations WHERE version >= 4")
     migrate(store.url)

@@ -106,7 +106,10 @@ def test_a_relevant_memory_from_the_real_endpoint_is_added(hooks, store, embedde
         )
     text = _context(proc)
     assert text is not None and text.startswith(HEADER)
-    head = "- session sess-sqlite-1 (ingest, 2026-11-01, branch main): summary of sess-sqlite-1"
+    head = (
+        "- session sess-sqlite-1 (ingest, 2026-10-31 to 2026-11-01, branch main): "
+        "summary of sess-sqlite-1"
+    )
     assert head in text
     assert f"  - {BULLET}" in text
     assert "get_digest" in text and len(text) <= 1500

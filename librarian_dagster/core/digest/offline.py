@@ -1,9 +1,10 @@
-"""The offline digester: the digest built from what the session itself says, with no network.
+"""The offline digester: the digest distilled from what the session itself says, with no network.
 
-It fills the schema (core/digest/schema.py) deterministically from the user's typed prompts, the
-assistant's closing message of each exchange, the tools used and the files touched. It needs no
-key, so the whole product runs on a fresh machine; an LLM digester (Gemini/Vertex,
-core/digest/llm.py) writes better prose into the same fields.
+It fills the schema (core/digest/schema.py) deterministically with short lines in the session's
+own words (core/digest/distil.py picks them): the plan and the prompts that asked for something,
+the causes and failures met, the commits, pull requests, decisions and outcomes, and what is
+left. It needs no key, so the whole product runs on a fresh machine; an LLM digester
+(core/digest/llm.py) writes better prose into the same fields.
 """
 
 import re
@@ -14,6 +15,22 @@ from pathlib import PurePosixPath, PureWindowsPath
 
 from librarian_dagster.core.capture.transcripts import Session
 from librarian_dagster.core.capture.turns import Turn
+from librarian_dagster.core.digest.distil import (
+    Plan,
+    commit_subjects,
+    cut,
+    error_line,
+    findings,
+    headline,
+    is_filler,
+    lead,
+    marked,
+    outcomes,
+    plan_of,
+    pull_request_numbers,
+    pull_request_title,
+    sentences,
+)
 from librarian_dagster.core.digest.schema import DIGEST_VERSION, Digest, DigestResult
 
 # -- what the session says ------------------------------------------------------------------------
@@ -63,9 +80,10 @@ def exchanges(turns: Iterable[Turn]) -> list[Exchange]:
             if use.is_error:
                 pending_errors.add(len(result) - 1)
         if turn.kind == "tool_result" and (len(result) - 1) in pending_errors and turn.text:
-            first = _first_line(turn.text)
-            if first and len(current.errors) < 3:
-                current.errors.append(first)
+            # What failed, not the bare "Exit code 1" above it.
+            failed = error_line(turn.text)
+            if failed and len(current.errors) < 3:
+                current.errors.append(failed)
             pending_errors.discard(len(result) - 1)
     return result
 
@@ -74,12 +92,8 @@ def exchanges(turns: Iterable[Turn]) -> list[Exchange]:
 
 _PROBLEM_WORDS = re.compile(
     r"\b(error|errors|fail\w*|bug|broken|crash\w*|exception|panic\w*|traceback|wrong|"
-    r"doesn'?t work|not working|issue|regress\w*|flaky|hang\w*|timeout|leak\w*)\b",
-    re.IGNORECASE,
-)
-_OPEN_WORDS = re.compile(
-    r"\b(todo|next step\w*|follow[- ]up|remaining|not yet|still need\w*|left to|later|"
-    r"should also|could also|open question\w*|unresolved|out of scope)\b",
+    r"doesn'?t work|not working|issue|regress\w*|flaky|hang\w*|timeout|leak\w*|"
+    r"erro|falha\w*|quebr\w*|não funciona)\b",
     re.IGNORECASE,
 )
 _LANGUAGES = {
@@ -95,78 +109,165 @@ _COMMAND_TAGS = {
     "pip": "python", "kubectl": "kubernetes", "terraform": "terraform", "psql": "postgres",
 }  # fmt: skip
 
-_MAX_WORKED_ON = 12
-_MAX_SOLUTION = 12
-_PROMPT_CHARS = 300
-_REPLY_CHARS = 420
+DIGEST_BUDGET = 1_900
+"""Characters of bullets a digest holds at most (its summary, headings and files line aside):
+about 2,000 rendered. Lines are taken a section at a time, best first, until it is spent."""
+_MAX_FILES = 6
 
 
 class OfflineDigester:
-    """Builds the digest from the session's own words and actions; deterministic, no network."""
+    """Distils the digest from the session's own words and actions; deterministic, no network.
+
+    Each section gets candidate lines, best first (core/digest/distil.py picks them): what we
+    worked on is the plan the session started from and the prompts that asked for something;
+    the problem, the causes the replies name, the prompts that report a fault and the line of
+    a failed command that says what failed; how it was solved, the subjects of the commits the
+    session wrote, the pull requests it opened or worked on, the decisions its replies state and
+    what each closing reply says was done; what is left, the replies' sentences about next steps
+    and TODOs. The sections then take a line each in turn until DIGEST_BUDGET is spent, so a
+    long session fills its digest with its best lines, not its first ones.
+    """
 
     model_name = f"offline-v{DIGEST_VERSION}"
 
     def digest(self, session: Session, known_tags: Sequence[str] = ()) -> DigestResult:
         parts = exchanges(session.turns)
-        prompts = [x.prompt for x in parts if x.prompt]
+        asked = [x for x in parts if x.prompt and not is_filler(x.prompt)]
+        plans = [plan for x in asked if (plan := plan_of(x.prompt))]
         edited = _ranked(f for x in parts for f in x.files_edited)
         commands = [c for x in parts for c in x.commands]
-
-        worked_on = _dedupe(_shorten(p, _PROMPT_CHARS) for p in _spread(prompts, _MAX_WORKED_ON))
+        candidates = {
+            "worked_on": _worked_on(asked, plans),
+            "problem": _problem(parts, asked),
+            "solution": _solution(parts, commands),
+            "open_items": _open_items(parts),
+        }
+        chosen = _within_budget(candidates, DIGEST_BUDGET)
         if edited:
-            worked_on.append("Files changed: " + ", ".join(_short_path(f) for f in edited[:8]))
-
-        problem = _dedupe(_shorten(p, _PROMPT_CHARS) for p in prompts if _PROBLEM_WORDS.search(p))[
-            :5
-        ]
-        problem += _dedupe("Error seen: " + _shorten(e, 200) for x in parts for e in x.errors)[:3]
-
-        closing = [_shorten(x.replies[-1], _REPLY_CHARS) for x in parts if x.replies]
-        solution = _dedupe(_spread(closing, _MAX_SOLUTION))
-        notable = _notable_commands(commands)
-        if notable:
-            solution.append("Commands run: " + "; ".join(notable))
-
-        open_items = self._open_items(parts)
-        summary = self._summary(session, prompts, edited)
+            chosen["worked_on"].append(
+                "Files changed: " + ", ".join(_short_path(f) for f in edited[:_MAX_FILES])
+            )
+        summary = _summary(session, asked, plans, edited)
         return DigestResult(
             digest=Digest(
                 summary=summary,
-                worked_on=worked_on or [summary],
-                problem=problem,
-                solution=solution,
-                open_items=open_items,
+                worked_on=chosen["worked_on"] or [summary],
+                problem=chosen["problem"],
+                solution=chosen["solution"],
+                open_items=chosen["open_items"],
                 tags=_tags(edited + [f for x in parts for f in x.files_read], commands),
                 domain="technical" if (edited or commands) else "reflections",
-                importance=_importance(len(prompts), len(edited)),
+                importance=_importance(len(asked), len(edited)),
             ),
             model=self.model_name,
         )
 
-    @staticmethod
-    def _open_items(parts: Sequence[Exchange]) -> list[str]:
-        if not parts:
-            return []
-        last = parts[-1]
-        if last.prompt and not last.replies:
-            return ["Unanswered at the end: " + _shorten(last.prompt, _PROMPT_CHARS)]
-        if not last.replies:
-            return []
-        sentences = re.split(r"(?<=[.!?])\s+|\n+", last.replies[-1])
-        hits = [_shorten(s.strip(" -*#"), 240) for s in sentences if _OPEN_WORDS.search(s)]
-        return _dedupe(h for h in hits if len(h) > 12)[:5]
 
-    @staticmethod
-    def _summary(session: Session, prompts: Sequence[str], edited: Sequence[str]) -> str:
-        if session.title:
-            head = session.title.strip().rstrip(".")
-        elif prompts:
-            head = _first_sentence(prompts[0])
-        else:
-            head = "Session with no typed prompt"
-        where = f" in {session.project}" if session.project else ""
-        touched = f" ({len(edited)} files changed)" if edited else ""
-        return _shorten(f"{head}{where}{touched}.", 240)
+def files_changed(session: Session, limit: int) -> list[str]:
+    """The files the session edited, most edited first, relative to its cwd where under it."""
+    edited = _ranked(f for x in exchanges(session.turns) for f in x.files_edited)
+    cwd = (session.cwd or "").rstrip("/\\")
+    if cwd:
+        edited = [f[len(cwd) + 1 :] if f.startswith((cwd + "/", cwd + "\\")) else f for f in edited]
+    return list(dict.fromkeys(edited))[:limit]
+
+
+def _worked_on(asked: Sequence[Exchange], plans: Sequence[Plan]) -> list[str]:
+    lines = [
+        line
+        for p in plans
+        for line in (
+            f"Plan: {p.title}",
+            p.context,
+            ("Steps: " + "; ".join(p.steps)) if p.steps else "",
+        )
+        if line
+    ]
+    prompts = [headline(x.prompt) for x in asked if not plan_of(x.prompt)]
+    # The first ask says what the session set out to do; of the others, the longest say most.
+    best = sorted(range(len(prompts)), key=lambda i: (i > 0, -len(prompts[i]), i))
+    return _dedupe(lines + [prompts[i] for i in best])
+
+
+def _problem(parts: Sequence[Exchange], asked: Sequence[Exchange]) -> list[str]:
+    causes = [s for x in parts for r in x.replies for s in marked(r, "cause")]
+    found = [s for x in parts for r in x.replies for s in findings(r)]
+    reported = [
+        s
+        for x in asked
+        if not plan_of(x.prompt)
+        for s in [*sentences(x.prompt), x.prompt][:1]
+        if _PROBLEM_WORDS.search(x.prompt)
+    ]
+    failed = ["Failed: " + e for x in parts for e in x.errors]
+    return _interleave(causes, found, [cut(r) for r in reported], failed)
+
+
+def _solution(parts: Sequence[Exchange], commands: Sequence[str]) -> list[str]:
+    commits = ["Commit: " + s for c in commands for s in commit_subjects(c)]
+    opened = ["Opened pull request: " + t for c in commands if (t := pull_request_title(c))]
+    numbers = _dedupe(
+        n for text in [*commands, *(r for x in parts for r in x.replies)]
+        for n in pull_request_numbers(text)
+    )  # fmt: skip
+    prs = [("Pull requests: #" + ", #".join(numbers[:6]))] if numbers else []
+    decisions = [s for x in parts for r in x.replies for s in marked(r, "decision")]
+    # The last exchange's outcome first: a session's closing reply says what it came to.
+    closing = [x.replies[-1] for x in reversed(parts) if x.replies]
+    done = _interleave(*map(outcomes, closing))
+    # What each closing reply says first, its outcome verbs or not: the assistant's own summary.
+    said = [lead(reply) for reply in closing]
+    return _interleave(prs + opened + commits, done, decisions, said)
+
+
+def _open_items(parts: Sequence[Exchange]) -> list[str]:
+    if not parts:
+        return []
+    last = parts[-1]
+    if last.prompt and not last.replies and not is_filler(last.prompt):
+        return ["Unanswered at the end: " + headline(last.prompt)]
+    # What the last exchanges' closing replies say is left: earlier ones were left and then done.
+    return [s for x in parts[-2:] if x.replies for s in marked(x.replies[-1], "open")]
+
+
+def _summary(
+    session: Session, asked: Sequence[Exchange], plans: Sequence[Plan], edited: Sequence[str]
+) -> str:
+    if session.title:
+        head = session.title.strip().rstrip(".")
+    elif plans:
+        head = plans[0].title
+    elif asked:
+        head = headline(asked[0].prompt)
+    else:
+        head = "Session with no typed prompt"
+    where = f" in {session.project}" if session.project else ""
+    if session.git_branch and session.git_branch not in ("main", "master", "HEAD"):
+        where += f" on {session.git_branch}"
+    touched = f" ({len(edited)} files changed)" if edited else ""
+    return cut(f"{head}{where}{touched}.", 240)
+
+
+def _interleave(*ranked: Sequence[str]) -> list[str]:
+    """Lines of several ranked lists, taking each list's next best in turn, duplicates once."""
+    out: list[str] = []
+    for i in range(max((len(r) for r in ranked), default=0)):
+        out += [r[i] for r in ranked if i < len(r)]
+    return _dedupe(out)
+
+
+def _within_budget(candidates: dict[str, list[str]], budget: int) -> dict[str, list[str]]:
+    """Each section's best lines, a section at a time, until `budget` characters are spent;
+    every section keeps its lines' order."""
+    chosen: dict[str, list[str]] = {key: [] for key in candidates}
+    spent, depth = 0, 0
+    while any(depth < len(lines) for lines in candidates.values()):
+        for key, lines in candidates.items():
+            if depth < len(lines) and spent + len(lines[depth]) <= budget:
+                chosen[key].append(lines[depth])
+                spent += len(lines[depth])
+        depth += 1
+    return chosen
 
 
 # -- helpers --------------------------------------------------------------------------------------
@@ -180,50 +281,23 @@ _BARE_COMMAND = re.compile(r"^/[\w:-]+$")
 
 
 def _clean(text: str) -> str:
+    """The prompt the user typed, its lines kept (a plan's headings end at theirs)."""
     text = _INJECTED.sub(" ", text)
     text = _TAG_NOISE.sub(" ", text)
-    return re.sub(r"\s+", " ", text).strip()
-
-
-def _first_line(text: str) -> str:
-    for line in text.splitlines():
-        line = line.strip()
-        if line:
-            return line
-    return ""
-
-
-def _first_sentence(text: str) -> str:
-    match = re.match(r"(.{12,200}?[.!?])(\s|$)", text)
-    return (match.group(1) if match else _shorten(text, 160)).rstrip(".!? ")
-
-
-def _shorten(text: str, limit: int) -> str:
-    text = re.sub(r"\s+", " ", text).strip()
-    if len(text) <= limit:
-        return text
-    cut = text[: limit - 1]
-    space = cut.rfind(" ")
-    return (cut[:space] if space > limit * 0.6 else cut).rstrip(",;: ") + "…"
+    text = re.sub(r"[ \t\r\f\v]+", " ", text)
+    return re.sub(r" ?\n[ \n]*", "\n", text).strip()
 
 
 def _dedupe(items: Iterable[str]) -> list[str]:
+    """Each line once: the same words with another case or closing stop count as the same."""
     seen: set[str] = set()
     out: list[str] = []
     for item in items:
-        key = item.casefold()
+        key = item.casefold().rstrip(".!?\u2026 ")
         if item and key not in seen:
             seen.add(key)
             out.append(item)
     return out
-
-
-def _spread(items: Sequence[str], limit: int) -> list[str]:
-    """At most `limit` items, spread evenly over the session and always keeping the first/last."""
-    if len(items) <= limit:
-        return list(items)
-    step = (len(items) - 1) / (limit - 1)
-    return [items[round(i * step)] for i in range(limit)]
 
 
 def _ranked(items: Iterable[str]) -> list[str]:
@@ -233,11 +307,6 @@ def _ranked(items: Iterable[str]) -> list[str]:
 def _short_path(path: str) -> str:
     pure = PureWindowsPath(path) if "\\" in path else PurePosixPath(path)
     return "/".join(pure.parts[-3:])
-
-
-def _notable_commands(commands: Sequence[str]) -> list[str]:
-    ranked = _ranked(_shorten(_first_line(c), 80) for c in commands if c.strip())
-    return ranked[:5]
 
 
 def _tags(files: Sequence[str], commands: Sequence[str]) -> list[str]:

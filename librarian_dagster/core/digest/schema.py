@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from librarian_dagster.core.capture.transcripts import Session
 
-DIGEST_VERSION = 1
+DIGEST_VERSION = 2
 """Bump when the digest's shape or the offline digester's rules change: stored memories with an
 older version are rebuilt on their next run."""
 

@@ -19,7 +19,7 @@ from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.queries import SearchFilters
 from librarian_dagster.core.store.ranking import DEFAULT_BOOSTS, Boosts, RecallContext
 from librarian_dagster.core.store.rows import ChunkResult, EmbeddingSpace, SearchResult
-from librarian_dagster.core.store.search import Search, SearchMode
+from librarian_dagster.core.store.search import Layers, Search, SearchMode
 
 MAX_RESULTS = 50
 """The most chunks one question may ask for."""
@@ -104,6 +104,7 @@ def recall(
     mode: SearchMode = "hybrid",
     boosts: Boosts = DEFAULT_BOOSTS,
     context: RecallContext | None = None,
+    layers: Layers = "both",
 ) -> SearchResult:
     """Embed the query with `embedder` and search the memories made with the same model.
 
@@ -124,6 +125,7 @@ def recall(
         mode=mode,
         boosts=boosts,
         context=context,
+        layers=layers,
     )
     hits = [_with_prior(h, context) for h in hits]
     if not hits:

@@ -31,7 +31,7 @@ from librarian_dagster.core.recall.answer import MAX_RESULTS, recall
 from librarian_dagster.core.store.memories import Memories
 from librarian_dagster.core.store.queries import SearchFilters
 from librarian_dagster.core.store.ranking import DEFAULT_BOOSTS, Boosts
-from librarian_dagster.core.store.search import Search, SearchMode
+from librarian_dagster.core.store.search import Layers, Search, SearchMode
 
 RECALL_KS = (1, 5, 10)
 """The recall@k every report has; a headline k other than these is added to them."""
@@ -319,6 +319,7 @@ def session_asker(
     min_relevance: float = 0.0,
     mode: SearchMode = "hybrid",
     boosts: Boosts = DEFAULT_BOOSTS,
+    layers: Layers = "both",
 ) -> Ask:
     """`ask` over `recall`: sessions ranked by their best chunk among the top 50 chunks."""
 
@@ -333,6 +334,7 @@ def session_asker(
             min_relevance=min_relevance,
             mode=mode,
             boosts=boosts,
+            layers=layers,
         )
         return list(_distinct(hit.session_id for hit in result.results))
 
@@ -349,15 +351,19 @@ def compare_modes(
     modes: Sequence[SearchMode] = MODES,
     ks: Iterable[int] = RECALL_KS,
     progress: Callable[[SearchMode, int, int], None] | None = None,
+    layers: Layers = "both",
 ) -> dict[SearchMode, Report]:
-    """The same questions through each search mode, every one at the same `min_relevance`."""
+    """The same questions through each search mode, every one at the same `min_relevance` and
+    over the same `layers`."""
     # Each question is embedded once, not once per mode: the vector is the same for all three.
     cached = _QueryCache(embedder)
     ks = tuple(ks)
     reports: dict[SearchMode, Report] = {}
     for mode in modes:
         step = None if progress is None else _progress_for(progress, mode)
-        ask = session_asker(search, cached, min_relevance=min_relevance, mode=mode, boosts=boosts)
+        ask = session_asker(
+            search, cached, min_relevance=min_relevance, mode=mode, boosts=boosts, layers=layers
+        )
         reports[mode] = evaluate(questions, ask, ks=ks, progress=step)
     return reports
 

@@ -51,6 +51,8 @@ _PLACEHOLDER_WORDS = (
     "insert",
     "replace",
 )
+
+
 # A placeholder word counts where it stands as a word: at an end of the value or beside a
 # non-letter (`your_api_key`, `sk_test_xxxx`, `MOCK-TOKEN`, `AKIA...EXAMPLE`). Inside a run of
 # random letters it is chance: one 32-character token in 5,000 holds a `todo`, `mock`, `null`...
@@ -59,8 +61,7 @@ def _placeholder_re(word: str) -> re.Pattern[str]:
     those with a non-letter in them anywhere."""
     return re.compile(
         "|".join(
-            word.format(w=re.escape(w)) if w.isalpha() else re.escape(w)
-            for w in _PLACEHOLDER_WORDS
+            word.format(w=re.escape(w)) if w.isalpha() else re.escape(w) for w in _PLACEHOLDER_WORDS
         )
     )
 

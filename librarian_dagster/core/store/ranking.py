@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from librarian_dagster.core.digest.distil import cut
+
 # Reciprocal-rank-fusion constant: 60 is the value from Cormack et al. that most hybrid
 # search engines keep; it damps the difference between the first few ranks of either list.
 RRF_K = 60
@@ -92,21 +94,12 @@ def highlights(facts: dict[str, Any], shown: Sequence[dict[str, Any]]) -> list[s
         found += [bullets[row] for bullets in sections if row < len(bullets)]
     lines: list[str] = []
     for text in found:
-        line = _cut(" ".join(str(text).split()), HIGHLIGHT_CHARS)
+        line = cut(str(text), HIGHLIGHT_CHARS)
         if line and line not in lines:
             lines.append(line)
         if len(lines) == HIGHLIGHTS:
             break
     return lines
-
-
-def _cut(text: str, limit: int) -> str:
-    """At most `limit` characters, cut at a word with an ellipsis that says so."""
-    if len(text) <= limit:
-        return text
-    head = text[: limit - 1]
-    space = head.rfind(" ")
-    return (head[:space] if space > limit // 2 else head).rstrip() + "\u2026"
 
 
 def fuse_sessions(lists: Sequence[tuple[float, Sequence[str]]]) -> dict[str, float]:

@@ -12,7 +12,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from librarian_dagster.core.capture.transcripts import Session
+from librarian_dagster.core.digest.offline import files_changed
 from librarian_dagster.core.digest.schema import Digest, DigestRecord, Domain, render_digest
+
+MAX_FILES = 20
 
 
 class SessionFacts(BaseModel):
@@ -32,6 +35,11 @@ class SessionFacts(BaseModel):
     tags: list[str]
     importance: int = Field(ge=1, le=5, description="1 trivial ... 5 a decision worth recalling.")
     turns: int = 0
+    files: list[str] = Field(
+        default=[],
+        description="The files the session changed, most edited first (at most "
+        f"{MAX_FILES}), relative to its working directory where they are under it.",
+    )
 
 
 class MemoryRecord(SessionFacts):
@@ -89,6 +97,7 @@ def memory_of(session: Session, digested: DigestRecord, embedding_model: str) ->
         digest_input_tokens=digested.input_tokens,
         digest_output_tokens=digested.output_tokens,
         turns=len(session.turns),
+        files=files_changed(session, MAX_FILES),
         source_fingerprint=session.fingerprint or None,
     )
 
@@ -133,11 +142,17 @@ class ChunkResult(BaseModel):
     position: int = Field(description="The bullet's place in its section, from 0.")
     project: str
     date: datetime | None = Field(description="When the session ended.")
+    started_at: datetime | None = Field(default=None, description="When the session began.")
     summary: str = Field(description="One-sentence summary of the whole session.")
     domain: Domain
     tags: list[str]
     title: str | None = Field(default=None, description="The session's title, when it has one.")
     git_branch: str | None = Field(default=None, description="The git branch it worked on.")
+    files: list[str] = Field(
+        default=[],
+        description="The files the session changed, most edited first, relative to its working "
+        "directory: check them against the repository to see whether the memory still holds.",
+    )
     highlights: list[str] = Field(
         default=[],
         description="Up to 3 distilled lines of the session's digest (solution, problem, open "

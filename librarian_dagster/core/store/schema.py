@@ -226,6 +226,15 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         END $$;
         """,
     ),
+    (
+        10,
+        """
+        -- The files each session changed, most edited first: a result names them, and the
+        -- prompt hook checks them against the repository (docs/decisions/0031). A session
+        -- stored before has none until it is written again (its digest version is older).
+        ALTER TABLE memories ADD COLUMN files text[] NOT NULL DEFAULT '{}';
+        """,
+    ),
 )
 
 # Serialises migrations between processes that start together (webserver, daemon, MCP server).

@@ -55,6 +55,10 @@ from librarian_dagster.core.store.rows import ChunkResult, EmbeddingSpace
 SearchMode = Literal["hybrid", "vector", "text"]
 """Both ranked lists fused (the product), or one alone (to measure what each brings)."""
 
+Layers = Literal["both", "bullets", "exchanges"]
+"""Which layers a search reads: both (the product), or one alone (to measure what each brings:
+`librarian eval --layer`). The sessions' mean vectors are the exchange layer's."""
+
 # Threads that run the bullets' and the sessions' vector lists, each on a connection of its own,
 # while the search's own thread runs the exchanges': three index scans at once on three server
 # processes, not one after the other.
@@ -110,6 +114,7 @@ class Search:
         max_per_session: int = 2,
         mode: SearchMode = "hybrid",
         boosts: Boosts = DEFAULT_BOOSTS,
+        layers: Layers = "both",
         judged: Callable[[str, Evidence, SpaceCalibration], None] | None = None,
         context: RecallContext | None = None,
     ) -> list[ChunkResult]:
@@ -118,8 +123,8 @@ class Search:
         Sessions are ranked by reciprocal-rank fusion of four lists: each layer (digest bullets,
         exchanges) searched by vector (HNSW cosine) and by BM25 over PostgreSQL's lexemes; each
         list gives a session one vote, at the rank of its best chunk there, whatever the number
-        of chunks a layer holds per session. `mode` keeps the vector or the text lists alone, to
-        measure what each brings. Each session's chunks carry its relevance
+        of chunks a layer holds per session. `mode` keeps the vector or the text lists alone, and
+        `layers` one layer, to measure what each brings. Each session's chunks carry its relevance
         (core/recall/relevance.py) as their score; at most `max_per_session` chunks of one session
         are returned, the ones ranked best across the lists, so one long session cannot fill the
         answer.
@@ -162,12 +167,16 @@ class Search:
         total_idf = math.fsum(idf.values()) or None
         chunk_lists: list[list[tuple[int, str]]] = []
         ranked: list[tuple[float, Sequence[str]]] = []
+        read = {"bullets": layers != "exchanges", "exchanges": layers != "bullets"}
         if mode != "text":
-            bullets, exchanges, whole = self._vector_lists(dim, where, params)
+            bullets, exchanges, whole = self._vector_lists(dim, where, params, read)
             chunk_lists += [bullets, exchanges]
             ranked += [(1.0, sessions_of(bullets)), (1.0, sessions_of(exchanges)), (1.0, whole)]
         if mode != "vector":
-            bm25 = [scored.top(False, CANDIDATES), scored.top(True, CANDIDATES)]
+            bm25 = [
+                scored.top(False, CANDIDATES) if read["bullets"] else [],
+                scored.top(True, CANDIDATES) if read["exchanges"] else [],
+            ]
             chunk_lists += bm25
             # BM25 votes as far as the question's own words are in the store: the share of the
             # question's idf mass its best chunk holds. A question in a user's own words, which
@@ -227,6 +236,7 @@ class Search:
                     project=facts["project"], date=facts["date"], summary=facts["summary"],
                     domain=facts["domain"], tags=facts["tags"], title=facts["title"],
                     git_branch=facts["git_branch"], highlights=lines,
+                    started_at=facts["started_at"], files=facts["files"],
                     context=relations.get(session_id),
                 ))  # fmt: skip
         return results[:limit]
@@ -270,12 +280,12 @@ class Search:
         return calibration
 
     def _vector_lists(
-        self, dim: int, where: str, params: dict[str, Any]
+        self, dim: int, where: str, params: dict[str, Any], read: dict[str, bool]
     ) -> tuple[list[tuple[int, str]], list[tuple[int, str]], list[str]]:
         """By cosine over the HNSW indexes: the `CANDIDATES` nearest chunks of each layer
         (bullets, exchanges: (chunk id, session id), nearest first) and the nearest sessions as
-        a whole (their mean vectors). The bullets and the sessions run in side threads, at the
-        same time as the exchanges in this one."""
+        a whole (their mean vectors); a layer not `read` gives empty lists. The bullets and the
+        sessions run in side threads, at the same time as the exchanges in this one."""
 
         def nearest(table: str, layer: str) -> list[tuple[int, str]]:
             # Only a filter needs the memories row: without one the plan is the index scan alone.
@@ -295,10 +305,20 @@ class Search:
             rows.sort(key=lambda r: (r["distance"], r["id"], r["session_id"]))
             return [(r["id"], r["session_id"]) for r in rows]
 
-        bullets = _SIDE_READS.submit(nearest, "indexed_chunks", f"AND c.section <> '{EXCHANGE}'")
+        if not read["exchanges"]:
+            return nearest("indexed_chunks", f"AND c.section <> '{EXCHANGE}'"), [], []
+        bullets = (
+            _SIDE_READS.submit(nearest, "indexed_chunks", f"AND c.section <> '{EXCHANGE}'")
+            if read["bullets"]
+            else None
+        )
         whole = _SIDE_READS.submit(nearest, "session_vectors", "")
         exchanges = nearest("indexed_chunks", f"AND c.section = '{EXCHANGE}'")
-        return bullets.result(), exchanges, [session for _, session in whole.result()]
+        return (
+            bullets.result() if bullets else [],
+            exchanges,
+            [session for _, session in whole.result()],
+        )
 
 
 def _session_facts(
@@ -312,7 +332,8 @@ def _session_facts(
                m.summary, m.domain, m.tags, e.exchange_cosine, e.digest_cosine,
                1 - (v.embedding::vector({dim}) <=> %(vector)s::vector({dim}))
                    AS session_cosine,
-               m.title, m.git_branch, m.digest -> 'solution' AS solution,
+               m.title, m.git_branch, m.started_at, m.files,
+               m.digest -> 'solution' AS solution,
                m.digest -> 'problem' AS problem, m.digest -> 'open_items' AS open_items
         FROM memories m JOIN (
             SELECT c.session_id,

@@ -1,0 +1,54 @@
+"""Results as session cards: which session each is, what it found, decided or fixed, and which
+files it changed, enough to judge it without asking for its digest (`librarian search`).
+
+The MCP tool returns the same facts as fields of each result (core/store/rows.py: ChunkResult);
+the prompt hook renders its own, with the standard library only (hooks/librarian_recall.py).
+"""
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from librarian_dagster.core.digest.distil import cut
+from librarian_dagster.core.store.rows import ChunkResult
+
+SHOWN_FILES = 4
+MATCH_CHARS = 200
+
+
+def render_cards(results: Sequence[ChunkResult]) -> str:
+    """One card per session, best first; a session's matched chunks under its card."""
+    by_session: dict[str, list[ChunkResult]] = {}
+    for hit in results:
+        by_session.setdefault(hit.session_id, []).append(hit)
+    cards = []
+    for rank, hits in enumerate(by_session.values(), 1):
+        first = hits[0]
+        where = " · ".join(
+            part
+            for part in (first.project, first.git_branch, _dates(first.started_at, first.date))
+            if part
+        )
+        lines = [f"{rank}. {where} · relevance {first.score:.2f}"]
+        lines.append(f"   {first.title or first.summary}")
+        if first.title and first.summary:
+            lines.append(f"   {first.summary}")
+        lines += [f"   - {line}" for line in first.highlights]
+        if first.files:
+            more = len(first.files) - SHOWN_FILES
+            lines.append(
+                "   files: "
+                + ", ".join(first.files[:SHOWN_FILES])
+                + (f" (+{more} more)" if more > 0 else "")
+            )
+        for hit in hits:
+            lines.append(f"   matched ({hit.section}): {cut(hit.text, MATCH_CHARS)}")
+        lines.append(f"   session {first.session_id}")
+        cards.append("\n".join(lines))
+    return "\n\n".join(cards)
+
+
+def _dates(started: datetime | None, ended: datetime | None) -> str:
+    days = [d.date().isoformat() for d in (started, ended) if d is not None]
+    if len(days) == 2 and days[0] == days[1]:
+        days = days[:1]
+    return " to ".join(days)

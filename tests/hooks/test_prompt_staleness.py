@@ -1,0 +1,142 @@
+"""user_prompt_submit.py, recall: each recalled session is named with its dates and the files it
+changed, and a session of this repository is marked when those files changed since it ended.
+
+Real repositories made by git; the recall server is a stand-in that answers with one session of
+this project (`context: project`) whose files and end time the test chooses. Whatever git says or
+fails to say, the hook ends in "recall added" within its deadline.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from hookutil import answering, user_prompt_event
+
+PROMPT = "How did we fix the SQLite database is locked error in the ingest worker?"
+ENDED = "2026-01-15T10:00:00.123000Z"
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+
+
+def _git(cwd: Path, *args: str, when: str = "2026-01-01T00:00:00Z") -> None:
+    env = {
+        **os.environ,
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_DATE": when,
+        "GIT_COMMITTER_DATE": when,
+    }
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        env=env,
+    )
+
+
+def _commit(repo: Path, files: dict[str, str], when: str) -> None:
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text, encoding="utf-8")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", f"at {when}", when=when)
+
+
+def _repo(root: Path) -> Path:
+    root.mkdir(parents=True)
+    _git(root, "init", "-q", "-b", "main")
+    first = {"ingest/worker.py": "v1", "ingest/db.py": "v1", "README.md": "v1"}
+    _commit(root, first, "2026-01-01T00:00:00Z")
+    return root
+
+
+def _answer(context: str | None = "project") -> dict:
+    return {
+        "results": [
+            {
+                "text": "Set busy_timeout on the SQLite connection.",
+                "session_id": "s1",
+                "section": "solution",
+                "project": "alpha",
+                "started_at": "2026-01-14T09:00:00Z",
+                "date": ENDED,
+                "summary": "Fixed the database is locked error in the ingest worker.",
+                "git_branch": "fix/locked",
+                "title": "SQLite locked",
+                "files": ["ingest/worker.py", "ingest/db.py", "tests/test_worker.py"],
+                "highlights": ["Set busy_timeout on the SQLite connection."],
+                "context": context,
+            }
+        ]
+    }
+
+
+def _context(hooks, cwd: Path, answer: dict, timeout_ms: int = 2000) -> str:
+    env = {"LIBRARIAN_RECALL": "on", "LIBRARIAN_RECALL_TIMEOUT_MS": str(timeout_ms)}
+    with answering(200, answer) as server:
+        env["LIBRARIAN_RECALL_URL"] = server.url + "/recall"
+        proc = hooks.run("user_prompt_submit", user_prompt_event(str(cwd), prompt=PROMPT), env)
+    assert proc.returncode == 0, proc.stderr
+    assert "recall added" in hooks.log_lines()[-1], hooks.log_lines()[-1]
+    return json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+def test_a_session_whose_files_changed_since_is_marked_with_how_many(hooks, tmp_path):
+    repo = _repo(tmp_path / "repo")
+    _commit(repo, {"ingest/worker.py": "v2"}, "2026-02-01T00:00:00Z")
+    _commit(repo, {"README.md": "v2"}, "2026-02-02T00:00:00Z")
+    _commit(repo, {"ingest/db.py": "v2", "README.md": "v3"}, "2026-02-03T00:00:00Z")
+    text = _context(hooks, repo, _answer())
+    head = next(line for line in text.splitlines() if line.startswith("- session s1"))
+    assert "2026-01-14 to 2026-01-15" in head
+    assert "branch fix/locked" in head
+    assert "2 of its 3 files changed since, 3 commits" in head
+    assert "  - files: ingest/worker.py, ingest/db.py, tests/test_worker.py" in text
+
+
+def test_no_commit_since_says_so_and_an_old_change_does_not_count(hooks, tmp_path):
+    repo = _repo(tmp_path / "repo")  # its only commit is before the session ended
+    text = _context(hooks, repo, _answer())
+    assert "no commits since" in text
+    assert "files changed since" not in text
+
+
+def test_silent_outside_a_repository_and_for_another_project_s_session(hooks, tmp_path):
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    text = _context(hooks, bare, _answer())
+    assert "since" not in text and "files: ingest/worker.py" in text
+    repo = _repo(tmp_path / "repo")
+    _commit(repo, {"ingest/worker.py": "v2"}, "2026-02-01T00:00:00Z")
+    # The same files, but the server says the session is not of this project: no claim made.
+    assert "since" not in _context(hooks, repo, _answer(context=None))
+
+
+def test_a_git_that_hangs_costs_the_mark_not_the_context(hooks, tmp_path):
+    repo = _repo(tmp_path / "repo")
+    _commit(repo, {"ingest/worker.py": "v2"}, "2026-02-01T00:00:00Z")
+    # A `git` first on the hook's PATH that never answers: the hook gives it what is left of
+    # its deadline, then goes on without the mark (a hook that waited for it would not end
+    # before the test's own 60 s limit, which fails the test).
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    started = tmp_path / "git-started"
+    (fake / "git").write_text(f"#!/bin/sh\ntouch {started}\nexec sleep 120\n", encoding="utf-8")
+    (fake / "git").chmod(0o755)
+    env = {
+        "LIBRARIAN_RECALL": "on",
+        "LIBRARIAN_RECALL_TIMEOUT_MS": "1500",
+        "PATH": f"{fake}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    with answering(200, _answer()) as server:
+        env["LIBRARIAN_RECALL_URL"] = server.url + "/recall"
+        proc = hooks.run("user_prompt_submit", user_prompt_event(str(repo), prompt=PROMPT), env)
+    assert proc.returncode == 0, proc.stderr
+    assert started.exists()  # git was asked
+    assert "recall added" in hooks.log_lines()[-1], hooks.log_lines()[-1]
+    text = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "session s1" in text and "since" not in text
