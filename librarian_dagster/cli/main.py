@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "run",
     "backfill",
     "skip",
+    "forget",
     "query",
     "evaluate",
     "parse",

@@ -130,6 +130,17 @@ class Ledger:
             ).fetchall()
         return {(row["session_id"], row["fingerprint"]) for row in rows}
 
+    def forget_sources(self, session_ids: Sequence[str]) -> None:
+        """Drop what the ledger knows of these sessions: where their files were, what they held
+        last time, a deferral (`librarian forget`)."""
+        with self._db.connection() as conn, conn.transaction():
+            conn.execute(
+                "DELETE FROM session_sources WHERE session_id = ANY(%s)", (list(session_ids),)
+            )
+            conn.execute(
+                "DELETE FROM deferred_digests WHERE session_id = ANY(%s)", (list(session_ids),)
+            )
+
     # -- the skip list --------------------------------------------------------------------------
 
     def skip_list(self) -> SkipList:

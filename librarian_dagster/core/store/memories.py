@@ -299,6 +299,17 @@ def _count_chunks(conn: psycopg.Connection[Any], session_id: str, sign: int) -> 
         """,
         params,
     )
+    if sign < 0:
+        # A word no chunk holds any more is not kept as a row: a forgotten session's names
+        # must not stay readable in the statistics.
+        conn.execute(
+            """
+            DELETE FROM lexeme_df WHERE df <= 0 AND lexeme IN (
+                SELECT u.lexeme FROM indexed_chunks c, unnest(c.text_search) u
+                WHERE c.session_id = %(session)s)
+            """,
+            params,
+        )
 
 
 def _select_fields(model: type[BaseModel]) -> sql.Composed:

@@ -40,8 +40,9 @@ def memory(
                 f"{len(chunks)} chunks but {len(embedded.vectors)} vectors for session "
                 f"{key}: re-materialize chunk_embeddings"
             )
+        record = memory_of(session, digested, embedded.model)
         db.replace_memory(
-            memory_of(session, digested, embedded.model),
+            record,
             [
                 ChunkRecord(c.section, c.position, c.text, vector)
                 for c, vector in zip(chunks, embedded.vectors, strict=True)
@@ -54,6 +55,10 @@ def memory(
             "digest_chunks": len(digest_chunks[key]),
             "exchange_chunks": len(exchange_chunks[key]),
             "summary": digested.digest.summary,
+            # The memory readable in the UI, as get_digest returns it (`librarian forget`
+            # deletes the runs that hold it).
+            "digest": dg.MetadataValue.md(record.digest_text),
+            "files_changed": len(record.files),
             "embedding_model": embedded.model,
             "digest_model": digested.model,
         }

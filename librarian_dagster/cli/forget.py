@@ -1,0 +1,115 @@
+"""`librarian forget`: take sessions out of the memory, everywhere the product keeps them."""
+
+import argparse
+import sys
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from librarian_dagster.core.commandline import AddParser, iso_date
+
+if TYPE_CHECKING:
+    from librarian_dagster.core.store.memories import Memories
+    from librarian_dagster.core.store.rows import SessionInfo
+
+_SHOWN = 20  # sessions listed before asking; the rest are counted
+
+
+def register(add_parser: AddParser) -> None:
+    parser = add_parser(
+        "forget",
+        help="remove sessions from the memory, the staged files and Dagster's runs, and skip "
+        "them from now on",
+        description="Remove sessions everywhere Librarian keeps them: the memory and its chunks, "
+        "the staged files, the Dagster runs that materialized them and their partitions. They "
+        "go on the skip list, so they are never ingested again (`librarian skip --undo ID` "
+        "lets one back). A running recall server stops returning them at once.",
+    )
+    parser.add_argument("session_ids", nargs="*", metavar="SESSION_ID")
+    parser.add_argument("--project", help="every session of this project")
+    parser.add_argument(
+        "--before", type=iso_date, metavar="DATE", help="every session that ended before DATE"
+    )
+    parser.add_argument("--yes", action="store_true", help="do not ask first")
+    parser.set_defaults(handler=cmd_forget)
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    from librarian_dagster.core.capture.skips import valid_session_id
+    from librarian_dagster.core.settings import Settings
+    from librarian_dagster.core.store.store import open_store
+
+    if bool(args.session_ids) + (args.project is not None) + (args.before is not None) != 1:
+        print("librarian forget: give session ids, or one of --project P, --before DATE",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    bad = [s for s in args.session_ids if not valid_session_id(s)]
+    if bad:
+        print(f"librarian forget: not a session id: {bad[0]!r}", file=sys.stderr)
+        return 2
+    settings = Settings.from_env()
+    with open_store(settings) as store:
+        chosen = _chosen(args, store.memories)
+        if not chosen:
+            print("no remembered session matches: nothing to forget")
+            return 0
+        if not args.yes and not _confirmed(chosen, args.session_ids):
+            return 1
+        from librarian_dagster.dagster_internals import dispose_instance
+        from librarian_dagster.forget import forget_sessions
+        from librarian_dagster.ingest import open_instance
+
+        instance = open_instance(settings)
+        try:
+            done = forget_sessions(chosen, settings, store, instance)
+        finally:
+            dispose_instance(instance)
+    print(
+        f"forgot {len(done.sessions)} session(s): {done.memories} memories with their chunks, "
+        f"{done.staged_files} staged files, {len(done.runs)} Dagster run(s), "
+        f"{done.partitions} partition(s); on the skip list from now on"
+    )
+    if done.others:
+        print(
+            f"{len(done.others)} other session(s) ran in the same runs: their memories are kept, "
+            "their run history in the UI went with the runs (`librarian backfill` writes it "
+            "again): " + ", ".join(done.others[:_SHOWN])
+        )
+    return 0
+
+
+def _chosen(args: argparse.Namespace, memories: "Memories") -> list[str]:
+    """The session ids to forget: as given (remembered or not: a given id is also skipped), or
+    the remembered sessions of a project or ended before a date."""
+    if args.session_ids:
+        return list(dict.fromkeys(args.session_ids))
+    from librarian_dagster.core.store.queries import SearchFilters
+
+    chosen: list[str] = []
+    cursor = None
+    filters = SearchFilters(project=args.project, include_private=True)
+    while True:
+        page = memories.list_sessions(filters, 500, cursor)
+        chosen += [s.session_id for s in page.sessions if _matches(s, args.before)]
+        if page.next_cursor is None:
+            return chosen
+        cursor = page.next_cursor
+
+
+def _matches(session: "SessionInfo", before: datetime | None) -> bool:
+    if before is None:
+        return True
+    ended = session.ended_at or session.started_at
+    return ended is not None and ended < before
+
+
+def _confirmed(chosen: list[str], given: list[str]) -> bool:
+    if not given or len(chosen) > 1:
+        shown = ", ".join(chosen[:_SHOWN]) + (
+            f" and {len(chosen) - _SHOWN} more" if len(chosen) > _SHOWN else ""
+        )
+        print(f"{len(chosen)} session(s) to forget: {shown}")
+    if not sys.stdin.isatty():
+        print("librarian forget: add --yes to forget them (nothing was changed)", file=sys.stderr)
+        return False
+    answer = input(f"Forget {len(chosen)} session(s) everywhere? This cannot be undone [y/N] ")
+    return answer.strip().lower() in ("y", "yes")

@@ -1,0 +1,140 @@
+"""`librarian forget`: a session ingested through the real job is taken out of everything the
+product keeps (the store and its statistics, the staged files, Dagster's runs, event metadata and
+partitions), is never ingested again, and a search that was already running stops finding it."""
+
+import os
+
+import dagster as dg
+import psycopg
+
+from librarian_dagster.core.capture.files import session_files_for
+from librarian_dagster.core.models.minilm import local_embedder
+from librarian_dagster.core.recall.answer import recall
+from librarian_dagster.core.store.queries import SearchFilters
+from librarian_dagster.core.store.store import Store
+from librarian_dagster.dagster_internals import dispose_instance
+from librarian_dagster.defs.partitions import SESSIONS, STAGES, session_id_of
+from librarian_dagster.ingest import ingest_sessions, open_instance
+from tests.helpers import make_settings, write_transcript
+
+PRIVATE = "11111111-1111-1111-1111-111111111111"
+KEPT = ("22222222-2222-2222-2222-222222222222", "33333333-3333-3333-3333-333333333333")
+ALONE = "44444444-4444-4444-4444-444444444444"
+WORD = "zanzibarquokka"  # in the private session only, so any trace of it is found
+QUESTION = f"How did we fix the {WORD} cache test that hangs on CI?"
+
+
+def _env(settings, database_url: str) -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", ""),
+        "LIBRARIAN_HOME": str(settings.home),
+        "LIBRARIAN_MIRROR": str(settings.mirror),
+        "LIBRARIAN_DATABASE_URL": database_url,
+    }
+
+
+def _traces(database_url: str, session_id: str) -> dict[str, int]:
+    """Where the session, or its one word, can still be read in the database."""
+    with psycopg.connect(database_url) as conn:
+
+        def count(query: str, *params: object) -> int:
+            row = conn.execute(query, params).fetchone()
+            return int(row[0]) if row else 0
+
+        return {
+            "memories": count("SELECT count(*) FROM memories WHERE session_id = %s", session_id),
+            "chunks": count(
+                "SELECT count(*) FROM indexed_chunks WHERE session_id = %s", session_id
+            ),
+            "chunk text": count(
+                "SELECT count(*) FROM indexed_chunks WHERE text ILIKE %s", f"%{WORD}%"
+            ),
+            "session vector": count(
+                "SELECT count(*) FROM session_vectors WHERE session_id = %s", session_id
+            ),
+            "sources": count(
+                "SELECT count(*) FROM session_sources WHERE session_id = %s", session_id
+            ),
+            "lexeme": count("SELECT count(*) FROM lexeme_df WHERE lexeme LIKE %s", f"{WORD[:8]}%"),
+            # Dagster's storage is in the same database: every event of every run, raw.
+            "dagster events": count(
+                "SELECT count(*) FROM event_logs WHERE event LIKE %s OR event LIKE %s",
+                f"%{session_id}%",
+                f"%{WORD}%",
+            ),
+        }  # fmt: skip
+
+
+def test_forget_leaves_nothing_readable_and_keeps_it_out(tmp_path, database_url, librarian_cli):
+    folder = tmp_path / "mirror" / "-work-app"
+    write_transcript(folder, PRIVATE, QUESTION, f"The {WORD} lock was held by the teardown.")
+    for i, sid in enumerate(KEPT):
+        write_transcript(folder, sid, f"Question {i} about the CSS grid?", f"Answer {i}: gap.")
+    settings = make_settings(tmp_path, database_url, folder.parent)
+    instance = open_instance(settings)
+    outcomes = ingest_sessions(session_files_for([folder]), settings, instance, per_run=10)
+    assert [o.status for o in outcomes] == ["ingested"] * 3  # one run for the three
+    write_transcript(folder, ALONE, "Why is the login page slow on mobile?", "Big images.")
+    ingest_sessions(session_files_for([folder / f"{ALONE}.jsonl"]), settings, instance)
+    assert _traces(database_url, PRIVATE)["dagster events"] > 0
+    staged = [settings.home / "staging" / stage / f"{PRIVATE}.json" for stage in STAGES]
+    assert any(p.exists() for p in staged)
+
+    # A recall server's search, started before: its postings already hold the session.
+    running = Store(database_url)
+    embedder = local_embedder()
+    asked = recall(running.search, embedder, QUESTION, SearchFilters(), 3, min_relevance=0)
+    assert asked.results[0].session_id == PRIVATE
+
+    refused = librarian_cli(["forget", PRIVATE], _env(settings, database_url))
+    assert refused.returncode == 1 and "add --yes" in refused.stderr  # nothing asked: no change
+    assert _traces(database_url, PRIVATE)["memories"] == 1
+
+    done = librarian_cli(["forget", PRIVATE, "--yes"], _env(settings, database_url))
+    assert done.returncode == 0, done.stderr
+    assert "forgot 1 session(s): 1 memories with their chunks" in done.stdout
+    assert "1 Dagster run(s), 1 partition(s)" in done.stdout
+    assert "2 other session(s) ran in the same runs: their memories are kept" in done.stdout
+    assert all(sid in done.stdout for sid in KEPT)
+
+    assert _traces(database_url, PRIVATE) == dict.fromkeys(_traces(database_url, PRIVATE), 0)
+    assert not any(p.exists() for p in staged)
+    keys = instance.get_dynamic_partitions(SESSIONS)
+    assert PRIVATE not in {session_id_of(k) for k in keys}
+    assert {session_id_of(k) for k in keys} == {*KEPT, ALONE}
+    with Store(database_url) as store:
+        assert all(store.memories.get_memory(sid) is not None for sid in KEPT)
+        assert PRIVATE in store.ledger.skip_list().session_ids
+
+    # The running search no longer finds it; what it found besides is still found.
+    again = recall(running.search, embedder, QUESTION, SearchFilters(), 3, min_relevance=0)
+    assert PRIVATE not in {r.session_id for r in again.results}
+    assert again.results  # the other sessions are still searchable
+    running.close()
+
+    # Kept out: an ingest of the whole mirror skips it.
+    [again_in] = ingest_sessions(
+        session_files_for([folder / f"{PRIVATE}.jsonl"]), settings, instance
+    )
+    assert again_in.status == "skipped"
+    assert _traces(database_url, PRIVATE)["memories"] == 0
+
+    # A session that ran alone: its run goes, no other session's history with it.
+    alone = librarian_cli(["forget", ALONE, "--yes"], _env(settings, database_url))
+    assert "1 Dagster run(s)" in alone.stdout and "other session" not in alone.stdout
+    memories = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("memory")), limit=100
+    ).records
+    assert not {session_id_of(r.partition_key or "") for r in memories} & {PRIVATE, ALONE}
+    dispose_instance(instance)
+
+
+def test_forget_by_project_asks_and_refuses_bad_input(tmp_path, database_url, librarian_cli):
+    settings = make_settings(tmp_path, database_url)
+    env = _env(settings, database_url)
+    assert librarian_cli(["forget"], env).returncode == 2
+    assert librarian_cli(["forget", "x", "--project", "p"], env).returncode == 2
+    bad = librarian_cli(["forget", "../etc/passwd"], env)
+    assert bad.returncode == 2 and "not a session id" in bad.stderr
+    nothing = librarian_cli(["forget", "--project", "nowhere", "--yes"], env)
+    assert nothing.returncode == 0 and "nothing to forget" in nothing.stdout
