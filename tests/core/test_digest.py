@@ -126,6 +126,27 @@ def test_commits_pull_requests_decisions_and_what_is_left_become_lines():
     assert d.open_items == ["TODO: the Windows paths are not handled yet."]
 
 
+def test_a_labelled_paragraph_is_read_as_what_its_label_says():
+    reply = (
+        "All tests pass. Here's the summary:\n\n**CI lint failure cause:**\n"
+        "- `staticcheck SA5011` flags a possible nil dereference after `t.Fatal()`\n\n"
+        "**Fix (2 files):**\n\n1. **`parser_test.go`** — Added an explicit return after each "
+        "`t.Fatal()`\n"
+    )
+    turns = [
+        Turn("user", "prompt", "why is lint failing on the build?", T),
+        Turn("assistant", "text", reply, T),
+    ]
+    d = OfflineDigester().digest(_session(turns)).digest
+    assert d.problem[0] == (
+        "CI lint failure cause: `staticcheck SA5011` flags a possible nil dereference after "
+        "`t.Fatal()`"
+    )
+    assert d.solution[0] == (
+        "Fix (2 files): `parser_test.go` — Added an explicit return after each `t.Fatal()`"
+    )
+
+
 def test_a_long_session_s_digest_stays_within_its_budget_and_keeps_each_section():
     turns = []
     for i in range(200):

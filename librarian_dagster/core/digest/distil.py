@@ -122,6 +122,34 @@ _OUTCOME = re.compile(
     re.IGNORECASE,
 )
 _LABEL = re.compile(r"^(?:problem|cause|root cause|issue|bug|why)\s*:", re.IGNORECASE)
+# A paragraph headed by a label of its own ("**CI lint failure cause:**", "**Fix (2 files):**",
+# "**Next steps:**") says that kind of thing in the lines under it.
+_LABEL_WORDS = {
+    "cause": r"cause|problem|issue|bug|why\b.*|diagnosis",
+    "outcome": r"fix|fixed|solution|workaround|resolution|changes?|what changed",
+    "decision": r"decision|decided|approach|trade-?offs?",
+    "open": r"next steps?|todo|follow[- ]ups?|remaining|open questions?|left to do",
+}
+_LABELLED = {
+    kind: re.compile(rf"^[\w`'\s-]{{0,40}}?\b(?:{words})\b[^:\n]{{0,30}}:$", re.IGNORECASE)
+    for kind, words in _LABEL_WORDS.items()
+}
+
+
+def labelled(text: str, kind: str) -> list[str]:
+    """What the paragraphs of `text` headed by a label of `kind` say, each as one line (a label
+    standing alone heads the paragraph after it)."""
+    found = []
+    paragraphs = [p.strip().replace("**", "") for p in re.split(r"\n\s*\n", text)]
+    for i, paragraph in enumerate(paragraphs):
+        head, _, body = paragraph.partition("\n")
+        if not body.strip() and i + 1 < len(paragraphs):
+            body = paragraphs[i + 1]
+        if body.strip() and _LABELLED[kind].match(_MARKUP.sub("", head).strip()):
+            found.append(lead(f"{head}\n{body}"))
+    return found
+
+
 _CAUSE = re.compile(
     r"^(?:problem|cause|issue|bug|why)\s*:|"
     r"\b(root cause|the (?:issue|bug|problem|culprit) (?:was|is)|caused by|because of|"
@@ -161,16 +189,17 @@ def sentences(text: str) -> list[str]:
 
 
 def outcomes(reply: str, limit: int = 3) -> list[str]:
-    """What a closing reply says was done: its first `limit` sentences that state an outcome."""
-    found = []
+    """What a closing reply says was done: what it labels a fix, then its first sentences that
+    state an outcome, `limit` in all."""
+    found = labelled(reply, "outcome")[:limit]
     for sentence in sentences(reply):
         sentence = _INTERJECTION.sub("", sentence).strip(" -:")
         if _NARRATION.match(sentence) or sentence.endswith("?"):
             continue
+        if len(found) >= limit:
+            break
         if _OUTCOME.search(sentence) and len(_WORD.findall(sentence)) >= 4:
             found.append(cut(sentence, LINE_CHARS))
-            if len(found) == limit:
-                break
     return found
 
 
@@ -190,7 +219,7 @@ def findings(reply: str) -> list[str]:
 def marked(text: str, kind: str) -> list[str]:
     """Sentences of `text` that state a cause, a decision or what is left open (`kind`)."""
     pattern = {"cause": _CAUSE, "decision": _DECISION, "open": _OPEN}[kind]
-    found = []
+    found = labelled(text, kind)
     for paragraph in re.split(r"\n\s*\n", text):
         for s in sentences(paragraph):
             if pattern.search(s) and not _NARRATION.match(s) and not s.endswith("?"):
