@@ -10,6 +10,11 @@ the session's own words, so the digest stays searchable by them.
 import re
 from dataclasses import dataclass
 
+TEXT_CHARS = 20_000
+"""What distilling reads of one prompt, reply or command: its lines come from a text's first
+sentences, its labelled paragraphs and its outcome sentences; the rest of a pasted log of
+megabytes would cost seconds and add none."""
+
 LINE_CHARS = 180
 """A distilled line's length at most: one fact, readable in a result (the prompt hook shows
 several sessions in 1,500 characters)."""

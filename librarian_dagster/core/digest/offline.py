@@ -10,12 +10,13 @@ left. It needs no key, so the whole product runs on a fresh machine; an LLM dige
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath, PureWindowsPath
 
 from librarian_dagster.core.capture.transcripts import Session
 from librarian_dagster.core.capture.turns import Turn
 from librarian_dagster.core.digest.distil import (
+    TEXT_CHARS,
     Plan,
     commit_subjects,
     cut,
@@ -131,7 +132,7 @@ class OfflineDigester:
     model_name = f"offline-v{DIGEST_VERSION}"
 
     def digest(self, session: Session, known_tags: Sequence[str] = ()) -> DigestResult:
-        parts = exchanges(session.turns)
+        parts = [_bounded(x) for x in exchanges(session.turns)]
         asked = [x for x in parts if x.prompt and not is_filler(x.prompt)]
         plans = [plan for x in asked if (plan := plan_of(x.prompt))]
         edited = _ranked(f for x in parts for f in x.files_edited)
@@ -161,6 +162,16 @@ class OfflineDigester:
             ),
             model=self.model_name,
         )
+
+
+def _bounded(x: Exchange) -> Exchange:
+    """The exchange as distilling reads it: each text at most TEXT_CHARS long."""
+    return replace(
+        x,
+        prompt=x.prompt[:TEXT_CHARS],
+        replies=[r[:TEXT_CHARS] for r in x.replies],
+        commands=[c[:TEXT_CHARS] for c in x.commands],
+    )
 
 
 def files_changed(session: Session, limit: int) -> list[str]:
