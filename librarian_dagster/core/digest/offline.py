@@ -203,12 +203,11 @@ def _worked_on(asked: Sequence[Exchange], plans: Sequence[Plan]) -> list[str]:
 def _problem(parts: Sequence[Exchange], asked: Sequence[Exchange]) -> list[str]:
     causes = [s for x in parts for r in x.replies for s in marked(r, "cause")]
     found = [s for x in parts for r in x.replies for s in findings(r)]
+    # A prompt that reports a fault, by its first sentence.
     reported = [
-        s
+        (sentences(x.prompt) or [x.prompt])[0]
         for x in asked
-        if not plan_of(x.prompt)
-        for s in [*sentences(x.prompt), x.prompt][:1]
-        if _PROBLEM_WORDS.search(x.prompt)
+        if _PROBLEM_WORDS.search(x.prompt) and not plan_of(x.prompt)
     ]
     failed = ["Failed: " + e for x in parts for e in x.errors]
     return _interleave(causes, found, [cut(r) for r in reported], failed)
@@ -268,8 +267,8 @@ def _interleave(*ranked: Sequence[str]) -> list[str]:
 
 
 def _within_budget(candidates: dict[str, list[str]], budget: int) -> dict[str, list[str]]:
-    """Each section's best lines, a section at a time, until `budget` characters are spent;
-    every section keeps its lines' order."""
+    """Each section's best lines: the next best line of every section in turn, until `budget`
+    characters are spent (a line that does not fit is passed over); each keeps its order."""
     chosen: dict[str, list[str]] = {key: [] for key in candidates}
     spent, depth = 0, 0
     while any(depth < len(lines) for lines in candidates.values()):
