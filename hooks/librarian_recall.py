@@ -316,8 +316,7 @@ def sessions_of(answer: dict) -> list[dict]:
 def _files(value) -> list[str]:
     if not isinstance(value, list):
         return []
-    names = [_clean(v, 300) for v in value[:MAX_FILES]]
-    return [n for n in names if n and not n.startswith("-")]  # never an option to git
+    return [n for n in (_clean(v, 300) for v in value[:MAX_FILES]) if n]
 
 
 def mark_stale(sessions: list[dict], cwd: str | None, deadline: float) -> None:
@@ -347,7 +346,7 @@ def mark_stale(sessions: list[dict], cwd: str | None, deadline: float) -> None:
             return  # not a repository, no commit yet, no git: nothing to say
         output = done.stdout.decode("utf-8", "replace")
         commits = output.count("\x1e")
-        touched = set(output.split())
+        touched = {line.strip() for line in output.splitlines()} - {"", "\x1e"}
         changed = sum(f in touched for f in session["files"])
         if commits:
             many = f"{commits}+" if commits >= MAX_GIT_COMMITS else str(commits)

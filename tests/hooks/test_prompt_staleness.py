@@ -67,7 +67,12 @@ def _answer(context: str | None = "project") -> dict:
                 "summary": "Fixed the database is locked error in the ingest worker.",
                 "git_branch": "fix/locked",
                 "title": "SQLite locked",
-                "files": ["ingest/worker.py", "ingest/db.py", "tests/test_worker.py"],
+                "files": [
+                    "ingest/worker.py",
+                    "ingest/db.py",
+                    "tests/test_worker.py",
+                    "docs/read me.md",
+                ],
                 "highlights": ["Set busy_timeout on the SQLite connection."],
                 "context": context,
             }
@@ -88,14 +93,14 @@ def _context(hooks, cwd: Path, answer: dict, timeout_ms: int = 2000) -> str:
 def test_a_session_whose_files_changed_since_is_marked_with_how_many(hooks, tmp_path):
     repo = _repo(tmp_path / "repo")
     _commit(repo, {"ingest/worker.py": "v2"}, "2026-02-01T00:00:00Z")
-    _commit(repo, {"README.md": "v2"}, "2026-02-02T00:00:00Z")
+    _commit(repo, {"README.md": "v2", "docs/read me.md": "new"}, "2026-02-02T00:00:00Z")
     _commit(repo, {"ingest/db.py": "v2", "README.md": "v3"}, "2026-02-03T00:00:00Z")
     text = _context(hooks, repo, _answer())
     head = next(line for line in text.splitlines() if line.startswith("- session s1"))
     assert "2026-01-14 to 2026-01-15" in head
     assert "branch fix/locked" in head
-    assert "2 of its 3 files changed since, 3 commits" in head
-    assert "  - files: ingest/worker.py, ingest/db.py, tests/test_worker.py" in text
+    assert "3 of its 4 files changed since, 3 commits" in head  # a name with a space counts
+    assert "  - files: ingest/worker.py, ingest/db.py, tests/test_worker.py (+1 more)" in text
 
 
 def test_no_commit_since_says_so_and_an_old_change_does_not_count(hooks, tmp_path):
