@@ -2,8 +2,14 @@
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from librarian_dagster.core.commandline import AddParser, iso_date
+
+if TYPE_CHECKING:
+    from librarian_dagster.core.settings import Settings
+    from librarian_dagster.core.store.queries import SearchFilters
+    from librarian_dagster.core.store.rows import SearchResult
 
 
 def register(add_parser: AddParser) -> None:
@@ -29,6 +35,12 @@ def register(add_parser: AddParser) -> None:
     search.add_argument(
         "--json", action="store_true", help="the MCP tool search_chunks' result, as JSON"
     )
+    search.add_argument(
+        "--local",
+        action="store_true",
+        help="search in this process even when a recall server is running (by default one "
+        "at LIBRARIAN_MCP_HOST:LIBRARIAN_MCP_PORT answers, with the postings it holds)",
+    )
     search.set_defaults(handler=cmd_search)
 
 
@@ -42,7 +54,6 @@ def cmd_search(args: argparse.Namespace) -> int:
         boosts_for,
         recall,
     )
-    from librarian_dagster.core.recall.cards import render_cards
     from librarian_dagster.core.settings import Settings
     from librarian_dagster.core.store.queries import SearchFilters
     from librarian_dagster.core.store.store import open_store
@@ -67,6 +78,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         include_private=args.include_private,
     )
     settings = Settings.from_env()
+    result = None if args.local else _from_server(settings, args.query, filters, args.limit)
+    if result is not None:
+        return _print(result, args.json)
     try:
         with open_store(settings) as store:
             result = recall(
@@ -81,11 +95,35 @@ def cmd_search(args: argparse.Namespace) -> int:
     except EmbeddingSpaceMismatch as exc:
         print(f"librarian search: {exc}", file=sys.stderr)
         return 1
-    if args.json:
+    return _print(result, args.json)
+
+
+def _from_server(
+    settings: "Settings", query: str, filters: "SearchFilters", limit: int
+) -> "SearchResult | None":
+    """The running recall server's answer; None when there is none, or it cannot answer this
+    search as this process would (said on stderr when it refused)."""
+    from librarian_dagster.core.recall.remote import ServerRefused, ask_server, served
+
+    if not served(filters, limit):
+        return None
+    try:
+        return ask_server(settings, query, filters, limit)
+    except ServerRefused as exc:
+        print(
+            f"librarian search: the recall server did not answer ({exc}); searching here",
+            file=sys.stderr,
+        )
+        return None
+
+
+def _print(result: "SearchResult", as_json: bool) -> int:
+    from librarian_dagster.core.recall.cards import render_cards
+
+    if as_json:
         print(result.model_dump_json(indent=2))
-        return 0
-    if not result.results:
+    elif not result.results:
         print(result.note or "nothing relevant")
-        return 0
-    print(render_cards(result.results))
+    else:
+        print(render_cards(result.results))
     return 0

@@ -5,7 +5,7 @@ What the commands print and return is under test, not their process: they run in
 import os
 
 from tests.fake_gemini import FakeGemini
-from tests.helpers import write_transcript
+from tests.helpers import free_port, write_transcript
 
 SESSION = "66666666-6666-6666-6666-666666666666"
 KEY = "AIzaSyFAKE-cli-key-0123456789abcdefghij"
@@ -27,6 +27,8 @@ def test_ingest_then_search_with_gemini_from_the_command_line(
             "LIBRARIAN_EMBED_PROVIDER": "gemini",
             "GEMINI_API_KEY": KEY,
             "LIBRARIAN_GEMINI_BASE_URL": fake.url,
+            # No recall server there: `search` runs in this process, as this test means.
+            "LIBRARIAN_MCP_PORT": str(free_port()),
         }
         ingest = librarian_cli(["ingest", str(folder)], env)
         assert ingest.returncode == 0, ingest.stdout + ingest.stderr

@@ -12,8 +12,10 @@ from librarian_dagster.core.digest.chunking import EXCHANGE
 from librarian_dagster.core.models.minilm import local_embedder
 from librarian_dagster.core.store.memories import ChunkRecord
 from librarian_dagster.core.store.rows import SearchResult
-from mcp_server.app import Served, build_server
+from mcp_server.app import Served, build_server, http_app
+from mcp_server.auth import TokenFileVerifier
 from tests.core.test_store import memory_record
+from tests.helpers import free_port, serve_http
 
 BULLETS = {
     "sqlite": "Raised SQLite busy_timeout so concurrent writers stop failing with database locked",
@@ -38,6 +40,8 @@ def remembered(store, tmp_path, monkeypatch):
         )
     monkeypatch.setenv("LIBRARIAN_DATABASE_URL", store.url)
     monkeypatch.setenv("LIBRARIAN_HOME", str(tmp_path / "home"))
+    # No recall server at this port: the searches run in this process unless a test starts one.
+    monkeypatch.setenv("LIBRARIAN_MCP_PORT", str(free_port()))
     return store
 
 
@@ -132,3 +136,34 @@ def test_the_private_domain_only_with_include_private(remembered, capsys):
     assert "--domain private needs --include-private" in capsys.readouterr().err
     only = _search_json(capsys, question, "--domain", "private", "--include-private")
     assert {r["session_id"] for r in only["results"]} == {"mine"}
+
+
+def test_a_running_recall_server_answers_the_search(remembered, capsys, monkeypatch):
+    query = "database is locked when two processes write"
+    here = _search_json(capsys, query, "--limit", "2")
+    port = free_port()
+    app = http_app(build_server(Served.of(remembered, local_embedder())), "127.0.0.1")
+    with serve_http(app, port):
+        monkeypatch.setenv("LIBRARIAN_MCP_PORT", str(port))
+        # The process cannot reach the database: only the server can have answered.
+        monkeypatch.setenv("LIBRARIAN_DATABASE_URL", "postgresql://127.0.0.1:1/nowhere")
+        assert _search_json(capsys, query, "--limit", "2") == here
+        assert main(["search", query, "--limit", "2"]) == 0
+        assert capsys.readouterr().out.startswith("1. alpha · main · ")
+        # What /recall cannot answer as the process would runs here (and fails here, now).
+        assert main(["search", query, "--limit", "20"]) == 1
+        assert "cannot reach LIBRARIAN_DATABASE_URL" in capsys.readouterr().err
+
+
+def test_a_server_that_refuses_is_said_and_the_search_runs_here(remembered, capsys, monkeypatch):
+    port = free_port()
+    verifier = TokenFileVerifier(shared_token="right-token")
+    server = build_server(Served.of(remembered, local_embedder()), verifier=verifier)
+    app = http_app(server, "127.0.0.1")
+    with serve_http(app, port):
+        monkeypatch.setenv("LIBRARIAN_MCP_PORT", str(port))
+        monkeypatch.setenv("LIBRARIAN_MCP_TOKEN", "wrong-token")
+        assert main(["search", "stylesheet margin", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "the recall server did not answer (HTTP 401); searching here" in captured.err
+    assert json.loads(captured.out)["results"][0]["session_id"] == "css"
