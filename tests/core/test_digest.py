@@ -100,6 +100,22 @@ def test_a_plan_started_session_is_summarised_from_the_plan_not_its_boilerplate(
     assert not any("Implement the following plan" in line for line in d.worked_on)
 
 
+def test_a_plan_s_headings_end_at_their_lines():
+    plan = (
+        "Implement the following plan:\n\n# ENT-258: Mid-turn commits from Claude miss their "
+        "Entire-Checkpoint trailers\n\n## Context\n\nWhen Claude makes `git commit` calls "
+        "during a turn, commits don't get trailers.\n\n## Bug 1: Path format mismatch in "
+        "`sessionHasNewContent`\n\nTranscript paths are absolute.\n"
+    )
+    turns = [Turn("user", "prompt", plan, T), Turn("assistant", "text", "Done.", T)]
+    d = OfflineDigester().digest(_session(turns)).digest
+    assert d.worked_on[:3] == [
+        "Plan: ENT-258: Mid-turn commits from Claude miss their Entire-Checkpoint trailers",
+        "When Claude makes `git commit` calls during a turn, commits don't get trailers",
+        "Steps: Bug 1: Path format mismatch in `sessionHasNewContent`",
+    ]
+
+
 def test_commits_pull_requests_decisions_and_what_is_left_become_lines():
     commit = (
         "git add a.go && git commit -m \"$(cat <<'EOF'\nFix auto-commit filtering out sibling "

@@ -69,7 +69,9 @@ def plan_of(prompt: str) -> Plan | None:
     match = _PLAN_START.match(prompt)
     if not match:
         return None
-    sections = [_heading_and_body(s) for s in _HEADING.split(prompt[match.end() :]) if s.strip()]
+    plan = prompt[match.end() :]
+    joined = "\n" not in plan.strip()  # its lines joined into one (a prompt from elsewhere)
+    sections = [_heading_and_body(s, joined) for s in _HEADING.split(plan) if s.strip()]
     if not sections:
         return None
     title = cut(re.sub(r"^plan:\s*", "", sections[0][0], flags=re.IGNORECASE), 140)
@@ -82,12 +84,12 @@ def plan_of(prompt: str) -> Plan | None:
     return Plan(title=title.rstrip("."), context=context, steps=tuple(steps))
 
 
-def _heading_and_body(section: str) -> tuple[str, str]:
-    heading, newline, body = section.strip().partition("\n")
-    if newline:
+def _heading_and_body(section: str, joined: bool) -> tuple[str, str]:
+    if not joined:
+        heading, _, body = section.strip().partition("\n")
         return heading.strip(), body.strip()
-    # A prompt whose lines were joined: the heading ends where a capitalised sentence begins.
-    parts = re.split(r"(?<=[a-z)`])\s+(?=[A-Z][a-z])", heading, maxsplit=1)
+    # Lines joined into one: the heading ends where a capitalised sentence begins.
+    parts = re.split(r"(?<=[a-z)`])\s+(?=[A-Z][a-z])", section.strip(), maxsplit=1)
     return parts[0].strip(), (parts[1] if len(parts) > 1 else "").strip()
 
 
