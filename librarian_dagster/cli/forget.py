@@ -112,4 +112,7 @@ def _confirmed(chosen: list[str], given: list[str]) -> bool:
         print("librarian forget: add --yes to forget them (nothing was changed)", file=sys.stderr)
         return False
     answer = input(f"Forget {len(chosen)} session(s) everywhere? This cannot be undone [y/N] ")
-    return answer.strip().lower() in ("y", "yes")
+    if answer.strip().lower() in ("y", "yes"):
+        return True
+    print("nothing was changed")
+    return False
