@@ -21,7 +21,14 @@ negative questions of `../shared/eval/`:
 - search_chunks: the real server (`python -m mcp_server`, uvicorn) over streamable HTTP from a
   real `mcp.Client` session;
 - hook: `hooks/user_prompt_submit.py` as a whole process (`python3 -E -S`) against the server's
-  `POST /recall`, with its default 800 ms deadline.
+  `POST /recall`, with its default 800 ms deadline;
+- one-shot `librarian search` as a whole process, through the running server and alone
+  (`--local`, which loads the postings first);
+- the server: its resident memory after the questions, and its time from start to the first
+  answer of `POST /recall` (the postings loaded at start included).
+
+Ends with one JSON line: `chunks`, `search_chunks_p50_ms`, `search_chunks_p95_ms`, `bare_p95_ms`,
+`hook_p95_ms`, `oneshot_search_s`, `oneshot_local_s`, `server_rss_mb`, `first_answer_s`.
 
     uv run python benchmarks/recall_latency.py [--chunks 100000] [--python python3]
 
@@ -48,6 +55,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
+import psutil
 import psycopg
 from _corpus import GOLDEN, unpack_corpus
 from mcp import Client
@@ -214,6 +222,41 @@ def start_server(home: Path, database_url: str, port: int) -> subprocess.Popen:
     raise RuntimeError("the MCP server did not start within 60 s")
 
 
+ONESHOTS = 5  # questions asked by one-shot `librarian search` processes, each way
+
+
+def first_answer_after(url: str, started: float) -> float:
+    """Seconds from `started` until the server first answers `POST /recall` with a result."""
+    import urllib.request
+
+    body = json.dumps({"query": "warm up", "limit": 1}).encode()
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        request = urllib.request.Request(
+            url + "/recall", data=body, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                if response.status == 200:
+                    return time.perf_counter() - started
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("the server gave no answer within 300 s")
+
+
+def oneshot_seconds(queries: list[str], env: dict[str, str], extra: list[str]) -> float:
+    """The median wall time of `librarian search QUERY --json` as a whole process."""
+    seconds = []
+    for query in queries:
+        started = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "librarian_dagster.cli.main", "search", query, "--json", *extra],
+            env=env, cwd=REPO, check=True, capture_output=True,
+        )  # fmt: skip
+        seconds.append(time.perf_counter() - started)
+    return statistics.median(seconds)
+
+
 def stats(name: str, ms: list[float]) -> tuple[float, float]:
     ms = sorted(ms)
     p95 = ms[min(len(ms) - 1, math.ceil(len(ms) * 0.95) - 1)]
@@ -328,8 +371,11 @@ def main() -> int:
         print(f"BM25 postings loaded into memory in {time.perf_counter() - start:.1f} s")
 
         port = free_port()
+        started = time.perf_counter()
         server = start_server(tmp / "home", store.url, port)
         url = f"http://127.0.0.1:{port}"
+        first_answer = first_answer_after(url, started)
+        print(f"server: first answer of POST /recall {first_answer:.1f} s after its start")
         (tmp / "hook-home").mkdir()
         hook_env = {
             k: v for k, v in os.environ.items() if not k.startswith(("LIBRARIAN_", "CLAUDE_"))
@@ -355,11 +401,33 @@ def main() -> int:
             + ", ".join(f"{n} {kind}" for kind, n in sorted(found["outcomes"].items()))
             + " (the hook row times the prompts it asked about)"
         )
+        rss_mb = psutil.Process(server.pid).memory_info().rss / 2**20
+        print(f"server resident memory after the questions: {rss_mb:.0f} MB")
+        cli_env = {k: v for k, v in os.environ.items() if not k.startswith("LIBRARIAN_")}
+        cli_env.update(
+            LIBRARIAN_HOME=str(tmp / "cli-home"),
+            LIBRARIAN_DATABASE_URL=store.url,
+            LIBRARIAN_MCP_PORT=str(port),
+        )
+        oneshot = oneshot_seconds(queries[:ONESHOTS], cli_env, [])
+        alone = oneshot_seconds(queries[:ONESHOTS], cli_env, ["--local"])
+        print(
+            f"one-shot `librarian search` (process, median of {ONESHOTS}): through the server "
+            f"{oneshot:.2f} s, alone (--local) {alone:.2f} s"
+        )
         print(f"load average at the end {os.getloadavg()[0]:.1f}; {TARGETS}")
         print(
             f"search_chunks p95 {tool95:.1f} ms = {tool95 / bare95:.1f}x bare; "
             f"hook p95 {hook95:.1f} ms"
         )
+        tool50 = statistics.median(times["search_chunks"])
+        print(json.dumps({
+            "chunks": chunks, "search_chunks_p50_ms": round(tool50, 1),
+            "search_chunks_p95_ms": round(tool95, 1), "bare_p95_ms": round(bare95, 1),
+            "hook_p95_ms": round(hook95, 1), "oneshot_search_s": round(oneshot, 2),
+            "oneshot_local_s": round(alone, 2), "server_rss_mb": round(rss_mb),
+            "first_answer_s": round(first_answer, 1),
+        }))  # fmt: skip
     finally:
         if server is not None:
             server.terminate()
