@@ -283,9 +283,9 @@ def sessions_of(answer: dict) -> list[dict]:
             {
                 "id": sid,
                 "project": _clean(item.get("project"), 100),
-                "date": _clean(item.get("date"), 10),  # ISO: the day is enough
-                "started": _clean(item.get("started_at"), 10),
-                "ended_at": _clean(item.get("date"), 40),  # the instant, for git --since
+                # ISO instants: the days are shown, git reads the end whole (--since).
+                "started": _clean(item.get("started_at"), 40),
+                "ended": _clean(item.get("date"), 40),
                 "files": _files(item.get("files")),
                 "here": item.get("context") in ("project", "branch"),
                 "stale": "",
@@ -329,13 +329,13 @@ def mark_stale(sessions: list[dict], cwd: str | None, deadline: float) -> None:
 
     for session in sessions:
         left = deadline - time.perf_counter()
-        if not (session["here"] and session["files"] and session["ended_at"]):
+        if not (session["here"] and session["files"] and session["ended"]):
             continue
         if left * 1000 < MIN_GIT_MS:
             return
         try:
             done = subprocess.run(
-                ["git", "-C", cwd, "log", f"--since={session['ended_at']}",
+                ["git", "-C", cwd, "log", f"--since={session['ended']}",
                  f"--max-count={MAX_GIT_COMMITS}", "--format=%x1e", "--name-only",
                  "--relative", "HEAD", "--"],
                 capture_output=True, timeout=left, check=False, stdin=subprocess.DEVNULL,
@@ -358,7 +358,7 @@ def mark_stale(sessions: list[dict], cwd: str | None, deadline: float) -> None:
 
 
 def _dates(session: dict) -> str:
-    started, ended = session["started"], session["date"]
+    started, ended = session["started"][:10], session["ended"][:10]
     return f"{started} to {ended}" if started and ended and started != ended else ended
 
 

@@ -128,6 +128,7 @@ _OUTCOME = re.compile(
     r"corrig\w+|adicion\w+|implement\w+|remov\w+|alter\w+|atualiz\w+|cri(?:ei|ou|ado))\b",
     re.IGNORECASE,
 )
+# A sentence that starts with its label ("Problem: ..."): a cause, and its paragraph goes on.
 _LABEL = re.compile(r"^(?:problem|cause|root cause|issue|bug|why)\s*:", re.IGNORECASE)
 # A paragraph headed by a label of its own ("**CI lint failure cause:**", "**Fix (2 files):**",
 # "**Next steps:**") says that kind of thing in the lines under it.
@@ -158,7 +159,7 @@ def labelled(text: str, kind: str) -> list[str]:
 
 
 _CAUSE = re.compile(
-    r"^(?:problem|cause|issue|bug|why)\s*:|"
+    _LABEL.pattern + r"|"
     r"\b(root cause|the (?:issue|bug|problem|culprit) (?:was|is)|caused by|because of|"
     r"the reason (?:was|is)|happens because|happened because|fails because|failed because|"
     r"o problema (?:é|era|estava)|a causa)\b",

@@ -135,7 +135,7 @@ class OfflineDigester:
         parts = [_bounded(x) for x in exchanges(session.turns)]
         asked = [x for x in parts if x.prompt and not is_filler(x.prompt)]
         plans = [plan for x in asked if (plan := plan_of(x.prompt))]
-        edited = _ranked(f for x in parts for f in x.files_edited)
+        edited = _edited(parts)
         commands = [c for x in parts for c in x.commands]
         candidates = {
             "worked_on": _worked_on(asked, plans),
@@ -176,11 +176,16 @@ def _bounded(x: Exchange) -> Exchange:
 
 def files_changed(session: Session, limit: int) -> list[str]:
     """The files the session edited, most edited first, relative to its cwd where under it."""
-    edited = _ranked(f for x in exchanges(session.turns) for f in x.files_edited)
+    edited = _edited(exchanges(session.turns))
     cwd = (session.cwd or "").rstrip("/\\")
     if cwd:
         edited = [f[len(cwd) + 1 :] if f.startswith((cwd + "/", cwd + "\\")) else f for f in edited]
     return list(dict.fromkeys(edited))[:limit]
+
+
+def _edited(parts: Sequence[Exchange]) -> list[str]:
+    """The files the exchanges edited, most edited first."""
+    return _ranked(f for x in parts for f in x.files_edited)
 
 
 def _worked_on(asked: Sequence[Exchange], plans: Sequence[Plan]) -> list[str]:
