@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 from librarian_dagster.core.commandline import AddParser, iso_date
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from librarian_dagster.core.store.memories import Memories
     from librarian_dagster.core.store.rows import SessionInfo
 
@@ -72,7 +74,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
         print(
             f"{len(done.others)} other session(s) ran in the same runs: their memories are kept, "
             "their run history in the UI went with the runs (`librarian backfill` writes it "
-            "again): " + ", ".join(done.others[:_SHOWN])
+            "again): " + _listed(done.others)
         )
     return 0
 
@@ -102,12 +104,14 @@ def _matches(session: "SessionInfo", before: datetime | None) -> bool:
     return ended is not None and ended < before
 
 
+def _listed(session_ids: "Sequence[str]") -> str:
+    more = len(session_ids) - _SHOWN
+    return ", ".join(session_ids[:_SHOWN]) + (f" and {more} more" if more > 0 else "")
+
+
 def _confirmed(chosen: list[str], given: list[str]) -> bool:
     if not given or len(chosen) > 1:
-        shown = ", ".join(chosen[:_SHOWN]) + (
-            f" and {len(chosen) - _SHOWN} more" if len(chosen) > _SHOWN else ""
-        )
-        print(f"{len(chosen)} session(s) to forget: {shown}")
+        print(f"{len(chosen)} session(s) to forget: {_listed(chosen)}")
     if not sys.stdin.isatty():
         print("librarian forget: add --yes to forget them (nothing was changed)", file=sys.stderr)
         return False
