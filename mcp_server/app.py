@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Annotated, Literal
 
 import uvicorn
@@ -416,10 +417,10 @@ def _warm_up(served: Served, encoded: threading.Event) -> None:
 
 
 @contextmanager
-def _open(url: str, embedder: Embedder, warm: bool) -> Iterator[Served]:
+def _open(url: str, postings_dir: Path, embedder: Embedder, warm: bool) -> Iterator[Served]:
     """The store at `url`, open for as long as the server runs, with connections kept for a
-    search at once (`SEARCH_CONNECTIONS`)."""
-    with Store(url, min_connections=SEARCH_CONNECTIONS) as store:
+    search at once (`SEARCH_CONNECTIONS`) and its BM25 postings kept in `postings_dir`."""
+    with Store(url, min_connections=SEARCH_CONNECTIONS, postings_dir=postings_dir) as store:
         served = Served.of(store, embedder)
         encoded = threading.Event()
         if warm:
@@ -466,7 +467,7 @@ def serve(
             )
     url, embedder = migrated_url(settings), configured_embedder(settings)
     server = build_server(
-        lambda: _open(url, embedder, warm=transport == "http"),
+        lambda: _open(url, settings.postings_dir, embedder, warm=transport == "http"),
         settings.recall_threshold,
         boosts_for(settings),
         verifier=verifier,

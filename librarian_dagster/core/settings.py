@@ -360,6 +360,12 @@ class Settings(BaseModel):
         return self.mcp_tokens or self.home / "tokens.json"
 
     @property
+    def postings_dir(self) -> Path:
+        """Where searches keep the BM25 postings between processes (core/recall/postings_file.py):
+        a cache, rebuilt from the store when missing."""
+        return self.home / "cache" / "postings"
+
+    @property
     def log_dir(self) -> Path:
         return self.home / "logs"
 

@@ -119,7 +119,7 @@ def test_a_plan_s_headings_end_at_their_lines():
 def test_commits_pull_requests_decisions_and_what_is_left_become_lines():
     commit = (
         "git add a.go && git commit -m \"$(cat <<'EOF'\nFix auto-commit filtering out sibling "
-        "directories\n\nWhen Claude runs from a subdirectory...\nEOF\n)\""
+        'directories\n\nWhen Claude runs from a subdirectory...\nEOF\n)"'
     )
     turns = [
         Turn("user", "prompt", "address the review comments on the sibling directory fix", T,

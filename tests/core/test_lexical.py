@@ -1,10 +1,13 @@
 """The in-memory BM25 postings against BM25 computed in SQL from the same stored statistics."""
 
+import numpy as np
 import psycopg
 import pytest
 
 from librarian_dagster.core.digest.chunking import EXCHANGE
+from librarian_dagster.core.recall import postings_file
 from librarian_dagster.core.recall.lexical import _MAX_SEGMENTS, BM25_B, BM25_K1, LexicalIndex
+from librarian_dagster.core.recall.postings_file import PackedPostings
 from librarian_dagster.core.store.memories import ChunkRecord
 from librarian_dagster.core.store.queries import SearchFilters
 from librarian_dagster.core.store.search import _QUERY_TERMS
@@ -170,3 +173,95 @@ def test_a_session_written_private_after_the_facts_were_read_is_still_never_show
     _write_private(store, "diary", "sqlite lock busy timeout", _unit(1, 1))
     hits = store.search.find("sqlite lock busy timeout", _unit(1, 1), MODEL, mode="vector")
     assert hits and "diary" not in {h.session_id for h in hits}
+
+
+def test_a_new_process_maps_the_kept_postings_and_catches_up_with_the_store(store, tmp_path):
+    for session_id, texts in TEXTS.items():
+        _write(store, session_id, texts)
+    _index_scores(store, LexicalIndex(tmp_path), "lock")  # a full load, then kept
+    (kept,) = tmp_path.glob("*.postings")
+    written = kept.stat().st_mtime_ns
+    mapped = LexicalIndex(tmp_path)
+    for question in QUESTIONS:
+        _assert_same(_index_scores(store, mapped, question), _sql_scores(store, question))
+    assert isinstance(mapped._segments[0].postings, PackedPostings)
+    assert kept.stat().st_mtime_ns == written  # read, not written again
+    # What the store gained and lost since the file: caught up from the store.
+    _write(store, "lock", ["sqlite lock rewritten", "busy timeout"])
+    _write(store, "late", ["a late lock story about ingress"])
+    store.memories.delete_memory("flaky")
+    later = LexicalIndex(tmp_path)
+    for question in [*QUESTIONS, "late story"]:
+        _assert_same(_index_scores(store, later, question), _sql_scores(store, question))
+    # That much new (far over a tenth of the file's chunks): merged into one and kept again.
+    assert later.segments == 1 and kept.stat().st_mtime_ns != written
+    again = LexicalIndex(tmp_path)
+    _assert_same(_index_scores(store, again, "late story"), _sql_scores(store, "late story"))
+    assert isinstance(again._segments[0].postings, PackedPostings)
+
+
+def test_a_file_of_another_store_or_cut_short_is_not_read(store, tmp_path):
+    for session_id, texts in TEXTS.items():
+        _write(store, session_id, texts)
+    _index_scores(store, LexicalIndex(tmp_path), "lock")
+    (kept,) = tmp_path.glob("*.postings")
+    whole = kept.read_bytes()
+    postings_file.write(
+        kept, "another-store", {n: np.zeros(0, np.int32) for n in postings_file.ROW_ARRAYS},
+        PackedPostings.of({}), [], [],
+    )  # fmt: skip
+    for damaged in (kept.read_bytes(), whole[: len(whole) // 2]):
+        kept.write_bytes(damaged)
+        index = LexicalIndex(tmp_path)
+        for question in QUESTIONS:
+            _assert_same(_index_scores(store, index, question), _sql_scores(store, question))
+        assert kept.read_bytes() != damaged  # loaded from the store, and kept anew
+    assert postings_file.read(kept, "another-store") is None
+
+
+def test_packed_postings_answer_as_the_dict_they_were_packed_from():
+    postings = {
+        "lock": (np.array([0, 3, 7], np.int32), np.array([1, 2, 1], np.float32)),
+        "zébra": (np.array([5], np.int32), np.array([4], np.float32)),
+        "a": (np.array([1, 2], np.int32), np.array([1, 1], np.float32)),
+    }
+    packed = PackedPostings.of(postings)
+    assert len(packed) == 3 and sorted(packed) == sorted(postings)
+    for lexeme, (rows, tf) in postings.items():
+        got = packed[lexeme]
+        assert got[0].tolist() == rows.tolist() and got[1].tolist() == tf.tolist()
+    assert packed.get("lockx") is None and packed.get("") is None and packed.get("zz") is None
+    assert {k: v[0].tolist() for k, v in packed.items()} == {
+        k: v[0].tolist() for k, v in postings.items()
+    }
+
+
+def test_a_space_measured_once_is_read_by_every_later_search(store, monkeypatch):
+    from librarian_dagster.core.store import search as search_module
+    from librarian_dagster.core.store.search import Search
+
+    rng = np.random.default_rng(7)
+    for s in range(12):  # enough to measure: 10 sessions, 200 chunks
+        vectors = rng.normal(size=(20, 3)) + np.array([s, 0, 0])
+        chunks = [ChunkRecord(EXCHANGE, i, f"story {s} part {i}", _unit(*v)) for i, v in
+                  enumerate(vectors)]  # fmt: skip
+        store.memories.replace_memory(memory_record(f"s{s}"), chunks)
+    measured = []
+    real = search_module._measure_space
+    monkeypatch.setattr(search_module, "_measure_space", lambda *a: measured.append(a) or real(*a))
+    first = store.search.find("story", _unit(1, 0, 0), MODEL, judged=lambda *a: None)
+    assert first and len(measured) == 1
+    later = Search(store.database)
+    seen = []
+    later.find("story", _unit(1, 0, 0), MODEL, judged=lambda _s, _e, space: seen.append(space))
+    assert len(measured) == 1  # read from the store, not sampled again
+    with psycopg.connect(store.url) as conn:
+        row = conn.execute("SELECT chunk_mean, chunks FROM space_calibrations").fetchone()
+    assert row is not None and seen[0].chunk_mean == row[0] and row[1] == 240
+    # Grown by more than a third since: measured again.
+    for s in range(12, 20):
+        chunks = [ChunkRecord(EXCHANGE, i, f"story {s} part {i}", _unit(s, i + 1, 1))
+                  for i in range(20)]  # fmt: skip
+        store.memories.replace_memory(memory_record(f"s{s}"), chunks)
+    Search(store.database).find("story", _unit(1, 0, 0), MODEL)
+    assert len(measured) == 2

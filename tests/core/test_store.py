@@ -420,6 +420,7 @@ def test_migration_9_gives_the_sessions_already_stored_their_mean_vector(store):
         conn.execute("DROP TABLE session_vectors")
         conn.execute("DROP FUNCTION librarian_ensure_session_vector_index")
         conn.execute("ALTER TABLE memories DROP COLUMN files")  # migration 10's
+        conn.execute("DROP TABLE space_calibrations, store_identity")  # migration 11's
         conn.execute("DELETE FROM schema_migrations WHERE version >= 9")
     assert migrate(store.url) == max(v for v, _ in MIGRATIONS)
     with psycopg.connect(store.url) as conn:
@@ -486,8 +487,9 @@ def test_a_store_from_before_migration_4_gets_one_vector_index_per_layer(store):
             "CREATE INDEX indexed_chunks_embedding_3_hnsw ON indexed_chunks USING hnsw "
             "((embedding::vector(3)) vector_cosine_ops) WHERE embedding_dim = 3"
         )
-        # And what came after it (migrations 5 to 10), as a store of that time lacked them.
+        # And what came after it (migrations 5 to 11), as a store of that time lacked them.
         conn.execute("DROP TABLE llm_usage, deferred_digests, skip_list, session_vectors")
+        conn.execute("DROP TABLE space_calibrations, store_identity")
         conn.execute("DROP FUNCTION librarian_ensure_session_vector_index")
         conn.execute("ALTER TABLE memories DROP COLUMN source_fingerprint")
         conn.execute("ALTER TABLE memories DROP COLUMN files")

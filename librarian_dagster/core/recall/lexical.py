@@ -14,15 +14,21 @@ ones the index lacks are new and loaded as a segment; the ones the store no long
 deleted and are masked out. The store bumps `chunk_stats.generation` on every write, which says
 when to look. Segments are merged once they pile up, from memory, without the database.
 
+The first segment is kept in a file, when the index is given a folder for it
+(core/recall/postings_file.py): a new process maps it instead of loading every posting, and
+catches up on the rest as above. It is written after a full load and after a merge into one.
+
 Beside the postings, the same snapshot gives what ranking asks of every session (importance, date,
 whether it is private): a search then needs no query of its own for the default filter (no
 private sessions) or the ranking boosts, two round trips and a fetch of every session id fewer.
 A memory is only ever written with its chunks, so the generation covers these facts too.
 """
 
+import logging
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, LiteralString
 
 import numpy as np
@@ -31,11 +37,15 @@ from psycopg.rows import tuple_row
 
 from librarian_dagster.core.digest.chunking import EXCHANGE
 from librarian_dagster.core.digest.schema import PRIVATE_DOMAIN
+from librarian_dagster.core.recall import postings_file
 
 # BM25 as Lucene sets it; a chunk's length is its number of distinct lexemes (length(tsvector)).
 BM25_K1 = 1.2
 BM25_B = 0.75
 _MAX_SEGMENTS = 8
+_REWRITE_SHARE = 0.1
+"""Once the chunks outside the first segment are this share of it, all are merged into one (and
+the file rewritten): a new process then catches up on little."""
 
 _Rows = np.ndarray[Any, np.dtype[np.int64]]
 _POSTING = np.dtype([("id", ">i8"), ("tf", ">i2")])  # as int8send || int2send write them
@@ -44,9 +54,9 @@ _POSTING = np.dtype([("id", ">i8"), ("tf", ">i2")])  # as int8send || int2send w
 class Names:
     """Strings numbered in the order first seen; append-only, so a number never changes."""
 
-    def __init__(self) -> None:
-        self.names: list[str] = []
-        self._codes: dict[str, int] = {}
+    def __init__(self, names: Sequence[str] = ()) -> None:
+        self.names: list[str] = list(names)
+        self._codes: dict[str, int] = {name: i for i, name in enumerate(self.names)}
 
     def code(self, name: str) -> int:
         found = self._codes.get(name)
@@ -75,9 +85,9 @@ class Segment:
     length: np.ndarray
     live: np.ndarray
     """False for rows whose chunk the store has deleted since."""
-    postings: dict[str, tuple[np.ndarray, np.ndarray]]
+    postings: Mapping[str, tuple[np.ndarray, np.ndarray]]
     """lexeme -> (rows holding it, ascending, int32; its term frequency in each, float32):
-    8 bytes a posting."""
+    8 bytes a posting. A dict, or a `PackedPostings` mapped from the file."""
 
 
 @dataclass(frozen=True)
@@ -123,13 +133,17 @@ class Scored:
 class LexicalIndex:
     """BM25 postings of every chunk in one store; safe to share between threads."""
 
-    def __init__(self) -> None:
+    def __init__(self, folder: Path | None = None) -> None:
+        """`folder`: where the first segment is kept between processes (None: nowhere)."""
         self._segments: tuple[Segment, ...] = ()
         self._facts = _NO_FACTS
         self._generation: int | None = None
         self._lock = threading.Lock()
         self._sessions = Names()
         self._models = Names()
+        self._folder = folder
+        self._store: str | None = None  # the store's identity, once read: the file's name
+        self._kept_ids: np.ndarray | None = None  # the first segment's ids, when it is the file's
 
     @property
     def segments(self) -> int:
@@ -150,6 +164,8 @@ class LexicalIndex:
             with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
                 cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 current = _value(cur.execute("SELECT generation FROM chunk_stats").fetchone(), 0)
+                if self._generation is None and self._folder is not None:
+                    self._open_file(cur)
                 live = _ids(cur.execute(
                     "SELECT string_agg(int8send(id), ''::bytea ORDER BY id) FROM indexed_chunks"
                 ).fetchone())  # fmt: skip
@@ -162,11 +178,59 @@ class LexicalIndex:
                     segments.append(_load_segment(cur, only, self._sessions, self._models))
                 facts = _load_facts(cur, self._sessions)
             segments = [s for s in segments if s.live.any()]
-            if len(segments) > _MAX_SEGMENTS:
+            rest = sum(len(s.ids) for s in segments[1:])
+            if rest and rest >= _REWRITE_SHARE * len(segments[0].ids):
                 segments = [_merge(segments)]
+            elif len(segments) > _MAX_SEGMENTS:
+                segments = [segments[0], _merge(segments[1:])]
+            if segments and self._store is not None and segments[0].ids is not self._kept_ids:
+                if not segments[0].live.all():  # the old first segment wholly deleted
+                    segments[0] = _merge(segments[:1])
+                self._keep(segments[0])
             self._segments = tuple(segments)
             self._facts = facts
             self._generation = current
+
+    def _open_file(self, cur: psycopg.Cursor[tuple[Any, ...]]) -> None:
+        """Map this store's file, if one was written, as the first segment: at the first refresh,
+        while the index is empty."""
+        self._store = _value(cur.execute("SELECT id::text FROM store_identity").fetchone(), None)
+        found = postings_file.read(self._file(), self._store) if self._store else None
+        if found is None:
+            return
+        rows, postings, sessions, models = found
+        self._sessions, self._models = Names(sessions), Names(models)
+        segment = Segment(
+            ids=rows["ids"],
+            sessions=rows["sessions"],
+            exchange=rows["exchange"],
+            models=rows["models"],
+            length=rows["length"],
+            live=np.ones(len(rows["ids"]), dtype=bool),
+            postings=postings,
+        )
+        self._segments, self._kept_ids = (segment,), segment.ids
+
+    def _file(self) -> Path:
+        assert self._folder is not None and self._store is not None
+        return self._folder / f"{self._store}.postings"
+
+    def _keep(self, segment: Segment) -> None:
+        """Write the first segment to the file (all its rows live: it was just loaded or
+        merged). A home that cannot take it costs the next process a full load, nothing else."""
+        assert self._store is not None
+        try:
+            postings_file.write(
+                self._file(),
+                self._store,
+                {name: getattr(segment, name) for name in postings_file.ROW_ARRAYS},
+                postings_file.PackedPostings.of(segment.postings),
+                self._sessions.names,
+                self._models.names,
+            )
+        except OSError as exc:
+            logging.getLogger(__name__).warning("BM25 postings not kept: %s", exc)
+        self._kept_ids = segment.ids
 
     def private_sessions(self) -> list[str]:
         """The sessions of the private domain, as of the last refresh."""

@@ -235,6 +235,31 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         ALTER TABLE memories ADD COLUMN files text[] NOT NULL DEFAULT '{}';
         """,
     ),
+    (
+        11,
+        """
+        -- Each embedding space's background, as relevance measures it on the store's own
+        -- chunks (core/recall/relevance.py): kept, so a one-shot search reads a row instead of
+        -- sampling 2,000 vectors; measured again once the store has grown or shrunk by a third.
+        CREATE TABLE space_calibrations (
+            embedding_model text NOT NULL,
+            embedding_dim   integer NOT NULL,
+            chunks          bigint NOT NULL,
+            chunk_mean      float8 NOT NULL,
+            chunk_sd        float8 NOT NULL,
+            session_mean    float8 NOT NULL,
+            session_sd      float8 NOT NULL,
+            PRIMARY KEY (embedding_model, embedding_dim)
+        );
+        -- Which store this is, whatever its address: a copy of the BM25 postings kept on disk
+        -- (core/recall/lexical.py) belongs to one store, and a store made anew reuses chunk ids.
+        CREATE TABLE store_identity (
+            singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+            id        uuid NOT NULL DEFAULT gen_random_uuid()
+        );
+        INSERT INTO store_identity DEFAULT VALUES;
+        """,
+    ),
 )
 
 # Serialises migrations between processes that start together (webserver, daemon, MCP server).

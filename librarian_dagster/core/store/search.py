@@ -8,12 +8,14 @@ keep (core/store/memories.py); each session found is judged relevant or not agai
 unrelated chunks are in this store (core/recall/relevance.py).
 """
 
+import contextlib
 import math
 import random
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -98,9 +100,11 @@ class Search:
     each step in turn, so searches at once never wait on each other for the pool.
     """
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, postings_dir: Path | None = None) -> None:
+        """`postings_dir`: where the BM25 postings are kept between processes (None: nowhere,
+        each process loads them from the store)."""
         self._db = database
-        self._lexical = LexicalIndex()
+        self._lexical = LexicalIndex(postings_dir)
         # (model, dimension) -> (chunks held when measured, the space's background).
         self._calibrations: dict[tuple[str, int], tuple[int, SpaceCalibration]] = {}
 
@@ -270,14 +274,28 @@ class Search:
         self, conn: psycopg.Connection[DictRow], model: str, dim: int, chunks: int
     ) -> SpaceCalibration:
         """How alike unrelated chunks are in this embedding space, in this store (relevance's
-        background), measured on a sample of its chunks: once per search object, and again
-        once the store has grown or shrunk by a third since."""
+        background), measured on a sample of its chunks and kept in `space_calibrations`, so
+        every process reads one row; measured again once the store has grown or shrunk by a
+        third since."""
         measured = self._calibrations.get((model, dim))
-        if measured is not None and abs(chunks - measured[0]) * 3 <= measured[0]:
+        if measured is not None and _still_fits(measured[0], chunks):
             return measured[1]
-        calibration = _measure_space(conn, model, dim) or DEFAULT_CALIBRATION
-        self._calibrations[(model, dim)] = (chunks, calibration)
-        return calibration
+        kept = conn.execute(
+            "SELECT chunks, chunk_mean, chunk_sd, session_mean, session_sd"
+            " FROM space_calibrations WHERE embedding_model = %s AND embedding_dim = %s",
+            (model, dim),
+        ).fetchone()
+        if kept is not None and _still_fits(kept["chunks"], chunks):
+            measured = (kept["chunks"], SpaceCalibration(
+                kept["chunk_mean"], kept["chunk_sd"], kept["session_mean"], kept["session_sd"]
+            ))  # fmt: skip
+        else:
+            calibration = _measure_space(conn, model, dim)
+            if calibration is not None:
+                _keep_calibration(conn, model, dim, chunks, calibration)
+            measured = (chunks, calibration or DEFAULT_CALIBRATION)
+        self._calibrations[(model, dim)] = measured
+        return measured[1]
 
     def _vector_lists(
         self, dim: int, where: str, params: dict[str, Any], read: dict[str, bool]
@@ -387,6 +405,32 @@ def _context_relations(
         elif row["in_project"]:
             relations[row["session_id"]] = "project"
     return relations
+
+
+def _still_fits(measured_at: int, chunks: int) -> bool:
+    """Whether a space measured when the store held `measured_at` chunks still describes it."""
+    return abs(chunks - measured_at) * 3 <= measured_at
+
+
+def _keep_calibration(
+    conn: psycopg.Connection[DictRow], model: str, dim: int, chunks: int, space: SpaceCalibration
+) -> None:
+    """Store a space's measured background for every process after this one. A search on a
+    role or a replica that may only read keeps it in this process alone."""
+    read_only = (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction)
+    with contextlib.suppress(*read_only):
+        conn.execute(
+            """
+            INSERT INTO space_calibrations AS s (embedding_model, embedding_dim, chunks,
+                chunk_mean, chunk_sd, session_mean, session_sd)
+            VALUES (%s, %s, %s, %s, %s, %s, %s)
+            ON CONFLICT (embedding_model, embedding_dim) DO UPDATE SET chunks = EXCLUDED.chunks,
+                chunk_mean = EXCLUDED.chunk_mean, chunk_sd = EXCLUDED.chunk_sd,
+                session_mean = EXCLUDED.session_mean, session_sd = EXCLUDED.session_sd
+            """,
+            (model, dim, chunks, space.chunk_mean, space.chunk_sd, space.session_mean,
+             space.session_sd),
+        )  # fmt: skip
 
 
 def _measure_space(

@@ -6,6 +6,7 @@ PostgreSQL + pgvector. Each concern is its own class, and each caller takes the 
 bookkeeping). The schema is core/store/schema.py's; the pool, core/store/pool.py's.
 """
 
+from pathlib import Path
 from types import TracebackType
 
 import psycopg
@@ -25,11 +26,18 @@ class Store:
     The schema must be up to date first (`migrate`, or `open_store`, which does both).
     """
 
-    def __init__(self, url: str, *, min_connections: int = MIN_CONNECTIONS) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_connections: int = MIN_CONNECTIONS,
+        postings_dir: Path | None = None,
+    ) -> None:
+        """`postings_dir`: where search keeps its BM25 postings between processes (Search)."""
         self.url = url
         self.database = Database(url, min_size=min_connections)
         self.memories = Memories(self.database)
-        self.search = Search(self.database)
+        self.search = Search(self.database, postings_dir)
         self.ledger = Ledger(self.database)
 
     def close(self) -> None:
@@ -60,4 +68,6 @@ def migrated_url(settings: Settings) -> str:
 
 def open_store(settings: Settings, *, min_connections: int = MIN_CONNECTIONS) -> Store:
     """The store the settings point at, schema up to date; close it when done."""
-    return Store(migrated_url(settings), min_connections=min_connections)
+    return Store(
+        migrated_url(settings), min_connections=min_connections, postings_dir=settings.postings_dir
+    )

@@ -1,0 +1,166 @@
+"""The BM25 postings of one store kept in a file, read through memory maps (docs/decisions/0032).
+
+A process that searches needs the postings of the question's few lexemes, not all of them: loading
+every posting from PostgreSQL took 1.7 s at 100,000 chunks and 23.5 s at a million, which a
+one-shot `librarian search` paid for one answer and a recall server at every start. So whoever has
+the postings in memory writes them here, once, as flat arrays, and the next process maps the file
+and touches only the pages of the lexemes it scores; what the store gained or lost since is caught
+up from the database as the in-memory index always did (core/recall/lexical.py).
+
+One file per store (named by the store's identity: a store made anew reuses chunk ids), written
+to a temporary name and renamed over the old one, so a reader sees a whole file or the one before.
+
+Layout: 8 bytes of magic, the header's length (8 bytes, little-endian), the header as JSON (the
+store, the session and model names the rows are numbered by, each array's dtype, offset and
+length), then the arrays, each at an offset that is a multiple of 64.
+"""
+
+import bisect
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+_MAGIC = b"LBRPOST1"
+_ALIGN = 64
+
+ROW_ARRAYS = ("ids", "sessions", "exchange", "models", "length")
+"""The per-row arrays of a segment (core/recall/lexical.py's `Segment`), in the file by name."""
+
+
+class PackedPostings(Mapping[str, tuple[np.ndarray, np.ndarray]]):
+    """lexeme -> (rows holding it, ascending; its term frequency in each), from flat arrays:
+    the lexemes' UTF-8 bytes end to end in byte order, and each one's postings as a slice of the
+    rows and frequencies. A lookup is a binary search; nothing is read until it is asked for."""
+
+    def __init__(
+        self,
+        words: np.ndarray,
+        word_starts: np.ndarray,
+        starts: np.ndarray,
+        rows: np.ndarray,
+        tf: np.ndarray,
+    ) -> None:
+        self._words, self._word_starts = words, word_starts
+        self._starts, self._rows, self._tf = starts, rows, tf
+
+    @classmethod
+    def of(cls, postings: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> "PackedPostings":
+        """The same postings, packed (as a segment held in memory is before it is written)."""
+        keys = sorted(postings, key=lambda w: w.encode())
+        encoded = [w.encode() for w in keys]
+        word_starts = np.zeros(len(keys) + 1, dtype=np.int64)
+        np.cumsum([len(e) for e in encoded], out=word_starts[1:])
+        starts = np.zeros(len(keys) + 1, dtype=np.int64)
+        np.cumsum([len(postings[w][0]) for w in keys], out=starts[1:])
+        empty_rows, empty_tf = np.zeros(0, np.int32), np.zeros(0, np.float32)
+        return cls(
+            np.frombuffer(b"".join(encoded), dtype=np.uint8),
+            word_starts,
+            starts,
+            np.concatenate([postings[w][0] for w in keys] or [empty_rows]).astype(np.int32),
+            np.concatenate([postings[w][1] for w in keys] or [empty_tf]).astype(np.float32),
+        )
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {
+            "words": self._words,
+            "word_starts": self._word_starts,
+            "starts": self._starts,
+            "rows": self._rows,
+            "tf": self._tf,
+        }
+
+    def _word(self, i: int) -> bytes:
+        return self._words[self._word_starts[i] : self._word_starts[i + 1]].tobytes()
+
+    def _slice(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        start, end = int(self._starts[i]), int(self._starts[i + 1])
+        return self._rows[start:end], self._tf[start:end]
+
+    def __getitem__(self, lexeme: str) -> tuple[np.ndarray, np.ndarray]:
+        key = lexeme.encode()
+        i = bisect.bisect_left(range(len(self)), key, key=self._word)
+        if i == len(self) or self._word(i) != key:
+            raise KeyError(lexeme)
+        return self._slice(i)
+
+    def __iter__(self) -> Iterator[str]:
+        return (self._word(i).decode() for i in range(len(self)))
+
+    def __len__(self) -> int:
+        return len(self._word_starts) - 1
+
+    def items(self) -> Iterator[tuple[str, tuple[np.ndarray, np.ndarray]]]:  # type: ignore[override]
+        return ((self._word(i).decode(), self._slice(i)) for i in range(len(self)))
+
+
+def write(
+    path: Path,
+    store: str,
+    rows: Mapping[str, np.ndarray],
+    postings: PackedPostings,
+    sessions: list[str],
+    models: list[str],
+) -> None:
+    """Write one segment's rows and postings for `store`, atomically (a temporary file renamed)."""
+    arrays = {**{name: rows[name] for name in ROW_ARRAYS}, **postings.arrays()}
+    layout: dict[str, tuple[str, int, int]] = {}
+    offset = 0
+    for name, array in arrays.items():
+        layout[name] = (array.dtype.str, offset, len(array))
+        offset += -(-array.nbytes // _ALIGN) * _ALIGN
+    header = json.dumps(
+        {"store": store, "sessions": sessions, "models": models, "arrays": layout}
+    ).encode()
+    base = -(-(16 + len(header)) // _ALIGN) * _ALIGN
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(_MAGIC + len(header).to_bytes(8, "little") + header)
+            for name, array in arrays.items():
+                out.seek(base + layout[name][1])
+                out.write(np.ascontiguousarray(array).tobytes())
+            out.truncate(base + offset)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def read(
+    path: Path, store: str
+) -> tuple[dict[str, np.ndarray], PackedPostings, list[str], list[str]] | None:
+    """The rows, postings and names written for `store`, mapped from the file; None when there
+    is no file, it is another store's, or it cannot be read whole (then it is rewritten)."""
+    try:
+        with path.open("rb") as source:
+            start = source.read(16)
+            if len(start) < 16 or start[:8] != _MAGIC:
+                return None
+            header: dict[str, Any] = json.loads(source.read(int.from_bytes(start[8:], "little")))
+        if header.get("store") != store:
+            return None
+        base = -(-(16 + int.from_bytes(start[8:], "little")) // _ALIGN) * _ALIGN
+        size = path.stat().st_size
+        arrays: dict[str, np.ndarray] = {}
+        for name, (dtype, offset, length) in header["arrays"].items():
+            kind = np.dtype(dtype)
+            if base + offset + length * kind.itemsize > size:
+                return None
+            arrays[name] = (
+                np.memmap(path, dtype=kind, mode="r", offset=base + offset, shape=(length,))
+                if length
+                else np.zeros(0, dtype=kind)
+            )
+        postings = PackedPostings(
+            *(arrays[n] for n in ("words", "word_starts", "starts", "rows", "tf"))
+        )
+        return arrays, postings, header["sessions"], header["models"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
