@@ -178,8 +178,11 @@ def test_a_session_written_private_after_the_facts_were_read_is_still_never_show
 def test_a_new_process_maps_the_kept_postings_and_catches_up_with_the_store(store, tmp_path):
     for session_id, texts in TEXTS.items():
         _write(store, session_id, texts)
-    _index_scores(store, LexicalIndex(tmp_path), "lock")  # a full load, then kept
+    loaded = LexicalIndex(tmp_path)
+    _index_scores(store, loaded, "lock")  # a full load, then kept, and searched mapped
     (kept,) = tmp_path.glob("*.postings")
+    assert isinstance(loaded._segments[0].postings, PackedPostings)
+    _assert_same(_index_scores(store, loaded, "sqlite lock"), _sql_scores(store, "sqlite lock"))
     written = kept.stat().st_mtime_ns
     mapped = LexicalIndex(tmp_path)
     for question in QUESTIONS:

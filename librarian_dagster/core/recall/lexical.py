@@ -186,7 +186,7 @@ class LexicalIndex:
             if segments and self._store is not None and segments[0].ids is not self._kept_ids:
                 if not segments[0].live.all():  # the old first segment wholly deleted
                     segments[0] = _merge(segments[:1])
-                self._keep(segments[0])
+                segments[0] = self._keep(segments[0])
             self._segments = tuple(segments)
             self._facts = facts
             self._generation = current
@@ -195,11 +195,20 @@ class LexicalIndex:
         """Map this store's file, if one was written, as the first segment: at the first refresh,
         while the index is empty."""
         self._store = _value(cur.execute("SELECT id::text FROM store_identity").fetchone(), None)
-        found = postings_file.read(self._file(), self._store) if self._store else None
+        found = self._mapped()
+        if found is not None:
+            segment, sessions, models = found
+            self._sessions, self._models = Names(sessions), Names(models)
+            self._segments, self._kept_ids = (segment,), segment.ids
+
+    def _mapped(self) -> tuple[Segment, list[str], list[str]] | None:
+        """The segment in this store's file, mapped, with the names its rows are numbered by."""
+        if self._folder is None or self._store is None:
+            return None
+        found = postings_file.read(self._folder / f"{self._store}.postings", self._store)
         if found is None:
-            return
+            return None
         rows, postings, sessions, models = found
-        self._sessions, self._models = Names(sessions), Names(models)
         segment = Segment(
             ids=rows["ids"],
             sessions=rows["sessions"],
@@ -209,19 +218,17 @@ class LexicalIndex:
             live=np.ones(len(rows["ids"]), dtype=bool),
             postings=postings,
         )
-        self._segments, self._kept_ids = (segment,), segment.ids
+        return segment, sessions, models
 
-    def _file(self) -> Path:
-        assert self._folder is not None and self._store is not None
-        return self._folder / f"{self._store}.postings"
-
-    def _keep(self, segment: Segment) -> None:
+    def _keep(self, segment: Segment) -> Segment:
         """Write the first segment to the file (all its rows live: it was just loaded or
-        merged). A home that cannot take it costs the next process a full load, nothing else."""
-        assert self._store is not None
+        merged) and go on with it mapped from there: the pages are the operating system's to
+        share and evict, not this process's heap. A home that cannot take it costs the next
+        process a full load, nothing else."""
+        assert self._folder is not None and self._store is not None
         try:
             postings_file.write(
-                self._file(),
+                self._folder / f"{self._store}.postings",
                 self._store,
                 {name: getattr(segment, name) for name in postings_file.ROW_ARRAYS},
                 postings_file.PackedPostings.of(segment.postings),
@@ -230,7 +237,12 @@ class LexicalIndex:
             )
         except OSError as exc:
             logging.getLogger(__name__).warning("BM25 postings not kept: %s", exc)
-        self._kept_ids = segment.ids
+            found = None
+        else:
+            found = self._mapped()
+        kept = segment if found is None else found[0]
+        self._kept_ids = kept.ids
+        return kept
 
     def private_sessions(self) -> list[str]:
         """The sessions of the private domain, as of the last refresh."""
