@@ -20,7 +20,8 @@ negative questions of `../shared/eval/`:
   the server loads its own at start), for where the time goes;
 - search_chunks: the real server (`python -m mcp_server`, uvicorn) over streamable HTTP from a
   real `mcp.Client` session;
-- hook: `hooks/user_prompt_submit.py` as a whole process (`python3 -E -S`) against the server's
+- hook: `hooks/user_prompt_submit.py` as a whole process, run by hooks.json's command through a
+  shell as Claude Code runs it (or `--python X -E -S`), against the server's
   `POST /recall`, with its default 800 ms deadline;
 - one-shot `librarian search` as a whole process, through the running server and alone
   (`--local`: the first loads every posting from the store and keeps them in a file, the next
@@ -228,6 +229,13 @@ def start_server(home: Path, database_url: str, port: int) -> subprocess.Popen:
 ONESHOTS = 5  # questions asked by one-shot `librarian search` processes, each way
 
 
+def hook_command() -> str:
+    """The prompt hook's command in hooks.json, for a shell, as Claude Code runs it."""
+    config = json.loads((REPO / "hooks" / "hooks.json").read_text(encoding="utf-8"))
+    command = config["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
+    return command.replace("${CLAUDE_PLUGIN_ROOT}", str(REPO))
+
+
 def first_answer_after(url: str, started: float) -> float:
     """Seconds from `started` until the server first answers `POST /recall` with a result."""
     import urllib.request
@@ -311,7 +319,8 @@ async def measure(args, store, embedder, queries, url: str, hook_env: dict) -> d
                 tool = time.perf_counter()
                 event = {"session_id": "bench", "cwd": hook_env["HOME"], "prompt": q}
                 proc = subprocess.run(
-                    [args.python, "-E", "-S", str(HOOK)],
+                    [args.python, "-E", "-S", str(HOOK)] if args.python else hook_command(),
+                    shell=not args.python,
                     input=json.dumps(event).encode(),
                     capture_output=True,
                     env=hook_env,
@@ -338,10 +347,12 @@ async def measure(args, store, embedder, queries, url: str, hook_env: dict) -> d
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=100_000)
-    parser.add_argument("--python", default="python3", help="the hook's interpreter")
+    parser.add_argument(
+        "--python", help="run the hook with this interpreter (default: as hooks.json runs it)"
+    )
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    args.python = shutil.which(args.python) or args.python
+    args.python = args.python and (shutil.which(args.python) or args.python)
     queries = [
         json.loads(line)["query"]
         for path in (GOLDEN, NEGATIVES)
@@ -388,8 +399,9 @@ def main() -> int:
             LIBRARIAN_LOG=str(tmp / "hook.log"),
             LIBRARIAN_RECALL_URL=url + "/recall",
         )
+        hook_runner = args.python or hook_command()
         print(
-            f"{len(queries)} queries (+{WARMUP} warm-up), round-robin; hook: {args.python}; "
+            f"{len(queries)} queries (+{WARMUP} warm-up), round-robin; hook: {hook_runner}; "
             f"load average {os.getloadavg()[0]:.1f}\n"
         )
         found = asyncio.run(measure(args, store, embedder, queries, url, hook_env))

@@ -32,9 +32,10 @@ def test_hooks_json_commands_run_from_the_plugin_root(hooks, tmp_path):
     make_library(repo, {"tech.md": "- from the plugin"})
     for event_name, groups in config.items():
         command = groups[0]["hooks"][0]["command"]
-        assert "${CLAUDE_PLUGIN_ROOT}" in command and command.startswith("python3 ")
+        assert "${CLAUDE_PLUGIN_ROOT}" in command and command.startswith("sh ")
         argv = shlex.split(command.replace("${CLAUDE_PLUGIN_ROOT}", str(REPO)))
-        assert os.path.isfile(argv[-1])
+        assert argv[1] == str(REPO / "hooks" / "run-hook.sh")
+        assert (REPO / "hooks" / argv[2]).is_file()
         if event_name == "PreToolUse":
             # Run it as Claude Code would (through the shell), with python3 from PATH.
             proc = subprocess.run(
