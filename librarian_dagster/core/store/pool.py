@@ -25,7 +25,7 @@ list is (`hnsw.ef_search`): a list as wide as what is taken from it."""
 MIN_CONNECTIONS = 1
 """Connections kept open while idle: a pipeline process or a command uses one at a time."""
 SEARCH_CONNECTIONS = 3
-"""Connections one search uses at once (one vector list on its own thread, two in side threads,
+"""Connections one search uses at once (its three vector lists, each in a side thread,
 core/store/search.py): what the recall server keeps open, so that no question waits for a
 connect."""
 MAX_CONNECTIONS = 16

@@ -13,7 +13,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
@@ -61,10 +61,10 @@ Layers = Literal["both", "bullets", "exchanges"]
 """Which layers a search reads: both (the product), or one alone (to measure what each brings:
 `librarian eval --layer`). The sessions' mean vectors are the exchange layer's."""
 
-# Threads that run the bullets' and the sessions' vector lists, each on a connection of its own,
-# while the search's own thread runs the exchanges': three index scans at once on three server
-# processes, not one after the other.
-_SIDE_READS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="librarian-read")
+# Threads that run a search's three vector lists, each on a connection of its own, while the
+# search's own thread scores BM25: three index scans at once on three server processes, beside
+# the numpy work, not one after the other. Two searches' lists at once.
+_SIDE_READS = ThreadPoolExecutor(max_workers=6, thread_name_prefix="librarian-read")
 
 # A question's distinct lexemes with their BM25 idf, those of its names that no chunk holds
 # (core/recall/relevance.py), the collection's mean chunk length and the generation the postings
@@ -154,26 +154,33 @@ class Search:
             if where:  # `where` is our own text (fixed clauses, values as named parameters)
                 chosen = ours(f"SELECT m.session_id FROM memories m WHERE TRUE {where}")
                 allowed = {r["session_id"] for r in conn.execute(chosen, params)}
-        idf = dict(zip(terms["lexemes"] or (), terms["idfs"] or (), strict=True))
-        scored = self._lexical.score(
-            list(idf.items()), terms["avgdl"], embedding_model, allowed, filters.include_private
-        )
-        vector = query_embedding() if callable(query_embedding) else query_embedding
-        dim = len(vector)
         params |= {
             "model": embedding_model,
-            "vector": vector_literal(vector),
             "hidden": [] if filters.include_private else self._lexical.private_sessions(),
             "private_ok": filters.include_private,
             "private_domain": PRIVATE_DOMAIN,
         }
+        read = {"bullets": layers != "exchanges", "exchanges": layers != "bullets"}
+        embedding = query_embedding if callable(query_embedding) else lambda: query_embedding
+        # The vector lists run on their side connections (PostgreSQL's processes) while this
+        # thread scores BM25 (numpy): at a million chunks each takes some 20 ms, now at once.
+        vector_lists = (
+            self._vector_lists(embedding, where, params, read) if mode != "text" else None
+        )
+        idf = dict(zip(terms["lexemes"] or (), terms["idfs"] or (), strict=True))
+        scored = self._lexical.score(
+            list(idf.items()), terms["avgdl"], embedding_model, allowed, filters.include_private
+        )
+        vector = embedding()
+        dim = len(vector)
+        params["vector"] = vector_literal(vector)
 
         total_idf = math.fsum(idf.values()) or None
         chunk_lists: list[list[tuple[int, str]]] = []
         ranked: list[tuple[float, Sequence[str]]] = []
-        read = {"bullets": layers != "exchanges", "exchanges": layers != "bullets"}
-        if mode != "text":
-            bullets, exchanges, whole = self._vector_lists(dim, where, params, read)
+        if vector_lists is not None:
+            bullets, exchanges, means = (lists.result() for lists in vector_lists)
+            whole = [session for _, session in means]
             chunk_lists += [bullets, exchanges]
             ranked += [(1.0, sessions_of(bullets)), (1.0, sessions_of(exchanges)), (1.0, whole)]
         if mode != "vector":
@@ -298,14 +305,21 @@ class Search:
         return measured[1]
 
     def _vector_lists(
-        self, dim: int, where: str, params: dict[str, Any], read: dict[str, bool]
-    ) -> tuple[list[tuple[int, str]], list[tuple[int, str]], list[str]]:
-        """By cosine over the HNSW indexes: the `CANDIDATES` nearest chunks of each layer
-        (bullets, exchanges: (chunk id, session id), nearest first) and the nearest sessions as
-        a whole (their mean vectors); a layer not `read` gives empty lists. The bullets and the
-        sessions run in side threads, at the same time as the exchanges in this one."""
+        self,
+        embedding: Callable[[], Sequence[float]],
+        where: str,
+        params: dict[str, Any],
+        read: dict[str, bool],
+    ) -> tuple[Future[list[tuple[int, str]]], ...]:
+        """By cosine over the HNSW indexes, started in side threads (each on a connection of its
+        own, each waiting for the question's vector): the `CANDIDATES` nearest chunks of each
+        layer (bullets, exchanges: (chunk id, session id), nearest first) and the nearest
+        sessions as a whole (their mean vectors: (0, session id)). A layer not `read` gives
+        empty lists."""
 
         def nearest(table: str, layer: str) -> list[tuple[int, str]]:
+            vector = embedding()
+            dim = len(vector)
             # Only a filter needs the memories row: without one the plan is the index scan alone.
             source = f"{table} c JOIN memories m USING (session_id)" if where else f"{table} c"
             key = "c.id" if table == "indexed_chunks" else "0"
@@ -318,24 +332,26 @@ class Search:
                           AND c.session_id <> ALL(%(hidden)s::text[]) {where}
                     ORDER BY {distance} LIMIT {CANDIDATES}
                     """),
-                    params,
+                    {**params, "vector": vector_literal(vector)},
                 ).fetchall()
             rows.sort(key=lambda r: (r["distance"], r["id"], r["session_id"]))
             return [(r["id"], r["session_id"]) for r in rows]
 
-        if not read["exchanges"]:
-            return nearest("indexed_chunks", f"AND c.section <> '{EXCHANGE}'"), [], []
-        bullets = (
-            _SIDE_READS.submit(nearest, "indexed_chunks", f"AND c.section <> '{EXCHANGE}'")
-            if read["bullets"]
-            else None
-        )
-        whole = _SIDE_READS.submit(nearest, "session_vectors", "")
-        exchanges = nearest("indexed_chunks", f"AND c.section = '{EXCHANGE}'")
+        def none() -> list[tuple[int, str]]:
+            return []
+
+        bullets = f"AND c.section <> '{EXCHANGE}'"
+        exchanges = f"AND c.section = '{EXCHANGE}'"
         return (
-            bullets.result() if bullets else [],
-            exchanges,
-            [session for _, session in whole.result()],
+            _SIDE_READS.submit(nearest, "indexed_chunks", bullets)
+            if read["bullets"]
+            else _SIDE_READS.submit(none),
+            _SIDE_READS.submit(nearest, "indexed_chunks", exchanges)
+            if read["exchanges"]
+            else _SIDE_READS.submit(none),
+            _SIDE_READS.submit(nearest, "session_vectors", "")
+            if read["exchanges"]
+            else _SIDE_READS.submit(none),
         )
 
 
