@@ -291,3 +291,47 @@ def test_a_question_only_the_digest_answers_is_answered_and_one_about_nothing_is
         )
         assert nothing.results == [] and nothing.note == NOTHING_RELEVANT
     dispose_instance(instance)
+
+
+def _two_sessions(tmp_path):
+    folder = tmp_path / "mirror" / "-work-app"
+    write_transcript(folder, SESSION, PROMPT, REPLY)
+    write_transcript(folder, OTHER, "How did we shard the quokka index?", "By tenant id.")
+    return session_files_for([folder])
+
+
+def _embedded_texts(call) -> list[str]:
+    return [" ".join(p["text"] for p in r["content"]["parts"]) for r in call.json["requests"]]
+
+
+def test_a_runs_sessions_are_embedded_in_one_call(tmp_path, database_url, fake, monkeypatch):
+    settings = _settings(tmp_path, database_url, fake, monkeypatch)
+    instance = open_instance(settings)
+    outcomes = ingest_sessions(_two_sessions(tmp_path), settings, instance, per_run=2)
+    assert [o.status for o in outcomes] == ["ingested", "ingested"], outcomes
+    [call] = fake.calls("batchEmbedContents")
+    texts = " ".join(_embedded_texts(call))
+    assert "zanzibar" in texts and "quokka" in texts
+    with Store(database_url) as store:
+        for session in (SESSION, OTHER):
+            memory = store.memories.get_memory(session)
+            assert memory is not None and memory.embedding_model == "gemini-embedding-001"
+    dispose_instance(instance)
+
+
+def test_a_run_wide_embedding_call_that_fails_falls_back_to_each_session_alone(
+    tmp_path, database_url, fake, monkeypatch
+):
+    settings = _settings(tmp_path, database_url, fake, monkeypatch)
+    # Refused for good (not retried): the run's call fails; each session's own call then passes.
+    fake.embed_script = [error(400, "Request payload size exceeds the limit.", "INVALID_ARGUMENT")]
+    instance = open_instance(settings)
+    outcomes = ingest_sessions(_two_sessions(tmp_path), settings, instance, per_run=2)
+    assert [o.status for o in outcomes] == ["ingested", "ingested"], outcomes
+    first, *alone = fake.calls("batchEmbedContents")
+    assert len(alone) == 2
+    assert "zanzibar" in " ".join(_embedded_texts(first)) and "quokka" in " ".join(
+        _embedded_texts(first)
+    )
+    assert ["quokka" in " ".join(_embedded_texts(c)) for c in alone].count(True) == 1
+    dispose_instance(instance)
