@@ -32,7 +32,8 @@ negative questions of `../shared/eval/`:
 
 Ends with one JSON line: `chunks`, `search_chunks_p50_ms`, `search_chunks_p95_ms`, `bare_p95_ms`,
 `hook_p95_ms`, `oneshot_search_s`, `oneshot_local_s`, `server_rss_mb`, `first_answer_s` (the
-server started again, its postings kept), `first_answer_cold_s`, `oneshot_local_first_s`.
+server started again, its postings kept), `first_answer_cold_s`, `server_rss_kept_mb` (the server
+started again, after a few answers), `oneshot_local_first_s`.
 
     uv run python benchmarks/recall_latency.py [--chunks 100000] [--python python3]
 
@@ -452,6 +453,11 @@ def main() -> int:
             LIBRARIAN_MCP_PORT=str(port),
         )
         oneshot = oneshot_seconds(queries[:ONESHOTS], cli_env, [])
+        # The server started again has answered those through its mapped file.
+        rss_kept_mb = psutil.Process(server.pid).memory_info().rss / 2**20
+        print(
+            f"server started again, resident memory after {ONESHOTS} answers: {rss_kept_mb:.0f} MB"
+        )
         # The first alone loads every posting from the store and keeps them in its home's file;
         # the ones after map the file.
         alone_first = oneshot_seconds(queries[:1], cli_env, ["--local"])
@@ -474,6 +480,7 @@ def main() -> int:
             "oneshot_local_s": round(alone, 2), "server_rss_mb": round(rss_mb),
             "first_answer_s": round(first_answer_kept, 1),
             "first_answer_cold_s": round(first_answer, 1),
+            "server_rss_kept_mb": round(rss_kept_mb),
             "oneshot_local_first_s": round(alone_first, 2),
         }))  # fmt: skip
     finally:

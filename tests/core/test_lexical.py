@@ -268,3 +268,26 @@ def test_a_space_measured_once_is_read_by_every_later_search(store, monkeypatch)
         store.memories.replace_memory(memory_record(f"s{s}"), chunks)
     Search(store.database).find("story", _unit(1, 0, 0), MODEL)
     assert len(measured) == 2
+
+
+def test_a_pool_keeps_what_the_best_of_each_layer_needs_and_nothing_more(store):
+    index = LexicalIndex()
+    for session_id, texts in TEXTS.items():
+        _write(store, session_id, texts)
+    _index_scores(store, index, "lock")
+    for n in range(3):  # ties between copies of one text
+        _write(store, f"copy-{n}", ["sqlite lock timeout", "lock lock lock", "the lock test"])
+        _index_scores(store, index, "lock")
+    with psycopg.connect(store.url, autocommit=True) as conn:
+        for question in QUESTIONS:
+            terms = conn.execute(_QUERY_TERMS, {"text": question, "named": ""}).fetchone()
+            asked = list(zip(terms[3] or (), terms[4] or (), strict=True))
+            every = index.score(asked, terms[1], MODEL)
+            for pool in (1, 2, 3):
+                kept = index.score(asked, terms[1], MODEL, pool=pool)
+                assert len(kept.ids) <= len(every.ids)
+                for layer in (True, False):
+                    assert kept.top(layer, pool) == every.top(layer, pool)
+                assert kept.best_covered == every.covered.max(initial=0.0)
+    long = index.score([("lock", 1.0)], 10.0, MODEL, pool=1)
+    assert 0 < len(long.ids) < len(index.score([("lock", 1.0)], 10.0, MODEL).ids)

@@ -107,24 +107,25 @@ _NO_FACTS = SessionFacts(*(np.zeros(0, dtype=t) for t in (bool, bool, np.float64
 
 @dataclass(frozen=True)
 class Scored:
-    """Every chunk that holds one of the question's lexemes (and passes the filters)."""
+    """The chunks that hold one of the question's lexemes (and pass the filters): every one, or
+    those that can be among the `pool` best of their layer (`LexicalIndex.score`)."""
 
     ids: np.ndarray
     sessions: np.ndarray
     exchange: np.ndarray
     score: np.ndarray
     covered: np.ndarray
-    """The question's idf mass the chunk holds: its best chunk's share says how much the BM25
-    lists weigh in the ranking (Search.find, core/store/search.py)."""
+    """The question's idf mass the chunk holds."""
+    best_covered: float
+    """The most of it any chunk holds, of all those scored (kept or not): its share of the
+    question's idf mass says how much the BM25 lists weigh in the ranking (Search.find,
+    core/store/search.py)."""
     names: Names
 
     def top(self, exchange: bool, pool: int) -> list[tuple[int, str]]:
         """The `pool` best (chunk id, session id) of one layer: score descending, then id."""
-        rows = np.flatnonzero(self.exchange == exchange)
-        if len(rows) > pool:
-            # All rows tied with the pool's last score are kept, so ties order by id, as in SQL.
-            cut = np.partition(self.score[rows], len(rows) - pool)[len(rows) - pool]
-            rows = rows[self.score[rows] >= cut]
+        # All rows tied with the pool's last score are kept, so ties order by id, as in SQL.
+        rows = _best(np.flatnonzero(self.exchange == exchange), self.score, pool)
         rows = rows[np.lexsort((self.ids[rows], -self.score[rows]))][:pool]
         names = self.names.names
         return [(int(self.ids[r]), names[self.sessions[r]]) for r in rows]
@@ -144,6 +145,8 @@ class LexicalIndex:
         self._folder = folder
         self._store: str | None = None  # the store's identity, once read: the file's name
         self._kept_ids: np.ndarray | None = None  # the first segment's ids, when it is the file's
+        # Each segment's length normalisation at the last mean length (by id of its lengths).
+        self._norms: dict[int, tuple[float, np.ndarray]] = {}
 
     @property
     def segments(self) -> int:
@@ -188,6 +191,9 @@ class LexicalIndex:
                     segments[0] = _merge(segments[:1])
                 segments[0] = self._keep(segments[0])
             self._segments = tuple(segments)
+            self._norms = {
+                k: v for k, v in self._norms.items() if k in {id(s.length) for s in segments}
+            }
             self._facts = facts
             self._generation = current
 
@@ -266,9 +272,12 @@ class LexicalIndex:
         model: str,
         sessions: Collection[str] | None = None,
         include_private: bool = True,
+        pool: int | None = None,
     ) -> Scored:
         """BM25 of every chunk of `model` (of `sessions`, when given) holding one of `terms`;
-        without the private sessions unless `include_private`.
+        without the private sessions unless `include_private`. With a `pool`, only the chunks
+        that can be among the `pool` best of their layer are kept (`Scored.top` of that pool
+        is the same, and a million chunks' worth of rows is not carried along).
 
         `terms` are the question's distinct lexemes with their idf, as the store counts them.
         """
@@ -277,19 +286,21 @@ class LexicalIndex:
         # By session number; sessions numbered after the snapshot are not private in it.
         private = self._facts.private if not include_private else None
         parts: list[tuple[np.ndarray, ...]] = []
+        best_covered = 0.0
         for segment in self._segments:
-            scores = np.zeros(len(segment.ids))
-            covered = np.zeros(len(segment.ids))
-            length_norm = BM25_K1 * (1 - BM25_B + BM25_B * segment.length / max(avgdl, 1.0))
-            for lexeme, idf in terms:
-                posting = segment.postings.get(lexeme)
-                if posting is None:
-                    continue
-                rows, tf = posting
-                tf = tf.astype(np.float64)  # stored as float32; scored in float64, as SQL does
-                # Rows are unique within one posting list, so fancy-index += adds each once.
-                scores[rows] += idf * tf * (BM25_K1 + 1) / (tf + length_norm[rows])
-                covered[rows] += idf
+            held = [(idf, p) for lexeme, idf in terms if (p := segment.postings.get(lexeme))]
+            if not held:
+                continue
+            # Every posting of the question's lexemes at once, in the terms' order, each row's
+            # terms summed in that order by bincount: the same floats as adding term by term,
+            # in one pass instead of a gather and a scatter per term (1.7x at a million chunks).
+            rows = np.concatenate([posting[0] for _, posting in held])
+            tf = np.concatenate([posting[1] for _, posting in held]).astype(np.float64)
+            idfs = np.repeat([idf for idf, _ in held], [len(posting[0]) for _, posting in held])
+            norm = self._length_norm(segment, avgdl)[rows]
+            size = len(segment.ids)
+            scores = np.bincount(rows, idfs * tf * (BM25_K1 + 1) / (tf + norm), minlength=size)
+            covered = np.bincount(rows, idfs, minlength=size)
             # The filters on the rows holding a lexeme only, not on every row of the segment.
             rows = np.flatnonzero(covered > 0)
             keep = segment.live[rows] & np.isin(segment.models[rows], models)
@@ -298,6 +309,14 @@ class LexicalIndex:
             if private is not None and private.any():
                 keep &= ~np.isin(segment.sessions[rows], np.flatnonzero(private))
             rows = rows[keep]
+            if not len(rows):
+                continue
+            best_covered = max(best_covered, float(covered[rows].max()))
+            if pool is not None:
+                rows = np.concatenate([
+                    _best(rows[segment.exchange[rows] == layer], scores, pool)
+                    for layer in (True, False)
+                ])  # fmt: skip
             parts.append((
                 segment.ids[rows], segment.sessions[rows], segment.exchange[rows],
                 scores[rows], covered[rows],
@@ -305,10 +324,28 @@ class LexicalIndex:
         if not parts:
             none = np.zeros(0)
             return Scored(none.astype(np.int64), none.astype(np.int32), none.astype(bool),
-                          none, none, self._sessions)  # fmt: skip
+                          none, none, 0.0, self._sessions)  # fmt: skip
         columns = zip(*parts, strict=True)
         ids, sessions_, exchange, scores, covered = (np.concatenate(c) for c in columns)
-        return Scored(ids, sessions_, exchange, scores, covered, self._sessions)
+        return Scored(ids, sessions_, exchange, scores, covered, best_covered, self._sessions)
+
+    def _length_norm(self, segment: Segment, avgdl: float) -> np.ndarray:
+        """BM25's length normalisation of each of the segment's rows, for this mean length
+        (kept: the mean moves only when the store is written)."""
+        key = id(segment.length)
+        kept = self._norms.get(key)
+        if kept is None or kept[0] != avgdl:
+            norm = BM25_K1 * (1 - BM25_B + BM25_B * segment.length / max(avgdl, 1.0))
+            kept = self._norms[key] = (avgdl, norm)
+        return kept[1]
+
+
+def _best(rows: np.ndarray, scores: np.ndarray, pool: int) -> np.ndarray:
+    """Of `rows`, those whose score is among the `pool` best, all rows tied with the last kept."""
+    if len(rows) <= pool:
+        return rows
+    cut = np.partition(scores[rows], len(rows) - pool)[len(rows) - pool]
+    return rows[scores[rows] >= cut]
 
 
 def _value(row: Any, default: Any) -> Any:

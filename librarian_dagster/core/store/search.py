@@ -169,7 +169,12 @@ class Search:
         )
         idf = dict(zip(terms["lexemes"] or (), terms["idfs"] or (), strict=True))
         scored = self._lexical.score(
-            list(idf.items()), terms["avgdl"], embedding_model, allowed, filters.include_private
+            list(idf.items()),
+            terms["avgdl"],
+            embedding_model,
+            allowed,
+            filters.include_private,
+            pool=CANDIDATES,
         )
         vector = embedding()
         dim = len(vector)
@@ -195,7 +200,7 @@ class Search:
             # by the chunks that happen to share its filler words (docs/decisions/0021).
             weight = 1.0
             if mode == "hybrid":
-                weight = _share(float(scored.covered.max(initial=0.0)), total_idf) or 0.0
+                weight = _share(scored.best_covered, total_idf) or 0.0
             ranked += [(weight, sessions_of(bm25[0])), (weight, sessions_of(bm25[1]))]
         fused = fuse_sessions(ranked)
         if not fused:
