@@ -103,7 +103,7 @@ class _SharedStores:
 
     def acquire(self, home: str, url: str | None) -> Store:
         with self._lock:
-            store, holders = self._open.get((home, url)) or (Store(_migrated(home, url)), 0)
+            store, holders = self._open.get((home, url)) or (_opened(home, url), 0)
             self._open[(home, url)] = (store, holders + 1)
             return store
 
@@ -119,12 +119,22 @@ class _SharedStores:
 _shared = _SharedStores()
 
 
+def _opened(home: str, url: str | None) -> Store:
+    """The store, its search keeping the BM25 postings where every process of this home does
+    (a run's recall check maps them instead of loading them all)."""
+    settings = _settings(home, url)
+    return Store(_migrated(home, url), postings_dir=settings.postings_dir)
+
+
+@cache
+def _settings(home: str, url: str | None) -> Settings:
+    return Settings.from_env({"LIBRARIAN_HOME": home, "LIBRARIAN_DATABASE_URL": url or ""})
+
+
 @cache
 def _migrated(home: str, url: str | None) -> str:
     # Migrated once per process: every run and sensor tick after the first skips the check.
-    return migrated_url(
-        Settings.from_env({"LIBRARIAN_HOME": home, "LIBRARIAN_DATABASE_URL": url or ""})
-    )
+    return migrated_url(_settings(home, url))
 
 
 class MirrorResource(dg.ConfigurableResource):
