@@ -6,6 +6,7 @@ import functools
 import itertools
 import os
 import shutil
+import signal
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
@@ -72,6 +73,18 @@ def _exclusive(lock: Path) -> Iterator[None]:
     with open(lock, "a", encoding="utf-8") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         yield
+
+
+@pytest.fixture(autouse=True)
+def _sigterm_as_found() -> Iterator[None]:
+    """SIGTERM as the test found it. Dagster gives SIGTERM SIGINT's handler when a run it
+    executes in process ends; the product puts it back (librarian_dagster/ingest.py), but a test
+    that materializes assets itself does not, and where SIGINT is ignored (a suite started in the
+    background) every later test's servers would then ignore SIGTERM and never stop."""
+    before = signal.getsignal(signal.SIGTERM)
+    yield
+    if before is not None and signal.getsignal(signal.SIGTERM) != before:
+        signal.signal(signal.SIGTERM, before)
 
 
 @pytest.fixture(scope="session")
