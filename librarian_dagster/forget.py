@@ -5,6 +5,10 @@ What is removed, for each session:
 - the store: its memory, chunks (their postings go with them), session vector, where its files
   were and a deferral waiting for tomorrow's budget;
 - the staged file of every stage (`LIBRARIAN_HOME/staging/<stage>/<session>.json`);
+- the BM25 postings kept on this machine (`LIBRARIAN_HOME/cache/postings/`, decision 0032): they
+  hold the words of every chunk, the session's too, and are a cache the next search rebuilds. A
+  server that has them mapped goes on with its copy, the session's rows masked, and writes the
+  file again without them at its next merge;
 - Dagster's record of it: the runs that materialized its partition (their event metadata quotes
   its summary, its digest and its files), deleted whole, since a run is what Dagster can delete
   (`DagsterInstance.delete_run`), and its partition key. Other sessions that ran in the same
@@ -35,6 +39,8 @@ class Forgotten:
     memories: int
     """Of `sessions`, those the store held a memory of."""
     staged_files: int
+    search_caches: int
+    """BM25 postings files of this machine's searches, deleted."""
     runs: tuple[str, ...]
     partitions: int
     others: tuple[str, ...]
@@ -56,6 +62,10 @@ def forget_sessions(
             if path.exists():
                 path.unlink()
                 staged += 1
+    caches = 0
+    for kept in settings.postings_dir.glob("*.postings"):
+        kept.unlink(missing_ok=True)
+        caches += 1
     wanted = set(ids)
     keys = [k for k in instance.get_dynamic_partitions(SESSIONS) if session_id_of(k) in wanted]
     runs = _runs_of(instance, keys)
@@ -64,7 +74,9 @@ def forget_sessions(
         instance.delete_run(run_id)
     for key in keys:
         instance.delete_dynamic_partition(SESSIONS, key)
-    return Forgotten(ids, memories, staged, tuple(sorted(runs)), len(keys), tuple(sorted(others)))
+    return Forgotten(
+        ids, memories, staged, caches, tuple(sorted(runs)), len(keys), tuple(sorted(others))
+    )
 
 
 def _runs_of(instance: dg.DagsterInstance, keys: Sequence[str]) -> set[str]:

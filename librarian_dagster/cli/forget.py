@@ -67,7 +67,8 @@ def cmd_forget(args: argparse.Namespace) -> int:
             dispose_instance(instance)
     print(
         f"forgot {len(done.sessions)} session(s): {done.memories} memories with their chunks, "
-        f"{done.staged_files} staged files, {len(done.runs)} Dagster run(s), "
+        f"{done.staged_files} staged files, {done.search_caches} search cache file(s), "
+        f"{len(done.runs)} Dagster run(s), "
         f"{done.partitions} partition(s); on the skip list from now on"
     )
     if done.others:

@@ -80,11 +80,14 @@ def test_forget_leaves_nothing_readable_and_keeps_it_out(tmp_path, database_url,
     staged = [settings.home / "staging" / stage / f"{PRIVATE}.json" for stage in STAGES]
     assert any(p.exists() for p in staged)
 
-    # A recall server's search, started before: its postings already hold the session.
-    running = Store(database_url)
+    # A recall server's search, started before: its postings already hold the session, and
+    # kept them in this machine's file.
+    running = Store(database_url, postings_dir=settings.postings_dir)
     embedder = local_embedder()
     asked = recall(running.search, embedder, QUESTION, SearchFilters(), 3, min_relevance=0)
     assert asked.results[0].session_id == PRIVATE
+    [kept] = settings.postings_dir.glob("*.postings")
+    assert WORD.encode() in kept.read_bytes()
 
     refused = librarian_cli(["forget", PRIVATE], _env(settings, database_url))
     assert refused.returncode == 1 and "add --yes" in refused.stderr  # nothing asked: no change
@@ -99,6 +102,8 @@ def test_forget_leaves_nothing_readable_and_keeps_it_out(tmp_path, database_url,
 
     assert _traces(database_url, PRIVATE) == dict.fromkeys(_traces(database_url, PRIVATE), 0)
     assert not any(p.exists() for p in staged)
+    assert "1 search cache file(s)" in done.stdout
+    assert not list(settings.postings_dir.glob("*"))
     keys = instance.get_dynamic_partitions(SESSIONS)
     assert PRIVATE not in {session_id_of(k) for k in keys}
     assert {session_id_of(k) for k in keys} == {*KEPT, ALONE}
@@ -110,6 +115,11 @@ def test_forget_leaves_nothing_readable_and_keeps_it_out(tmp_path, database_url,
     again = recall(running.search, embedder, QUESTION, SearchFilters(), 3, min_relevance=0)
     assert PRIVATE not in {r.session_id for r in again.results}
     assert again.results  # the other sessions are still searchable
+    # A new process loads the postings anew, and keeps them without the forgotten words.
+    with Store(database_url, postings_dir=settings.postings_dir) as fresh:
+        recall(fresh.search, embedder, QUESTION, SearchFilters(), 3, min_relevance=0)
+    [rewritten] = settings.postings_dir.glob("*.postings")
+    assert WORD.encode() not in rewritten.read_bytes()
     running.close()
 
     # Kept out: an ingest of the whole mirror skips it.
