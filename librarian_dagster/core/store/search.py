@@ -345,13 +345,13 @@ class Search:
         def none() -> list[tuple[int, str]]:
             return []
 
-        bullets = f"AND c.section <> '{EXCHANGE}'"
-        exchanges = f"AND c.section = '{EXCHANGE}'"
+        bullets_only = f"AND c.section <> '{EXCHANGE}'"
+        exchanges_only = f"AND c.section = '{EXCHANGE}'"
         return (
-            _SIDE_READS.submit(nearest, "indexed_chunks", bullets)
+            _SIDE_READS.submit(nearest, "indexed_chunks", bullets_only)
             if read["bullets"]
             else _SIDE_READS.submit(none),
-            _SIDE_READS.submit(nearest, "indexed_chunks", exchanges)
+            _SIDE_READS.submit(nearest, "indexed_chunks", exchanges_only)
             if read["exchanges"]
             else _SIDE_READS.submit(none),
             _SIDE_READS.submit(nearest, "session_vectors", "")
@@ -442,7 +442,7 @@ def _keep_calibration(
     with contextlib.suppress(*read_only):
         conn.execute(
             """
-            INSERT INTO space_calibrations AS s (embedding_model, embedding_dim, chunks,
+            INSERT INTO space_calibrations (embedding_model, embedding_dim, chunks,
                 chunk_mean, chunk_sd, session_mean, session_sd)
             VALUES (%s, %s, %s, %s, %s, %s, %s)
             ON CONFLICT (embedding_model, embedding_dim) DO UPDATE SET chunks = EXCLUDED.chunks,
