@@ -24,8 +24,6 @@ private sessions) or the ranking boosts, two round trips and a fetch of every se
 A memory is only ever written with its chunks, so the generation covers these facts too.
 """
 
-import contextlib
-import ctypes
 import logging
 import threading
 from collections.abc import Collection, Mapping, Sequence
@@ -188,9 +186,7 @@ class LexicalIndex:
                 segments = [_merge(segments)]
             elif len(segments) > _MAX_SEGMENTS:
                 segments = [segments[0], _merge(segments[1:])]
-            kept = bool(segments) and self._store is not None
-            kept = kept and segments[0].ids is not self._kept_ids
-            if kept:
+            if segments and self._store is not None and segments[0].ids is not self._kept_ids:
                 if not segments[0].live.all():  # the old first segment wholly deleted
                     segments[0] = _merge(segments[:1])
                 segments[0] = self._keep(segments[0])
@@ -200,8 +196,6 @@ class LexicalIndex:
             }
             self._facts = facts
             self._generation = current
-            if kept:  # what was loaded is now read from the file, and freed
-                _give_back_freed_memory()
 
     def _open_file(self, cur: psycopg.Cursor[tuple[Any, ...]]) -> None:
         """Map this store's file, if one was written, as the first segment: at the first refresh,
@@ -352,17 +346,6 @@ def _best(rows: np.ndarray, scores: np.ndarray, pool: int) -> np.ndarray:
         return rows
     cut = np.partition(scores[rows], len(rows) - pool)[len(rows) - pool]
     return rows[scores[rows] >= cut]
-
-
-def _give_back_freed_memory() -> None:
-    """Return to the system the heap a full load freed once its postings went to the file.
-
-    glibc keeps freed small blocks for the process: after loading a million chunks' postings and
-    mapping them instead, the recall server stayed at 1.4 GB resident, 0.5 GB once trimmed
-    (`malloc_trim`, glibc's documented call). A C library without it (macOS, Windows): nothing.
-    """
-    with contextlib.suppress(OSError, AttributeError, TypeError):
-        ctypes.CDLL(None).malloc_trim(0)
 
 
 def _value(row: Any, default: Any) -> Any:
