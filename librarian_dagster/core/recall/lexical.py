@@ -211,7 +211,7 @@ class LexicalIndex:
         """The segment in this store's file, mapped, with the names its rows are numbered by."""
         if self._folder is None or self._store is None:
             return None
-        found = postings_file.read(self._folder / f"{self._store}.postings", self._store)
+        found = postings_file.read(self._file(), self._store)
         if found is None:
             return None
         rows, postings, sessions, models = found
@@ -226,6 +226,11 @@ class LexicalIndex:
         )
         return segment, sessions, models
 
+    def _file(self) -> Path:
+        """This store's postings file (the folder and the store's identity are known)."""
+        assert self._folder is not None and self._store is not None
+        return self._folder / f"{self._store}.postings"
+
     def _keep(self, segment: Segment) -> Segment:
         """Write the first segment to the file (all its rows live: it was just loaded or
         merged) and go on with it mapped from there: the pages are the operating system's to
@@ -234,7 +239,7 @@ class LexicalIndex:
         assert self._folder is not None and self._store is not None
         try:
             postings_file.write(
-                self._folder / f"{self._store}.postings",
+                self._file(),
                 self._store,
                 {name: getattr(segment, name) for name in postings_file.ROW_ARRAYS},
                 postings_file.PackedPostings.of(segment.postings),

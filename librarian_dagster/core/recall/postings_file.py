@@ -113,11 +113,11 @@ def write(
     offset = 0
     for name, array in arrays.items():
         layout[name] = (array.dtype.str, offset, len(array))
-        offset += -(-array.nbytes // _ALIGN) * _ALIGN
+        offset += _aligned(array.nbytes)
     header = json.dumps(
         {"store": store, "sessions": sessions, "models": models, "arrays": layout}
     ).encode()
-    base = -(-(16 + len(header)) // _ALIGN) * _ALIGN
+    base = _aligned(16 + len(header))
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
@@ -143,10 +143,11 @@ def read(
             start = source.read(16)
             if len(start) < 16 or start[:8] != _MAGIC:
                 return None
-            header: dict[str, Any] = json.loads(source.read(int.from_bytes(start[8:], "little")))
+            length = int.from_bytes(start[8:], "little")
+            header: dict[str, Any] = json.loads(source.read(length))
         if header.get("store") != store:
             return None
-        base = -(-(16 + int.from_bytes(start[8:], "little")) // _ALIGN) * _ALIGN
+        base = _aligned(16 + length)
         size = path.stat().st_size
         arrays: dict[str, np.ndarray] = {}
         for name, (dtype, offset, length) in header["arrays"].items():
@@ -168,3 +169,8 @@ def read(
         return arrays, postings, header["sessions"], header["models"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def _aligned(size: int) -> int:
+    """`size` rounded up to the next multiple of _ALIGN."""
+    return -(-size // _ALIGN) * _ALIGN
