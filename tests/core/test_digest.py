@@ -39,7 +39,9 @@ def test_offline_digest_fills_every_section_from_the_session():
     ]  # fmt: skip
     result = OfflineDigester().digest(_session(turns))
     d = result.digest
-    assert d.worked_on[0].startswith("The upload endpoint fails")
+    # The first ask is the summary, said once: not again as the first thing worked on.
+    assert d.summary.startswith("The upload endpoint fails")
+    assert not any(w.startswith("The upload endpoint fails") for w in d.worked_on)
     assert any("413" in p for p in d.problem)
     assert any("root cause was nginx" in p for p in d.problem)
     assert any("client_max_body_size" in s for s in d.solution)
@@ -70,7 +72,9 @@ def test_fillers_bare_exit_codes_and_shell_prompts_are_dropped():
         Turn("user", "prompt", "ok", T),
     ]  # fmt: skip
     d = OfflineDigester().digest(_session(turns)).digest
-    assert d.worked_on == ["Make the sync retry when the token expired"]
+    # Its one real ask is the summary, and no filler is something worked on.
+    assert d.summary.startswith("Make the sync retry when the token expired")
+    assert d.worked_on == []
     assert d.problem == ["Failed: --- FAIL: TestSync (0.01s)"]
     # The closing reply's outcome, once (its first sentence says the same).
     assert d.solution == ["Fixed: the sync now retries once after refreshing the token."]
@@ -163,6 +167,22 @@ def test_a_labelled_paragraph_is_read_as_what_its_label_says():
     )
 
 
+def test_a_line_is_said_once_across_sections():
+    report = "The sync still fails with a timeout error after the retry change."
+    turns = [
+        Turn("user", "prompt", "Add a retry to the sync client", T),
+        Turn("assistant", "text", "Added one retry with backoff to the sync client.", T),
+        Turn("user", "prompt", report, T),
+        Turn("assistant", "text", "The root cause was the proxy closing idle connections.\n\n"
+             "Fixed: the client now sends keep-alives every 20 seconds.", T),
+    ]  # fmt: skip
+    d = OfflineDigester().digest(_session(turns)).digest
+    lines = d.worked_on + d.problem + d.solution + d.open_items
+    # A prompt that reports a fault is both something worked on and the problem: said once.
+    assert sum(line.startswith("The sync still fails") for line in lines) == 1
+    assert any("root cause was the proxy" in p for p in d.problem)
+
+
 def test_a_long_session_s_digest_stays_within_its_budget_and_keeps_each_section():
     turns = []
     for i in range(200):
@@ -174,7 +194,7 @@ def test_a_long_session_s_digest_stays_within_its_budget_and_keeps_each_section(
         ]  # fmt: skip
     d = OfflineDigester().digest(_session(turns)).digest
     lines = d.worked_on + d.problem + d.solution + d.open_items
-    assert sum(map(len, lines)) <= DIGEST_BUDGET
+    assert len(d.summary) + sum(map(len, lines)) <= DIGEST_BUDGET
     assert d.worked_on and d.problem and d.solution
     assert all(len(line) <= 200 for line in lines)
     # The summary, headings and footer beside them: the rendered digest stays compact too.

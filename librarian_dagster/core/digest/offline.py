@@ -110,10 +110,16 @@ _COMMAND_TAGS = {
     "pip": "python", "kubectl": "kubernetes", "terraform": "terraform", "psql": "postgres",
 }  # fmt: skip
 
-DIGEST_BUDGET = 1_900
-"""Characters of bullets a digest holds at most (its summary, headings and files line aside):
-about 2,000 rendered. Lines are taken a section at a time, best first, until it is spent."""
+DIGEST_BUDGET = 1_750
+"""Characters of summary and bullets a digest holds at most (its headings and files line aside):
+about 2,200 rendered at most. Lines are taken a section at a time, best first, until it is
+spent (docs/decisions/0031 measures the sizes tried)."""
 _MAX_FILES = 6
+
+
+RULES_VERSION = 1
+"""Bump when the offline digester's rules change: its memories are digested again on their next
+run (`model_name` is part of a digest's key), an LLM's are not paid for again."""
 
 
 class OfflineDigester:
@@ -129,7 +135,7 @@ class OfflineDigester:
     long session fills its digest with its best lines, not its first ones.
     """
 
-    model_name = f"offline-v{DIGEST_VERSION}"
+    model_name = f"offline-v{DIGEST_VERSION}.{RULES_VERSION}"
 
     def digest(self, session: Session, known_tags: Sequence[str] = ()) -> DigestResult:
         parts = [_bounded(x) for x in exchanges(session.turns)]
@@ -137,22 +143,25 @@ class OfflineDigester:
         plans = [plan for x in asked if (plan := plan_of(x.prompt))]
         edited = _edited(parts)
         commands = [c for x in parts for c in x.commands]
+        summary = _summary(session, asked, plans, edited)
+        worked_on = _worked_on(asked, plans)
+        if worked_on and _gist(summary).startswith(_gist(worked_on[0])):
+            worked_on = worked_on[1:]  # the summary already says it, first thing
         candidates = {
-            "worked_on": _worked_on(asked, plans),
+            "worked_on": worked_on,
             "problem": _problem(parts, asked),
             "solution": _solution(parts, commands),
             "open_items": _open_items(parts),
         }
-        chosen = _within_budget(candidates, DIGEST_BUDGET)
+        chosen = _within_budget(candidates, DIGEST_BUDGET - len(summary))
         if edited:
             chosen["worked_on"].append(
                 "Files changed: " + ", ".join(_short_path(f) for f in edited[:_MAX_FILES])
             )
-        summary = _summary(session, asked, plans, edited)
         return DigestResult(
             digest=Digest(
                 summary=summary,
-                worked_on=chosen["worked_on"] or [summary],
+                worked_on=chosen["worked_on"],
                 problem=chosen["problem"],
                 solution=chosen["solution"],
                 open_items=chosen["open_items"],
@@ -273,16 +282,34 @@ def _interleave(*ranked: Sequence[str]) -> list[str]:
 
 def _within_budget(candidates: dict[str, list[str]], budget: int) -> dict[str, list[str]]:
     """Each section's best lines: the next best line of every section in turn, until `budget`
-    characters are spent (a line that does not fit is passed over); each keeps its order."""
+    characters are spent (a line that does not fit is passed over, and so is a line another
+    section already said: a prompt's first sentence quoted as the problem, say); each section
+    keeps its order."""
     chosen: dict[str, list[str]] = {key: [] for key in candidates}
+    said: list[str] = []
     spent, depth = 0, 0
     while any(depth < len(lines) for lines in candidates.values()):
         for key, lines in candidates.items():
-            if depth < len(lines) and spent + len(lines[depth]) <= budget:
+            if depth >= len(lines) or spent + len(lines[depth]) > budget:
+                continue
+            gist = _gist(lines[depth])
+            if not any(_same_line(gist, other) for other in said):
                 chosen[key].append(lines[depth])
+                said.append(gist)
                 spent += len(lines[depth])
         depth += 1
     return chosen
+
+
+def _gist(line: str) -> str:
+    """A line's words, lowercased, without punctuation or a cut's ellipsis."""
+    return " ".join(re.findall(r"\w+", line.lower()))
+
+
+def _same_line(gist: str, other: str) -> bool:
+    """One line is the other, or the other cut short (a line is cut at LINE_CHARS, a headline
+    at its first sentences): 30 characters in common from the start, at least."""
+    return min(len(gist), len(other)) >= 30 and (gist.startswith(other) or other.startswith(gist))
 
 
 # -- helpers --------------------------------------------------------------------------------------

@@ -16,8 +16,9 @@ from pydantic import BaseModel, Field
 from librarian_dagster.core.capture.transcripts import Session
 
 DIGEST_VERSION = 2
-"""Bump when the digest's shape or the offline digester's rules change: stored memories with an
-older version are rebuilt on their next run."""
+"""Bump when the digest's shape changes: stored memories with an older version are rebuilt on
+their next run, whoever wrote them (the offline digester's rules have a version of their own,
+core/digest/offline.py `RULES_VERSION`)."""
 
 Domain = Literal["technical", "business", "reflections", "core", "content", "private"]
 DOMAINS: tuple[Domain, ...] = get_args(Domain)
