@@ -183,6 +183,36 @@ def test_a_line_is_said_once_across_sections():
     assert any("root cause was the proxy" in p for p in d.problem)
 
 
+def test_lines_that_say_nothing_are_left_out():
+    edits = tuple(
+        ToolUse("Edit", (f"/repo/internal/storage/backend_number_{i}.go",), None, "Edit")
+        for i in range(6)
+    )
+    turns = [
+        Turn("user", "prompt", "Make the storage backends close their files on shutdown", T),
+        Turn("assistant", "text", "So the issue is different. Since the backend is not here, "
+             "let me check whether the root cause is the pool.", T, edits),
+        Turn("user", "prompt", "Operation stopped by hook: another session is active", T),
+        Turn("assistant", "text", "Now let me read the call sites of the storage pool.", T),
+        Turn("user", "prompt", "is it redundant?", T),
+        Turn("assistant", "text", "Yeah, it's redundant.", T),
+        Turn("user", "prompt", "Why do the backends leak file handles after a reload?", T),
+        Turn("assistant", "text", "The root cause was the reload path skipping Close on the "
+             "old backend.\n\nFixed: reload now closes the old backend before opening the new "
+             "one.", T),
+    ]  # fmt: skip
+    d = OfflineDigester().digest(_session(turns)).digest
+    lines = d.worked_on + d.problem + d.solution + d.open_items
+    text = "\n".join(lines)
+    assert "root cause was the reload path" in text and "reload now closes" in text
+    assert "issue is different" not in text  # a cause in five words names nothing
+    assert "let me" not in text.lower()  # what the assistant was about to do
+    assert "Operation stopped by hook" not in text  # the user typed none of it
+    assert "redundant" not in text  # three words say nothing on their own
+    files = [line for line in d.worked_on if line.startswith("Files changed:")]
+    assert len(files) == 1 and len(files[0]) <= 180 and files[0].endswith("…")
+
+
 def test_a_long_session_s_digest_stays_within_its_budget_and_keeps_each_section():
     turns = []
     for i in range(200):

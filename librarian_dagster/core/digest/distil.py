@@ -42,6 +42,9 @@ def is_filler(prompt: str) -> bool:
     """A prompt that asks for nothing by itself: an approval, "commit this", a shell command
     typed with `!`, a bare number picking an option."""
     text = prompt.strip()
+    # A hook's refusal that Claude Code records as the user's turn: the user typed none of it.
+    if text.startswith("Operation stopped by hook:"):
+        return True
     # Claude Code's bash mode (`! git pull`) and its own commands (`/model sonnet`): the tool
     # is steered, nothing is asked.
     if text.startswith("!") or re.match(r"/[\w:-]+(\s|$)", text):
@@ -113,6 +116,10 @@ _NARRATION = re.compile(
     r"^(let me|let's|now let me|now i'?ll|i'?ll|i will|i need to|i'?m going to|first,? i|"
     r"looking at|checking|i see|i can see|now i|next,? i|running|reading)\b",
     re.IGNORECASE,
+)
+# ... or said on the way to it: "Since the backend is not here, let me check whether ...".
+_NARRATION_INSIDE = re.compile(
+    r"\b(let me|i'?ll (?:check|look|try|run|read|verify|investigate|see))\b", re.IGNORECASE
 )
 _INTERJECTION = re.compile(
     r"^(done|perfect|great|excellent|good|ok(ay)?|all set|got it|sure|yes|right|alright|"
@@ -202,7 +209,7 @@ def outcomes(reply: str, limit: int = 3) -> list[str]:
     found = labelled(reply, "outcome")[:limit]
     for sentence in sentences(reply):
         sentence = _INTERJECTION.sub("", sentence).strip(" -:")
-        if _NARRATION.match(sentence) or sentence.endswith("?"):
+        if _narration(sentence) or sentence.endswith("?"):
             continue
         if len(found) >= limit:
             break
@@ -224,14 +231,32 @@ def findings(reply: str) -> list[str]:
     ]
 
 
+MIN_STATEMENT_WORDS = 6
+"""A cause, decision or open item said in fewer words ("So the issue is different.") names
+nothing a later question would ask about."""
+
+
+def _narration(sentence: str) -> bool:
+    return bool(_NARRATION.match(sentence) or _NARRATION_INSIDE.search(sentence))
+
+
+def closing_lead(reply: str) -> str | None:
+    """What a closing reply says first, without its "Done." or "Perfect!"; None when that is
+    what it is about to do ("Now let me read the call sites")."""
+    first = lead(_INTERJECTION.sub("", _MARKUP.sub("", reply).lstrip()))
+    return None if _narration(first) else first
+
+
 def marked(text: str, kind: str) -> list[str]:
     """Sentences of `text` that state a cause, a decision or what is left open (`kind`)."""
     pattern = {"cause": _CAUSE, "decision": _DECISION, "open": _OPEN}[kind]
     found = labelled(text, kind)
     for paragraph in re.split(r"\n\s*\n", text):
         for s in sentences(paragraph):
-            if pattern.search(s) and not _NARRATION.match(s) and not s.endswith("?"):
+            if pattern.search(s) and not _narration(s) and not s.endswith("?"):
                 s = _INTERJECTION.sub("", s).strip(" -:")
+                if len(_WORD.findall(s)) < MIN_STATEMENT_WORDS:
+                    continue
                 # A labelled statement ("Problem: ...") goes on to its paragraph's next sentences.
                 found.append(lead(paragraph.replace("**", "")) if _LABEL.match(s) else cut(s))
     return found

@@ -18,13 +18,13 @@ from librarian_dagster.core.capture.turns import Turn
 from librarian_dagster.core.digest.distil import (
     TEXT_CHARS,
     Plan,
+    closing_lead,
     commit_subjects,
     cut,
     error_line,
     findings,
     headline,
     is_filler,
-    lead,
     marked,
     outcomes,
     plan_of,
@@ -110,9 +110,9 @@ _COMMAND_TAGS = {
     "pip": "python", "kubectl": "kubernetes", "terraform": "terraform", "psql": "postgres",
 }  # fmt: skip
 
-DIGEST_BUDGET = 1_750
+DIGEST_BUDGET = 1_650
 """Characters of summary and bullets a digest holds at most (its headings and files line aside):
-about 2,200 rendered at most. Lines are taken a section at a time, best first, until it is
+about 2,000 rendered at most. Lines are taken a section at a time, best first, until it is
 spent (docs/decisions/0031 measures the sizes tried)."""
 _MAX_FILES = 6
 
@@ -156,7 +156,7 @@ class OfflineDigester:
         chosen = _within_budget(candidates, DIGEST_BUDGET - len(summary))
         if edited:
             chosen["worked_on"].append(
-                "Files changed: " + ", ".join(_short_path(f) for f in edited[:_MAX_FILES])
+                cut("Files changed: " + ", ".join(_short_path(f) for f in edited[:_MAX_FILES]))
             )
         return DigestResult(
             digest=Digest(
@@ -240,7 +240,7 @@ def _solution(parts: Sequence[Exchange], commands: Sequence[str]) -> list[str]:
     closing = [x.replies[-1] for x in reversed(parts) if x.replies]
     done = _interleave(*map(outcomes, closing))
     # What each closing reply says first, its outcome verbs or not: the assistant's own summary.
-    said = [lead(reply) for reply in closing]
+    said = [first for reply in closing if (first := closing_lead(reply))]
     return _interleave(prs + opened + commits, done, decisions, said)
 
 
@@ -292,6 +292,8 @@ def _within_budget(candidates: dict[str, list[str]], budget: int) -> dict[str, l
         for key, lines in candidates.items():
             if depth >= len(lines) or spent + len(lines[depth]) > budget:
                 continue
+            if not _says_something(lines[depth]):
+                continue
             gist = _gist(lines[depth])
             if not any(_same_line(gist, other) for other in said):
                 chosen[key].append(lines[depth])
@@ -299,6 +301,21 @@ def _within_budget(candidates: dict[str, list[str]], budget: int) -> dict[str, l
                 spent += len(lines[depth])
         depth += 1
     return chosen
+
+
+# Lines that name what they are: a plan's title, its steps, the pull requests worked on, the
+# line of a failed command's output (`--- FAIL: TestSync`).
+_NAMED_LINE = re.compile(r"^(Plan|Steps|Pull requests|Failed):")
+
+
+MIN_LINE_WORDS = 4
+"""Words of two letters or more a line needs: "link the PR", "Commit: init" or "Yeah, it's
+redundant" say nothing a later question would find them by."""
+
+
+def _says_something(line: str) -> bool:
+    words = re.findall(r"[^\W\d_]{2,}", line)
+    return bool(_NAMED_LINE.match(line)) or len(words) >= MIN_LINE_WORDS
 
 
 def _gist(line: str) -> str:
