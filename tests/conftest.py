@@ -75,16 +75,26 @@ def _exclusive(lock: Path) -> Iterator[None]:
         yield
 
 
+# SIGTERM as the test process started with it, before any fixture ran Dagster.
+_SIGTERM_AT_START = signal.getsignal(signal.SIGTERM)
+
+
 @pytest.fixture(autouse=True)
-def _sigterm_as_found() -> Iterator[None]:
-    """SIGTERM as the test found it. Dagster gives SIGTERM SIGINT's handler when a run it
-    executes in process ends; the product puts it back (librarian_dagster/ingest.py), but a test
-    that materializes assets itself does not, and where SIGINT is ignored (a suite started in the
-    background) every later test's servers would then ignore SIGTERM and never stop."""
-    before = signal.getsignal(signal.SIGTERM)
+def _sigterm_as_started() -> Iterator[None]:
+    """SIGTERM as the test process started with it, in every test body and after it. Dagster
+    gives SIGTERM SIGINT's handler when a run it executes in process ends; the product puts it
+    back (librarian_dagster/ingest.py), but a test or a module's fixture that materializes assets
+    itself does not, and where SIGINT is ignored (a suite started in the background) the servers
+    a later test starts would inherit the ignored SIGTERM and never stop. Put back before the
+    test too: a module's fixture runs before this one."""
+
+    def put_back() -> None:
+        if _SIGTERM_AT_START is not None and signal.getsignal(signal.SIGTERM) != _SIGTERM_AT_START:
+            signal.signal(signal.SIGTERM, _SIGTERM_AT_START)
+
+    put_back()
     yield
-    if before is not None and signal.getsignal(signal.SIGTERM) != before:
-        signal.signal(signal.SIGTERM, before)
+    put_back()
 
 
 @pytest.fixture(scope="session")

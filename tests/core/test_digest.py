@@ -4,6 +4,7 @@ from librarian_dagster.core.capture.files import session_files_for
 from librarian_dagster.core.capture.transcripts import Session, parse_session
 from librarian_dagster.core.capture.turns import ToolUse, Turn
 from librarian_dagster.core.digest.chunking import chunk_digest
+from librarian_dagster.core.digest.distil import closing_lead
 from librarian_dagster.core.digest.offline import DIGEST_BUDGET, OfflineDigester, exchanges
 from librarian_dagster.core.digest.schema import content_hash, render_digest
 from tests.conftest import TRANSCRIPTS
@@ -211,6 +212,16 @@ def test_lines_that_say_nothing_are_left_out():
     assert "redundant" not in text  # three words say nothing on their own
     files = [line for line in d.worked_on if line.startswith("Files changed:")]
     assert len(files) == 1 and len(files[0]) <= 180 and files[0].endswith("…")
+
+
+def test_a_closing_reply_s_lead_starts_at_what_it_says():
+    assert closing_lead("Yes — git does the same when only the name is set.") == (
+        "git does the same when only the name is set"
+    )
+    assert closing_lead("**Done.** The parser now keeps comments.") == (
+        "The parser now keeps comments"
+    )
+    assert closing_lead("Now let me read the call sites of the pool.") is None
 
 
 def test_a_long_session_s_digest_stays_within_its_budget_and_keeps_each_section():

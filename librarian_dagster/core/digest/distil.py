@@ -243,7 +243,7 @@ def _narration(sentence: str) -> bool:
 def closing_lead(reply: str) -> str | None:
     """What a closing reply says first, without its "Done." or "Perfect!"; None when that is
     what it is about to do ("Now let me read the call sites")."""
-    first = lead(_INTERJECTION.sub("", _MARKUP.sub("", reply).lstrip()))
+    first = lead(_INTERJECTION.sub("", _MARKUP.sub("", reply).lstrip()).lstrip(" -:\u2013\u2014"))
     return None if _narration(first) else first
 
 
