@@ -145,8 +145,9 @@ class LexicalIndex:
         self._folder = folder
         self._store: str | None = None  # the store's identity, once read: the file's name
         self._kept_ids: np.ndarray | None = None  # the first segment's ids, when it is the file's
-        # Each segment's length normalisation at the last mean length (by id of its lengths).
-        self._norms: dict[int, tuple[float, np.ndarray]] = {}
+        # Each segment's length normalisation at the last mean length, by id of its lengths
+        # array (the array is held beside it, so the id cannot pass to a new segment's).
+        self._norms: dict[int, tuple[np.ndarray, float, np.ndarray]] = {}
 
     @property
     def segments(self) -> int:
@@ -339,10 +340,10 @@ class LexicalIndex:
         (kept: the mean moves only when the store is written)."""
         key = id(segment.length)
         kept = self._norms.get(key)
-        if kept is None or kept[0] != avgdl:
+        if kept is None or kept[0] is not segment.length or kept[1] != avgdl:
             norm = BM25_K1 * (1 - BM25_B + BM25_B * segment.length / max(avgdl, 1.0))
-            kept = self._norms[key] = (avgdl, norm)
-        return kept[1]
+            kept = self._norms[key] = (segment.length, avgdl, norm)
+        return kept[2]
 
 
 def _best(rows: np.ndarray, scores: np.ndarray, pool: int) -> np.ndarray:
