@@ -150,17 +150,17 @@ def read(
         base = _aligned(16 + length)
         size = path.stat().st_size
         arrays: dict[str, np.ndarray] = {}
-        for name, (dtype, offset, length) in header["arrays"].items():
+        for name, (dtype, offset, count) in header["arrays"].items():
             kind = np.dtype(dtype)
-            if base + offset + length * kind.itemsize > size:
+            if base + offset + count * kind.itemsize > size:
                 return None
             # Plain arrays over the map (the map lives as long as they do): numpy's memmap
             # class costs microseconds a slice, and a lookup slices twenty times.
             arrays[name] = (
-                np.memmap(path, dtype=kind, mode="r", offset=base + offset, shape=(length,)).view(
+                np.memmap(path, dtype=kind, mode="r", offset=base + offset, shape=(count,)).view(
                     np.ndarray
                 )
-                if length
+                if count
                 else np.zeros(0, dtype=kind)
             )
         postings = PackedPostings(

@@ -342,21 +342,13 @@ class Search:
             rows.sort(key=lambda r: (r["distance"], r["id"], r["session_id"]))
             return [(r["id"], r["session_id"]) for r in rows]
 
-        def none() -> list[tuple[int, str]]:
-            return []
+        def started(wanted: bool, table: str, layer: str) -> Future[list[tuple[int, str]]]:
+            return _SIDE_READS.submit(nearest, table, layer) if wanted else _SIDE_READS.submit(list)
 
-        bullets_only = f"AND c.section <> '{EXCHANGE}'"
-        exchanges_only = f"AND c.section = '{EXCHANGE}'"
         return (
-            _SIDE_READS.submit(nearest, "indexed_chunks", bullets_only)
-            if read["bullets"]
-            else _SIDE_READS.submit(none),
-            _SIDE_READS.submit(nearest, "indexed_chunks", exchanges_only)
-            if read["exchanges"]
-            else _SIDE_READS.submit(none),
-            _SIDE_READS.submit(nearest, "session_vectors", "")
-            if read["exchanges"]
-            else _SIDE_READS.submit(none),
+            started(read["bullets"], "indexed_chunks", f"AND c.section <> '{EXCHANGE}'"),
+            started(read["exchanges"], "indexed_chunks", f"AND c.section = '{EXCHANGE}'"),
+            started(read["exchanges"], "session_vectors", ""),
         )
 
 
