@@ -25,9 +25,15 @@ from librarian_dagster.core.recall.relevance import (
         # A sentence's first word is capitalised whatever it is; "I" is no name.
         ("Where did I leave the lock fix? Then what?", ""),
         ("the crash dump got scribbled in my shell window", ""),
+        # Jargon is a name however it is written; a word common in any language a user may ask
+        # in is not, nor is a compound of plain words.
+        ("how did we switch the metadata format to protobuf?", "protobuf"),
+        ("why do the submodules vanish from a snapshot", "submodules"),
+        ("o app mostra só doze programas de treino agora", ""),
+        ("the beer-themed package manager", ""),
     ],
 )
-def test_named_terms_are_the_capitalised_all_caps_and_code_shaped_words(question, names):
+def test_named_terms_are_the_capitalised_all_caps_code_shaped_and_jargon_words(question, names):
     assert named_terms(question) == names
 
 

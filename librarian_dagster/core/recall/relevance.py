@@ -13,11 +13,12 @@ also judged on evidence that means the same in any store, whatever its project o
   are under this model. A cosine of 0.45 is close for all-MiniLM-L6-v2 and far for a model whose
   unrelated chunks already sit at 0.6; standardized, both say how far above chance a match stands.
 - whether the question names something the memory has never seen. A question about "Mercurial" or
-  "Ollama" in a store that never held the word is about a thing no session did, however close the
-  rest of it comes (a near miss: the project's own world, a thing it never did). Names are the
-  question's capitalised, all-caps or code-shaped words (`named_terms`); the share of the
-  question's idf mass they carry unseen is `unseen`. Plain words a user picks to describe what
-  they saw ("scribbled", "sluggish") are not names: their absence says nothing.
+  "protobuf" in a store that never held the word is about a thing no session did, however close
+  the rest of it comes (a near miss: the project's own world, a thing it never did). Names are the
+  question's capitalised, all-caps or code-shaped words, and the words general text hardly uses
+  in any language (`named_terms`); the share of the question's idf mass they carry unseen is
+  `unseen`. Plain words a user picks to describe what they saw ("scribbled", "sluggish") are not
+  names: their absence says nothing.
 
 The word overlap of a best chunk (BM25 coverage) is left out on purpose: it is what a question in
 a user's own words lacks, and it made answerable paraphrases look unanswerable.
@@ -153,10 +154,21 @@ _WORD = re.compile(r"[A-Za-z0-9][\w.+#/-]*")
 _CODE_SHAPED = re.compile(r"[._/#+]|\d|[a-z][A-Z]")
 
 
+JARGON_ZIPF = 1.8
+"""A word rarer than this in general text, in every one of GENERAL_LANGUAGES, is taken for a
+thing's name however it is written ("protobuf", "zerolog", "submodules"): 1.8 on wordfreq's Zipf
+scale is about 60 uses in a billion words. Any value from 1.55 to 2.2 gave the same gate on the dev
+questions (decision 0021); above that, the rare plain words users pick to tell what they saw
+("misbehaved", "predating") start to count against their answers."""
+GENERAL_LANGUAGES = ("en", "pt", "es", "fr", "de", "it", "nl")
+"""A word common in any of these is a word, not a name: a question may be asked in any of them."""
+
+
 def named_terms(question: str) -> str:
     """The question's names, space-separated: words capitalised inside a sentence, all-caps
-    words and code-shaped ones (dots, slashes, digits, camelCase). Hyphenated names are split
-    into their parts, so "GPG-signed" asks about "GPG", not about the compound."""
+    words, code-shaped ones (dots, slashes, digits, camelCase), and jargon (`is_jargon`).
+    Hyphenated names are split into their parts, so "GPG-signed" asks about "GPG", not about the
+    compound; a hyphenated compound of plain words ("beer-themed") is a description, not jargon."""
     names = []
     for match in _WORD.finditer(question):
         word = match.group(0).rstrip(".-/")
@@ -166,9 +178,28 @@ def named_terms(question: str) -> str:
             _CODE_SHAPED.search(word)
             or (len(word) > 1 and word.isupper())
             or (len(word) > 1 and word[0].isupper() and not sentence_start)
+            or ("-" not in word and is_jargon(word))
         ):
             names.append(word.replace("-", " "))
     return " ".join(names)
+
+
+def is_jargon(word: str) -> bool:
+    """Whether general text in every language of GENERAL_LANGUAGES hardly uses the word.
+
+    The frequencies are wordfreq's word lists, which ship inside its wheel; each language's list
+    is read at its first use in a process (about 0.15 s each: `load_word_lists`)."""
+    from wordfreq import zipf_frequency
+
+    return all(zipf_frequency(word, lang) < JARGON_ZIPF for lang in GENERAL_LANGUAGES)
+
+
+def load_word_lists() -> None:
+    """Read every language's word list now, not at the first question with a rare word."""
+    from wordfreq import zipf_frequency
+
+    for lang in GENERAL_LANGUAGES:
+        zipf_frequency("word", lang)
 
 
 def _unit(vectors: "np.ndarray") -> "np.ndarray":

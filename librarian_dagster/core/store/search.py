@@ -31,6 +31,7 @@ from librarian_dagster.core.recall.relevance import (
     DEFAULT_CALIBRATION,
     Evidence,
     SpaceCalibration,
+    load_word_lists,
     named_terms,
     relevance,
 )
@@ -258,11 +259,13 @@ class Search:
         return results[:limit]
 
     def warm_up(self) -> None:
-        """Load what search keeps in memory (the BM25 postings) now, not at the first question.
+        """Load what search keeps in memory (the BM25 postings, the word lists that tell jargon)
+        now, not at the first question.
 
         A long-lived reader (the recall server) calls it at start; at 100,000 chunks it takes
         a few seconds, which the first question would otherwise wait for.
         """
+        load_word_lists()
         with self._db.connection() as conn:
             row = conn.execute("SELECT generation FROM chunk_stats").fetchone()
             self._lexical.refresh(conn, row["generation"] if row else 0)
