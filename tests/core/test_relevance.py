@@ -30,6 +30,8 @@ from librarian_dagster.core.recall.relevance import (
         ("how did we switch the metadata format to protobuf?", "protobuf"),
         ("why do the submodules vanish from a snapshot", "submodules"),
         ("o app mostra só doze programas de treino agora", ""),
+        # A common word mistyped is that word, not a name.
+        ("what happens when the metadata branch gets initiailzed", ""),
         ("the beer-themed package manager", ""),
     ],
 )

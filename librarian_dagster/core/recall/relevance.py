@@ -30,7 +30,9 @@ questions of three projects in one store and checked leaving each project out
 
 import math
 import re
-from collections.abc import Sequence
+import threading
+import zlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -160,8 +162,11 @@ thing's name however it is written ("protobuf", "zerolog", "submodules"): 1.8 on
 scale is about 60 uses in a billion words. Any value from 1.55 to 2.2 gave the same gate on the dev
 questions (decision 0021); above that, the rare plain words users pick to tell what they saw
 ("misbehaved", "predating") start to count against their answers."""
-GENERAL_LANGUAGES = ("en", "pt", "es", "fr", "de", "it", "nl")
-"""A word common in any of these is a word, not a name: a question may be asked in any of them."""
+TYPO_OF_ZIPF = 2.0
+"""A rare word one edit away from a word at least this common is that word mistyped, not jargon."""
+GENERAL_LANGUAGES = ("en", "pt")
+"""A word common in one of these is a word, not a name: the languages of the dev projects'
+questions. The two add 27 MB to a process that reads them, seven 61 MB (decision 0021)."""
 
 
 def named_terms(question: str) -> str:
@@ -185,21 +190,78 @@ def named_terms(question: str) -> str:
 
 
 def is_jargon(word: str) -> bool:
-    """Whether general text in every language of GENERAL_LANGUAGES hardly uses the word.
-
-    The frequencies are wordfreq's word lists, which ship inside its wheel; each language's list
-    is read at its first use in a process (about 0.15 s each: `load_word_lists`)."""
-    from wordfreq import zipf_frequency
-
-    return all(zipf_frequency(word, lang) < JARGON_ZIPF for lang in GENERAL_LANGUAGES)
+    """Whether general text hardly uses the word in any language of GENERAL_LANGUAGES, and it is
+    no common word mistyped (one letter dropped, added or changed, or two swapped)."""
+    word = word.lower()
+    common, typed_for = _common_words()
+    if _held(common, [word]).any():
+        return False
+    return not _held(typed_for, _one_edit(word)).any()
 
 
 def load_word_lists() -> None:
-    """Read every language's word list now, not at the first question with a rare word."""
-    from wordfreq import zipf_frequency
+    """Read the word lists now, not at the first question (about 0.3 s)."""
+    _common_words()
 
-    for lang in GENERAL_LANGUAGES:
-        zipf_frequency("word", lang)
+
+_common: "tuple[np.ndarray, np.ndarray] | None" = None
+_common_lock = threading.Lock()
+
+
+def _common_words() -> "tuple[np.ndarray, np.ndarray]":
+    """The words of general text at least JARGON_ZIPF common, and those at least TYPO_OF_ZIPF
+    common (what a rare word may be a mistyping of), each as sorted CRC-32s.
+
+    From wordfreq's lists, which ship inside its wheel. Its own dictionaries would keep 30 MB a
+    language; the checksums take 1.5 MB (a rare word shares one with a common word about once in
+    20,000, and is then taken for a word)."""
+    global _common
+    with _common_lock:
+        if _common is None:
+            import numpy as np
+            from wordfreq import available_languages, cB_to_zipf, read_cBpack
+
+            files = available_languages()
+            common: list[int] = []
+            typed_for: list[int] = []
+            for lang in GENERAL_LANGUAGES:
+                # A list's n-th bucket holds the words n centibels below a frequency of 1.
+                for centibels, words in enumerate(read_cBpack(files[lang])):
+                    zipf = cB_to_zipf(-centibels)
+                    if zipf < JARGON_ZIPF:
+                        break
+                    checksums = [zlib.crc32(w.encode()) for w in words]
+                    common += checksums
+                    if zipf >= TYPO_OF_ZIPF:
+                        typed_for += checksums
+            _common = (
+                np.unique(np.array(common, dtype=np.uint32)),
+                np.unique(np.array(typed_for, dtype=np.uint32)),
+            )
+        return _common
+
+
+def _held(checksums: "np.ndarray", words: "Iterable[str]") -> "np.ndarray":
+    """Which of the words have their checksum among the sorted `checksums`."""
+    import numpy as np
+
+    wanted = np.fromiter((zlib.crc32(w.encode()) for w in words), dtype=np.uint32)
+    at = np.minimum(np.searchsorted(checksums, wanted), len(checksums) - 1)
+    return checksums[at] == wanted
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzáàâãçéêíóôõúü"
+
+
+def _one_edit(word: str) -> set[str]:
+    """Every word one letter dropped, added or changed, or two neighbours swapped, away."""
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    return {
+        *(a + b[1:] for a, b in splits if b),
+        *(a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1),
+        *(a + c + b[1:] for a, b in splits if b for c in _LETTERS),
+        *(a + c + b for a, b in splits for c in _LETTERS),
+    }
 
 
 def _unit(vectors: "np.ndarray") -> "np.ndarray":
