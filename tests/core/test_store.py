@@ -542,6 +542,23 @@ def test_a_question_naming_what_no_chunk_holds_is_less_relevant(store):
     assert seen.score > DEFAULT_THRESHOLD > unseen.score
 
 
+def test_jargon_no_chunk_holds_is_less_relevant_and_a_held_word_mistyped_is_not(store):
+    store.memories.replace_memory(
+        memory_record("scans"),
+        [ChunkRecord(EXCHANGE, 0, "we run gitleaks over the checkpoint commits", _unit(1, 0, 0))],
+    )
+    vector = _unit(1, 0.3, 0)  # the same closeness for every question
+
+    def best(question: str) -> float:
+        [hit] = store.search.find(question, vector, MODEL, limit=1)
+        assert hit.session_id == "scans"
+        return hit.score
+
+    held, mistyped = best("do we run gitleaks?"), best("do we run gitlaeks?")
+    assert held > DEFAULT_THRESHOLD > best("do we run trufflehog?")
+    assert mistyped == pytest.approx(held, abs=0.05)
+
+
 def test_the_same_cosine_counts_for_less_in_a_store_whose_unrelated_chunks_are_alike(
     pg_server,
 ):

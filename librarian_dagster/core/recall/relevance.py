@@ -32,7 +32,7 @@ import math
 import re
 import threading
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -169,11 +169,14 @@ GENERAL_LANGUAGES = ("en", "pt")
 questions. The two add 27 MB to a process that reads them, seven 61 MB (decision 0021)."""
 
 
-def named_terms(question: str) -> str:
+def named_terms(question: str, mistypes_held: Callable[[str], bool] | None = None) -> str:
     """The question's names, space-separated: words capitalised inside a sentence, all-caps
     words, code-shaped ones (dots, slashes, digits, camelCase), and jargon (`is_jargon`).
     Hyphenated names are split into their parts, so "GPG-signed" asks about "GPG", not about the
-    compound; a hyphenated compound of plain words ("beer-themed") is a description, not jargon."""
+    compound; a hyphenated compound of plain words ("beer-themed") is a description, not jargon.
+
+    `mistypes_held(word)`, when given, says whether a jargon word is a word the store holds,
+    mistyped ("gitlaeks" where the store holds "gitleaks"): such a word is not a name."""
     names = []
     for match in _WORD.finditer(question):
         word = match.group(0).rstrip(".-/")
@@ -183,7 +186,11 @@ def named_terms(question: str) -> str:
             _CODE_SHAPED.search(word)
             or (len(word) > 1 and word.isupper())
             or (len(word) > 1 and word[0].isupper() and not sentence_start)
-            or ("-" not in word and is_jargon(word))
+            or (
+                "-" not in word
+                and is_jargon(word)
+                and not (mistypes_held is not None and mistypes_held(word))
+            )
         ):
             names.append(word.replace("-", " "))
     return " ".join(names)
@@ -196,7 +203,7 @@ def is_jargon(word: str) -> bool:
     common, typed_for = _common_words()
     if _held(common, [word]).any():
         return False
-    return not _held(typed_for, _one_edit(word)).any()
+    return not _held(typed_for, one_edit(word)).any()
 
 
 def load_word_lists() -> None:
@@ -253,7 +260,7 @@ def _held(checksums: "np.ndarray", words: "Iterable[str]") -> "np.ndarray":
 _LETTERS = "abcdefghijklmnopqrstuvwxyzáàâãçéêíóôõúü"
 
 
-def _one_edit(word: str) -> set[str]:
+def one_edit(word: str) -> set[str]:
     """Every word one letter dropped, added or changed, or two neighbours swapped, away."""
     splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
     return {

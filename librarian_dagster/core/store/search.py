@@ -33,6 +33,7 @@ from librarian_dagster.core.recall.relevance import (
     SpaceCalibration,
     load_word_lists,
     named_terms,
+    one_edit,
     relevance,
 )
 from librarian_dagster.core.store.pool import CANDIDATES, Database
@@ -93,6 +94,16 @@ _QUERY_TERMS = """
 """
 
 
+# Whether any of a text's lexemes is in some chunk: are a rare word's one-edit variants
+# ("gitleaks" for "gitlaeks") words the store holds?
+_ANY_HELD = """
+    SELECT EXISTS (
+        SELECT 1 FROM unnest(to_tsvector('english', %(text)s)) u
+        JOIN lexeme_df d ON d.lexeme = u.lexeme WHERE d.df > 0
+    ) AS held
+"""
+
+
 class Search:
     """Hybrid search over the shared pool, with what it keeps in memory between questions: the
     BM25 postings, and each embedding space's calibration.
@@ -146,9 +157,14 @@ class Search:
         # of every other session); the caller's own filters, when any, in SQL.
         where, params = filter_sql(replace(filters, include_private=True))
         with self._db.connection() as conn:
-            terms = conn.execute(
-                _QUERY_TERMS, {"text": query_text, "named": named_terms(query_text)}
-            ).fetchone()
+
+            def mistypes_held(word: str) -> bool:
+                variants = " ".join(one_edit(word.lower()))
+                row = conn.execute(_ANY_HELD, {"text": variants}).fetchone()
+                return bool(row and row["held"])
+
+            named = named_terms(query_text, mistypes_held)
+            terms = conn.execute(_QUERY_TERMS, {"text": query_text, "named": named}).fetchone()
             assert terms is not None  # chunk_stats always holds its one row
             self._lexical.refresh(conn, terms["generation"])
             allowed = None
