@@ -13,15 +13,14 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import dagster as dg
-import psycopg
 
 from librarian_dagster.dead_runs import HOST_TAG, end_dead_runs, this_host
 from tests.conftest import TRANSCRIPTS
 from tests.fake_gemini import FakeGemini, digest_reply
 from tests.helpers import make_settings, rows_per_session
+from tests.stuck_run import start_stuck_run, wait_started
 
 LIBRARIAN = [sys.executable, "-m", "librarian_dagster.cli.main"]
 SESSIONS = [
@@ -30,7 +29,6 @@ SESSIONS = [
 ]
 KEY = "AIzaSyFAKE-deadrun-0123456789abcdefghij"
 WAIT_S = 300  # only a hang fails it; the machines are shared
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _wait_until(condition, proc: subprocess.Popen, what: str) -> None:
@@ -135,11 +133,9 @@ def test_a_run_being_canceled_when_its_process_died_is_marked_canceled(tmp_path,
         "LIBRARIAN_HOME": str(settings.home),
         "LIBRARIAN_DATABASE_URL": database_url,
     }
-    proc = subprocess.Popen([sys.executable, "-m", "tests.stuck_run"], env=env, cwd=REPO)
-    # Watched in the database itself until the run has started: an instance opened while the
-    # other process still creates Dagster's tables can meet them half made (its data migrations
-    # then fail: seen once in CI).
-    _wait_until(lambda: _runs_started(database_url), proc, "the run started")
+    started = tmp_path / "started"
+    proc = start_stuck_run(env, started, untagged=False)
+    wait_started(proc, started, time.monotonic() + WAIT_S)
     instance = dg.DagsterInstance.from_config(str(settings.dagster_home))
     started = dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])
     (run,) = instance.get_runs(filters=started)
@@ -156,13 +152,3 @@ def test_a_run_being_canceled_when_its_process_died_is_marked_canceled(tmp_path,
     assert after is not None and after.status == dg.DagsterRunStatus.CANCELED
     assert end_dead_runs(instance, untagged_ran_here=False) == []  # once
     instance.dispose()
-
-
-def _runs_started(url: str) -> int:
-    """Dagster's runs in the STARTED state, read from its `runs` table (0 before it exists)."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        try:
-            row = conn.execute("SELECT count(*) FROM runs WHERE status = 'STARTED'").fetchone()
-        except psycopg.errors.UndefinedTable:
-            return 0
-    return row[0] if row else 0

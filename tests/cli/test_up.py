@@ -14,6 +14,7 @@ import httpx
 import psutil
 
 from tests.helpers import free_port
+from tests.stuck_run import start_stuck_run, wait_started
 
 LIBRARIAN = [sys.executable, "-m", "librarian_dagster.cli.main"]
 
@@ -107,22 +108,13 @@ def test_up_first_ends_a_run_whose_worker_was_killed(fresh_pgdata):
     fresh_pgdata(home)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LIBRARIAN_")}
     env |= {"LIBRARIAN_HOME": str(home), "LIBRARIAN_MIRROR": str(root / "mirror")}
-    repo = Path(__file__).resolve().parents[2]
-    stuck = [sys.executable, "-m", "tests.stuck_run", "--untagged"]
-    worker = subprocess.Popen(stuck, env=env, cwd=repo)
+    worker = start_stuck_run(env, root / "started", untagged=True)
     up = None
     try:
-        deadline = time.monotonic() + 300
-        while not (home / "dagster" / "dagster.yaml").exists():
-            assert worker.poll() is None and time.monotonic() < deadline
-            time.sleep(0.2)
+        wait_started(worker, root / "started", time.monotonic() + 300)
         get_server(home / "pgdata", cleanup_mode=None)  # joined: the test reads the runs too
         instance = dg.DagsterInstance.from_config(str(home / "dagster"))
-        started = dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])
-        while not instance.get_runs(filters=started):
-            assert worker.poll() is None and time.monotonic() < deadline
-            time.sleep(0.2)
-        (run,) = instance.get_runs(filters=started)
+        (run,) = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
         worker.kill()
         worker.wait(timeout=60)
 

@@ -1,17 +1,14 @@
 """The dead-run sensor: a run whose worker died while the daemon runs is ended within a tick."""
 
 import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import dagster as dg
 
 from librarian_dagster.defs.monitoring import dead_run_sensor
 from tests.helpers import make_settings
+from tests.stuck_run import start_stuck_run, wait_started
 
-REPO = Path(__file__).resolve().parents[2]
 WAIT_S = 300  # only a hang fails it; the machines are shared
 
 
@@ -24,18 +21,14 @@ def test_the_sensor_ends_the_run_whose_worker_died_and_leaves_the_live_one(tmp_p
     }
     # Untagged, as the daemon launches runs: on the code server of a DefaultRunLauncher, which
     # is where sensors are evaluated, their workers are this machine's processes.
-    stuck = [sys.executable, "-m", "tests.stuck_run", "--untagged"]
-    workers = [subprocess.Popen(stuck, env=env, cwd=REPO) for _ in range(2)]
+    marks = [tmp_path / f"started-{n}" for n in range(2)]
+    workers = [start_stuck_run(env, mark, untagged=True) for mark in marks]
     try:
         deadline = time.monotonic() + WAIT_S
-        while not (settings.dagster_home / "dagster.yaml").exists():
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+        for worker, mark in zip(workers, marks, strict=True):
+            wait_started(worker, mark, deadline)
         instance = dg.DagsterInstance.from_config(str(settings.dagster_home))
         started = dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])
-        while len(instance.get_runs(filters=started)) < 2:
-            assert all(w.poll() is None for w in workers) and time.monotonic() < deadline
-            time.sleep(0.2)
         pids = {}
         for run in instance.get_runs(filters=started):
             (start,) = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_START)
