@@ -1,10 +1,10 @@
 """A run that never ends, executed in this process as `librarian ingest` executes its runs.
 
 `python -m tests.stuck_run [--untagged]`, with the LIBRARIAN_* settings and STARTED in the
-environment (`start_stuck_run`): the
-instance under LIBRARIAN_HOME as `librarian ingest` opens it (the embedded server, or
-LIBRARIAN_DATABASE_URL). Tagged as `librarian ingest` tags its runs, or, with `--untagged`, as
-the daemon launches them under `librarian up`. Kill the process to leave the run STARTED.
+environment (`start_stuck_run`): the instance under LIBRARIAN_HOME as `librarian ingest` opens it
+(the embedded server, or LIBRARIAN_DATABASE_URL). Tagged as `librarian ingest` tags its runs, or,
+with `--untagged`, as the daemon launches them under `librarian up`. Kill the process to leave
+the run STARTED.
 """
 
 import os
