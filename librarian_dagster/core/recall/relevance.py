@@ -169,14 +169,15 @@ GENERAL_LANGUAGES = ("en", "pt")
 questions. The two add 27 MB to a process that reads them, seven 61 MB (decision 0021)."""
 
 
-def named_terms(question: str, mistypes_held: Callable[[str], bool] | None = None) -> str:
+def named_terms(question: str, store_holds: Callable[[set[str]], bool] | None = None) -> str:
     """The question's names, space-separated: words capitalised inside a sentence, all-caps
     words, code-shaped ones (dots, slashes, digits, camelCase), and jargon (`is_jargon`).
     Hyphenated names are split into their parts, so "GPG-signed" asks about "GPG", not about the
     compound; a hyphenated compound of plain words ("beer-themed") is a description, not jargon.
 
-    `mistypes_held(word)`, when given, says whether a jargon word is a word the store holds,
-    mistyped ("gitlaeks" where the store holds "gitleaks"): such a word is not a name."""
+    `store_holds(words)`, when given, says whether the store holds any of the words: a jargon
+    word one edit away from one it holds is that word mistyped ("gitlaeks" for "gitleaks"), not
+    a name."""
     names = []
     for match in _WORD.finditer(question):
         word = match.group(0).rstrip(".-/")
@@ -186,24 +187,24 @@ def named_terms(question: str, mistypes_held: Callable[[str], bool] | None = Non
             _CODE_SHAPED.search(word)
             or (len(word) > 1 and word.isupper())
             or (len(word) > 1 and word[0].isupper() and not sentence_start)
-            or (
-                "-" not in word
-                and is_jargon(word)
-                and not (mistypes_held is not None and mistypes_held(word))
-            )
+            or ("-" not in word and is_jargon(word, store_holds))
         ):
             names.append(word.replace("-", " "))
     return " ".join(names)
 
 
-def is_jargon(word: str) -> bool:
+def is_jargon(word: str, store_holds: Callable[[set[str]], bool] | None = None) -> bool:
     """Whether general text hardly uses the word in any language of GENERAL_LANGUAGES, and it is
-    no common word mistyped (one letter dropped, added or changed, or two swapped)."""
+    no common word mistyped (one letter dropped, added or changed, or two swapped), nor, with
+    `store_holds`, a word the store holds mistyped."""
     word = word.lower()
     common, typed_for = _common_words()
     if _held(common, [word]).any():
         return False
-    return not _held(typed_for, one_edit(word)).any()
+    variants = _one_edit(word)
+    if _held(typed_for, variants).any():
+        return False
+    return store_holds is None or not store_holds(variants)
 
 
 def load_word_lists() -> None:
@@ -223,6 +224,8 @@ def _common_words() -> "tuple[np.ndarray, np.ndarray]":
     language; the checksums take 1.5 MB (a rare word shares one with a common word about once in
     20,000, and is then taken for a word)."""
     global _common
+    if _common is not None:  # read once: every word of every question comes here
+        return _common
     with _common_lock:
         if _common is None:
             import numpy as np
@@ -260,7 +263,7 @@ def _held(checksums: "np.ndarray", words: "Iterable[str]") -> "np.ndarray":
 _LETTERS = "abcdefghijklmnopqrstuvwxyzáàâãçéêíóôõúü"
 
 
-def one_edit(word: str) -> set[str]:
+def _one_edit(word: str) -> set[str]:
     """Every word one letter dropped, added or changed, or two neighbours swapped, away."""
     splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
     return {

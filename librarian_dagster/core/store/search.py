@@ -33,7 +33,6 @@ from librarian_dagster.core.recall.relevance import (
     SpaceCalibration,
     load_word_lists,
     named_terms,
-    one_edit,
     relevance,
 )
 from librarian_dagster.core.store.pool import CANDIDATES, Database
@@ -94,8 +93,8 @@ _QUERY_TERMS = """
 """
 
 
-# Whether any of a text's lexemes is in some chunk: are a rare word's one-edit variants
-# ("gitleaks" for "gitlaeks") words the store holds?
+# Whether any of a text's lexemes is in some chunk: is any of a rare word's one-edit variants
+# ("gitleaks" for "gitlaeks") a word the store holds?
 _ANY_HELD = """
     SELECT EXISTS (
         SELECT 1 FROM unnest(to_tsvector('english', %(text)s)) u
@@ -158,12 +157,11 @@ class Search:
         where, params = filter_sql(replace(filters, include_private=True))
         with self._db.connection() as conn:
 
-            def mistypes_held(word: str) -> bool:
-                variants = " ".join(one_edit(word.lower()))
-                row = conn.execute(_ANY_HELD, {"text": variants}).fetchone()
+            def store_holds(words: set[str]) -> bool:
+                row = conn.execute(_ANY_HELD, {"text": " ".join(words)}).fetchone()
                 return bool(row and row["held"])
 
-            named = named_terms(query_text, mistypes_held)
+            named = named_terms(query_text, store_holds)
             terms = conn.execute(_QUERY_TERMS, {"text": query_text, "named": named}).fetchone()
             assert terms is not None  # chunk_stats always holds its one row
             self._lexical.refresh(conn, terms["generation"])
