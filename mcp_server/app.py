@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager, ExitStack, asynccontextmanager, c
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
 import uvicorn
 from mcp.server.auth.provider import TokenVerifier
@@ -45,13 +45,26 @@ from librarian_dagster.core.recall.answer import (
     boosts_for,
     recall,
 )
+from librarian_dagster.core.recall.history import (
+    DEFAULT_SESSIONS,
+    MAX_SESSIONS,
+    BadFileQuestion,
+    FileQuestion,
+)
+from librarian_dagster.core.recall.history import file_history as file_history_of
 from librarian_dagster.core.recall.relevance import DEFAULT_THRESHOLD
 from librarian_dagster.core.settings import Settings
+from librarian_dagster.core.store.files import Files
 from librarian_dagster.core.store.memories import InvalidCursor, Memories
 from librarian_dagster.core.store.pool import SEARCH_CONNECTIONS
 from librarian_dagster.core.store.queries import SearchFilters
 from librarian_dagster.core.store.ranking import DEFAULT_BOOSTS, Boosts, RecallContext
-from librarian_dagster.core.store.rows import SearchResult, SessionDigest, SessionList
+from librarian_dagster.core.store.rows import (
+    FileHistory,
+    SearchResult,
+    SessionDigest,
+    SessionList,
+)
 from librarian_dagster.core.store.search import Search
 from librarian_dagster.core.store.store import Store, migrated_url
 from mcp_server.auth import (
@@ -65,7 +78,8 @@ from mcp_server.auth import (
 INSTRUCTIONS = """\
 Librarian remembers past Claude Code sessions. Before solving a problem, ask search_chunks
 "have I dealt with this before?" in plain words (an error message, a component, a decision);
-read the whole session with get_digest; browse recent work with list_sessions."""
+read the whole session with get_digest; browse recent work with list_sessions. Before changing
+a file, file_history says which earlier sessions changed it, and why."""
 
 Transport = Literal["http", "stdio"]
 
@@ -106,11 +120,12 @@ class Served:
 
     search: Search
     memories: Memories
+    files: Files
     embedder: Embedder
 
     @classmethod
     def of(cls, store: Store, embedder: Embedder) -> "Served":
-        return cls(store.search, store.memories, embedder)
+        return cls(store.search, store.memories, store.files, embedder)
 
 
 Opener = Callable[[], AbstractContextManager[Served]]
@@ -266,6 +281,60 @@ def build_server(
         return memory
 
     @server.tool()
+    def file_history(
+        path: Annotated[
+            Text,
+            Field(
+                min_length=1,
+                max_length=_MAX_PATH,
+                description="The file: absolute, or relative to cwd.",
+            ),
+        ],
+        cwd: Annotated[
+            Text | None,
+            Field(
+                max_length=_MAX_PATH,
+                description="Your working directory: which repository the file is of.",
+            ),
+        ] = None,
+        task: Annotated[
+            Text | None,
+            Field(
+                max_length=2000,
+                description="What you are doing: the sessions nearest to it come after the "
+                "most recent one.",
+            ),
+        ] = None,
+        limit: Annotated[
+            int, Field(ge=1, le=MAX_SESSIONS, description="How many sessions.")
+        ] = DEFAULT_SESSIONS,
+        root: Annotated[
+            Text | None,
+            Field(max_length=_MAX_PATH, description="The repository's root, if you know it."),
+        ] = None,
+        session_id: Annotated[
+            Text | None,
+            Field(
+                max_length=_MAX_SESSION_ID,
+                description="Your own session's id: never returned.",
+            ),
+        ] = None,
+    ) -> FileHistory:
+        """The earlier sessions of this repository that changed the file (or read it), and
+        why: the most recent first, then those nearest the task. Each names its session,
+        dates, branch, what it did, the digest lines that name the file and, where the
+        repository is on the server's machine, whether the file changed since."""
+        question = FileQuestion(
+            path=path, cwd=cwd, root=root, task=task, session_id=session_id, limit=limit,
+            include_private=private_allowed(None),
+        )  # fmt: skip
+        served = lifespan.served()
+        try:
+            return file_history_of(served.files, served.embedder, question)
+        except BadFileQuestion as exc:
+            raise ToolError(str(exc)) from None
+
+    @server.tool()
     def list_sessions(
         project: ProjectFilter = None,
         domain: DomainFilter = None,
@@ -290,6 +359,7 @@ def build_server(
 
 
 RECALL_PATH = "/recall"
+HISTORY_PATH = "/history"
 RECALL_MAX_LIMIT = 10
 # A query is at most 2,000 characters (search_chunks' own limit): 16 KiB is ample JSON for one,
 # and reading no more keeps a bad client from making us buffer a large body.
@@ -334,68 +404,109 @@ def _host_name(header: str) -> str:
     return header.rsplit(":", 1)[0]
 
 
-def _recall_endpoint(server: MCPServer, host: str):
-    """`POST /recall {"query": str, "limit": 1..10, "cwd", "git_branch", filters}` ->
-    search_chunks' `SearchResult` as JSON."""
+class HistoryRequest(BaseModel):
+    """The body of `POST /history`: file_history's parameters, as strict as `RecallRequest`."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    path: Text = Field(min_length=1, max_length=_MAX_PATH)
+    cwd: Text | None = Field(default=None, max_length=_MAX_PATH)
+    root: Text | None = Field(default=None, max_length=_MAX_PATH)
+    task: Text | None = Field(default=None, max_length=2000)
+    session_id: Text | None = Field(default=None, max_length=_MAX_SESSION_ID)
+    limit: int = Field(default=DEFAULT_SESSIONS, ge=1, le=MAX_SESSIONS)
+
+
+_HISTORY_SHAPE = '{"path": str} and optionally "cwd", "root", "task", "session_id", "limit"'
+
+
+def _recall_arguments(asked: RecallRequest) -> dict[str, object]:
+    # The tool's `git_branch` is a filter: the hook's branch is context, its `current_branch`.
+    arguments = asked.model_dump(mode="json", exclude_none=True, exclude={"git_branch"})
+    if asked.git_branch is not None:
+        arguments["current_branch"] = asked.git_branch
+    return arguments
+
+
+Asked = TypeVar("Asked", bound=BaseModel)
+
+
+def _tool_endpoint(
+    server: MCPServer,
+    host: str,
+    name: str,
+    tool: str,
+    request: type[Asked],
+    shape: str,
+    arguments_of: Callable[[Asked], dict[str, object]],
+):
+    """`POST` a JSON body of `request`'s shape -> the `tool`'s structured result as JSON: one
+    round trip, for a hook with no MCP client and a deadline (`/recall`, `/history`)."""
     loopback = host in LOOPBACK_HOSTS
     # The SDK's bearer backend has checked the token of every request to this app before it
     # gets here (the same verifier as /mcp); it does not refuse, so this endpoint does.
     auth_required = server.settings.auth is not None
+    path = f"POST /{name}"
 
-    async def recall_endpoint(request: Request) -> Response:
+    async def endpoint(http: Request) -> Response:
         # The same DNS-rebinding guard the SDK puts on /mcp when it serves loopback: a web page
         # must not read memories through a hostname that resolves to 127.0.0.1.
-        if loopback and _host_name(request.headers.get("host", "")) not in LOOPBACK_HOSTS:
+        if loopback and _host_name(http.headers.get("host", "")) not in LOOPBACK_HOSTS:
             return _error(421, "this server answers requests to localhost only")
         if auth_required and not authenticated():
             return _error(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
         # JSON only: a browser cannot send it cross-origin without a preflight we never allow.
-        if not request.headers.get("content-type", "").lower().startswith("application/json"):
+        if not http.headers.get("content-type", "").lower().startswith("application/json"):
             return _error(415, "send the body as Content-Type: application/json")
         body = bytearray()
         try:
-            async for part in request.stream():
+            async for part in http.stream():
                 body += part
                 if len(body) > _RECALL_MAX_BODY:
                     return _error(413, f"the body must be at most {_RECALL_MAX_BODY} bytes")
         except ClientDisconnect:
             return Response(status_code=400)
         try:
-            asked = RecallRequest.model_validate_json(bytes(body))
+            asked = request.model_validate_json(bytes(body))
         except ValidationError as exc:
             # Locations and reasons only: pydantic's own message repeats the input, a prompt.
             reasons = "; ".join(
                 f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()
             )
-            return _error(400, f"expected {_RECALL_SHAPE}: {reasons}")
-        # Through the tool itself, not a second call of core.recall: the endpoint gives exactly
-        # the answer search_chunks gives (same relevance threshold, same errors), and MCPServer
-        # runs the blocking search in a worker thread. The tool's `git_branch` is a filter: the
-        # hook's branch is context, its `current_branch`.
-        arguments = asked.model_dump(mode="json", exclude_none=True, exclude={"git_branch"})
-        if asked.git_branch is not None:
-            arguments["current_branch"] = asked.git_branch
+            return _error(400, f"expected {shape}: {reasons}")
+        # Through the tool itself, not a second call of core: the endpoint gives exactly the
+        # answer the tool gives (same threshold, same errors), and MCPServer runs the blocking
+        # work in a worker thread.
         try:
-            result = await server.call_tool("search_chunks", arguments)
+            result = await server.call_tool(tool, arguments_of(asked))
         except UnexpectedToolError as exc:
             # The database is down or broken: the cause goes to the server's log (psycopg's
             # messages name the server, never query parameters), not to the client.
-            logger.error("POST %s: search_chunks failed", RECALL_PATH, exc_info=exc.__cause__)
-            return _error(503, "recall failed on the server")
+            logger.error("%s: %s failed", path, tool, exc_info=exc.__cause__)
+            return _error(503, f"{name} failed on the server")
         except ToolError as exc:  # a deliberate refusal from the tool, meant for the caller
             return _error(400, str(exc))
         if not isinstance(result, CallToolResult) or result.structured_content is None:
-            return _error(503, "recall returned no structured result")
-        return JSONResponse(result.structured_content)  # SearchResult, as search_chunks gives it
+            return _error(503, f"{name} returned no structured result")
+        return JSONResponse(result.structured_content)
 
-    return recall_endpoint
+    return endpoint
 
 
 def http_app(server: MCPServer, host: str) -> Starlette:
-    """One ASGI app: streamable HTTP at /mcp, `POST /recall` for the prompt hook and, for older
+    """One ASGI app: streamable HTTP at /mcp, `POST /recall` for the prompt hook, `POST /history`
+    for the PreToolUse hook and, for older
     clients, legacy SSE at /sse. A server built with a verifier demands a token on all three."""
     app = server.streamable_http_app(host=host)
-    app.add_route(RECALL_PATH, _recall_endpoint(server, host), methods=["POST"])
+    recall_endpoint = _tool_endpoint(
+        server, host, "recall", "search_chunks", RecallRequest, _RECALL_SHAPE, _recall_arguments
+    )
+    app.add_route(RECALL_PATH, recall_endpoint, methods=["POST"])
+    history_endpoint = _tool_endpoint(
+        server, host, "history", "file_history", HistoryRequest, _HISTORY_SHAPE,
+        lambda asked: asked.model_dump(exclude_none=True),
+    )  # fmt: skip
+    app.add_route(HISTORY_PATH, history_endpoint, methods=["POST"])
     # Mounted last, so /mcp and /recall match first; the SSE app serves /sse and /messages/.
     app.mount("/", server.sse_app(host=host))
     return app

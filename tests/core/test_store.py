@@ -417,6 +417,7 @@ def test_migration_9_gives_the_sessions_already_stored_their_mean_vector(store):
          _unit(0, 1, 0))],
     )  # fmt: skip
     with psycopg.connect(store.url, autocommit=True) as conn:
+        conn.execute("DROP TABLE session_files")  # migration 12's
         conn.execute("DROP TABLE session_vectors")
         conn.execute("DROP FUNCTION librarian_ensure_session_vector_index")
         conn.execute("ALTER TABLE memories DROP COLUMN files")  # migration 10's
@@ -433,6 +434,20 @@ def test_migration_9_gives_the_sessions_already_stored_their_mean_vector(store):
     assert old is not None and old.files == []
     [hit] = store.search.find("one", _unit(1, 0, 0), MODEL, limit=1)
     assert hit.session_id == "old" and hit.files == []
+
+
+def test_migration_12_keeps_the_changed_files_of_the_sessions_already_stored(store):
+    record = memory_record("old").model_copy(update={"files": ["a/b.go", "/elsewhere/c.md"]})
+    store.memories.replace_memory(record, [])
+    with psycopg.connect(store.url, autocommit=True) as conn:
+        conn.execute("DROP TABLE session_files")
+        conn.execute("DELETE FROM schema_migrations WHERE version >= 12")
+    assert migrate(store.url) == max(v for v, _ in MIGRATIONS)
+    with psycopg.connect(store.url) as conn:
+        rows = conn.execute(
+            "SELECT path, name, edits, reads FROM session_files ORDER BY path"
+        ).fetchall()
+    assert rows == [("/elsewhere/c.md", "c.md", 1, 0), ("/src/alpha/a/b.go", "b.go", 1, 0)]
 
 
 def test_a_question_in_other_words_is_ranked_by_meaning_not_by_a_shared_filler_word(store):
@@ -488,6 +503,7 @@ def test_a_store_from_before_migration_4_gets_one_vector_index_per_layer(store):
             "((embedding::vector(3)) vector_cosine_ops) WHERE embedding_dim = 3"
         )
         # And what came after it (migrations 5 to 11), as a store of that time lacked them.
+        conn.execute("DROP TABLE session_files")
         conn.execute("DROP TABLE llm_usage, deferred_digests, skip_list, session_vectors")
         conn.execute("DROP TABLE space_calibrations, store_identity")
         conn.execute("DROP FUNCTION librarian_ensure_session_vector_index")

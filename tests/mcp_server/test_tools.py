@@ -53,7 +53,7 @@ def test_tools_are_listed_with_typed_schemas(server):
             return await client.list_tools()
 
     tools = {t.name: t for t in asyncio.run(go()).tools}
-    assert set(tools) == {"search_chunks", "get_digest", "list_sessions"}
+    assert set(tools) == {"search_chunks", "get_digest", "list_sessions", "file_history"}
     limit = tools["search_chunks"].input_schema["properties"]["limit"]
     assert limit["maximum"] == 50 and limit["minimum"] == 1
     assert tools["search_chunks"].output_schema is not None

@@ -19,6 +19,7 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel
 
+from librarian_dagster.core.capture.touches import FileTouch, file_name
 from librarian_dagster.core.digest.chunking import EXCHANGE
 from librarian_dagster.core.digest.schema import PRIVATE_DOMAIN
 from librarian_dagster.core.store.pool import Database
@@ -79,8 +80,14 @@ class Memories:
 
     # -- writes ---------------------------------------------------------------------------------
 
-    def replace_memory(self, memory: MemoryRecord, chunks: Sequence[ChunkRecord]) -> None:
-        """Write a session's memory and all its chunks in one transaction, replacing any older one.
+    def replace_memory(
+        self,
+        memory: MemoryRecord,
+        chunks: Sequence[ChunkRecord],
+        touches: Sequence[FileTouch] = (),
+    ) -> None:
+        """Write a session's memory, all its chunks and the files it touched in one transaction,
+        replacing any older one.
 
         A crash anywhere leaves the previous memory whole: never a half-written memory.
         """
@@ -114,6 +121,16 @@ class Memories:
                         ],
                     )  # fmt: skip
                 conn.execute(_WRITE_SESSION_VECTORS, {"session": memory.session_id})
+            if touches:
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO session_files (session_id, path, name, edits, reads)"
+                        " VALUES (%s, %s, %s, %s, %s)",
+                        [
+                            (memory.session_id, t.path, file_name(t.path), t.edits, t.reads)
+                            for t in touches
+                        ],
+                    )
             _count_chunks(conn, memory.session_id, +1)
 
     def delete_memory(self, session_id: str) -> bool:

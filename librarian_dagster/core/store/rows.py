@@ -199,3 +199,52 @@ class EmbeddingSpace(BaseModel):
     dimension: int
     sessions: int
     chunks: int
+
+
+class FileSession(BaseModel):
+    """One earlier session that changed (or read) a file: a card for the file's history."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    project: str
+    started_at: datetime | None
+    date: datetime | None = Field(description="When the session ended.")
+    git_branch: str | None
+    title: str | None
+    summary: str = Field(description="One-sentence summary of the whole session.")
+    domain: Domain
+    tags: list[str]
+    files: list[str] = Field(description="The files the session changed, most edited first.")
+    highlights: list[str] = Field(
+        description="Up to 3 distilled lines of its digest: what was found, decided or fixed."
+    )
+    path: str = Field(description="The file as this session named it (absolute).")
+    changed: bool = Field(description="Whether the session changed the file (else it read it).")
+    edits: int
+    reads: int
+    lines: list[str] = Field(
+        default=[], description="The digest's lines that name the file, where any do."
+    )
+    relevance: float | None = Field(
+        default=None,
+        description="How close the session is to the task at hand (cosine, -1 to 1), when one "
+        "was given.",
+    )
+    changed_since: str | None = Field(
+        default=None,
+        description="Whether the file changed in git since the session ended, where the "
+        "repository is on the server's machine: 'unchanged since' or 'N commits since'.",
+    )
+
+
+class FileHistory(BaseModel):
+    path: str = Field(description="The file asked about, relative to its repository's root.")
+    results: list[FileSession] = Field(
+        description="The most recent session that changed the file first, then the others "
+        "that bear most on the task; empty when no earlier session touched it."
+    )
+    former_names: list[str] = Field(
+        default=[], description="Earlier names of the file that git follows, also looked up."
+    )
+    note: str | None = Field(default=None, description="Why the answer is empty, when it is.")

@@ -260,6 +260,34 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         INSERT INTO store_identity DEFAULT VALUES;
         """,
     ),
+    (
+        12,
+        """
+        -- Every file a session changed or read, by absolute path (core/capture/touches.py), so
+        -- that opening a file can be told which earlier sessions changed it
+        -- (core/recall/history.py). `name` is the path's last part as it is compared (case
+        -- folded for a Windows path): a look-up asks by name, then matches whole paths.
+        CREATE TABLE session_files (
+            session_id text NOT NULL REFERENCES memories (session_id) ON DELETE CASCADE,
+            path       text NOT NULL,
+            name       text NOT NULL,
+            edits      integer NOT NULL,
+            reads      integer NOT NULL,
+            PRIMARY KEY (session_id, path)
+        );
+        CREATE INDEX session_files_name ON session_files (name);
+        -- The sessions stored before: the files they changed (kept relative to their cwd),
+        -- until they are written again; those of a Windows cwd wait for that.
+        INSERT INTO session_files (session_id, path, name, edits, reads)
+            SELECT DISTINCT ON (m.session_id, p.path) m.session_id, p.path,
+                   regexp_replace(p.path, '^.*/', ''), 1, 0
+            FROM memories m,
+                 LATERAL (SELECT CASE WHEN f LIKE '/%' THEN f
+                                      ELSE rtrim(m.cwd, '/') || '/' || f END AS path
+                          FROM unnest(m.files) f) p
+            WHERE m.cwd LIKE '/%' AND p.path NOT LIKE '%/../%' AND p.path NOT LIKE '%/./%';
+        """,
+    ),
 )
 
 # Serialises migrations between processes that start together (webserver, daemon, MCP server).

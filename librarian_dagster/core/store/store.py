@@ -13,6 +13,7 @@ import psycopg
 
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.database import database_url, unreachable
+from librarian_dagster.core.store.files import Files
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.core.store.memories import Memories
 from librarian_dagster.core.store.pool import MIN_CONNECTIONS, Database
@@ -37,6 +38,7 @@ class Store:
         self.url = url
         self.database = Database(url, min_size=min_connections)
         self.memories = Memories(self.database)
+        self.files = Files(self.database)
         self.search = Search(self.database, postings_dir)
         self.ledger = Ledger(self.database)
 

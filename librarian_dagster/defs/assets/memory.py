@@ -3,6 +3,7 @@ from collections.abc import Iterator
 import dagster as dg
 
 from librarian_dagster.core.capture.skips import last_active
+from librarian_dagster.core.capture.touches import file_touches
 from librarian_dagster.core.capture.transcripts import Session
 from librarian_dagster.core.digest.chunking import Chunk, ChunkVectors
 from librarian_dagster.core.digest.schema import DigestRecord
@@ -47,6 +48,7 @@ def memory(
                 ChunkRecord(c.section, c.position, c.text, vector)
                 for c, vector in zip(chunks, embedded.vectors, strict=True)
             ],
+            file_touches(session),
         )
         metadata = {
             "session_id": session.session_id,
