@@ -56,7 +56,8 @@ def test_stdio_transport_serves_the_same_tools(store, tmp_path, command):
             return tools, listed
 
     tools, listed = asyncio.run(go())
-    assert {t.name for t in tools.tools} == {"search_chunks", "get_digest", "list_sessions", "file_history"}
+    names = {t.name for t in tools.tools}
+    assert names == {"search_chunks", "get_digest", "list_sessions", "file_history"}
     assert [s["session_id"] for s in listed.structured_content["sessions"]] == ["s1"]
 
 

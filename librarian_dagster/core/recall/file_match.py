@@ -10,8 +10,9 @@ only loosens the match below, never breaks it.
 
 Two files match (`same_file`) when the repositories have the same name (the root's folder, a
 worktree's repository above it) and, read from the end, the paths agree at least as far as each
-lies below its root (or below a folder above it of that name, for a root inferred too deep): `/a/cli/cmd/x.go` in a session of `/a/cli` and `/b/cli/.worktrees/2/cmd/x.go`
-in one of `/b/cli/.worktrees/2` agree on `cmd/x.go`. Another project's `README.md` differs by
+lies below its root (or below a folder above it of that name, for a root inferred too deep):
+`/a/cli/cmd/x.go` in a session of `/a/cli` and `/b/cli/.worktrees/2/cmd/x.go` in one of
+`/b/cli/.worktrees/2` agree on `cmd/x.go`. Another project's `README.md` differs by
 its repository's name; `docs/README.md` and `README.md` of one repository differ below the root.
 The same absolute path is the same file, whatever its sessions' roots.
 """
