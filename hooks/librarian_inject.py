@@ -1,4 +1,4 @@
-"""Notes injection for the PreToolUse hook (see pre_tool_use.py).
+"""Notes injection for the PreToolUse hook's edits (see pre_tool_use.py).
 
 Lives in a module rather than in the script because Python caches a module's bytecode but compiles
 a script on every run: about 3 ms of a ~15 ms hook.
@@ -8,7 +8,6 @@ import os
 
 import librarian_hooklib as lib
 
-HOOK = "pre_tool_use"
 DEFAULT_BUDGET = 8000
 # Claude Code spills hook output strings above 10,000 characters to a file.
 MAX_BUDGET = 10000
@@ -102,11 +101,8 @@ def closing_line(names, budget: int) -> str:
     return f"\n\nNot shown (over the {budget}-character budget; read them if relevant): {listed}"
 
 
-def handle(event: dict, env=None):
-    env = os.environ if env is None else env
-    path = target_file(event)
-    if path is None:
-        return None, "no file path"
+def notes(event: dict, path: str, env) -> tuple[str | None, str]:
+    """(the notes for an edit of `path` not yet shown in this session, or None; the outcome)."""
     file_dir = os.path.dirname(path)
     found = lib.find_library(file_dir, env)
     if found is None:
@@ -170,5 +166,4 @@ def handle(event: dict, env=None):
         shown_before.update({k: s for k, s, _, _ in included})
         named_before.update({k: s for k, s, _ in omitted})
         lib.save_json_atomic(state_path, {"shown": shown_before, "named": named_before})
-    output = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": text}}
-    return output, f"injected={len(included)} omitted={len(omitted)} chars={len(text)}"
+    return text, f"injected={len(included)} omitted={len(omitted)} chars={len(text)}"

@@ -28,7 +28,6 @@ import os
 import stat
 import time
 
-HOOK_PART = "recall"
 DEFAULT_URL = "http://127.0.0.1:3201/recall"
 DEFAULT_BUDGET = 1500
 MIN_BUDGET = 200
@@ -65,7 +64,7 @@ class RecallFailed(Exception):
     """The server could not be asked or gave no usable answer; the message is safe to log."""
 
 
-def _int_env(env, name: str, default: int, low: int, high: int) -> int:
+def int_env(env, name: str, default: int, low: int, high: int) -> int:
     try:
         value = int(env.get(name, default))
     except ValueError:
@@ -74,12 +73,12 @@ def _int_env(env, name: str, default: int, low: int, high: int) -> int:
 
 
 def budget_from(env) -> int:
-    return _int_env(env, "LIBRARIAN_RECALL_BUDGET", DEFAULT_BUDGET, MIN_BUDGET, MAX_BUDGET)
+    return int_env(env, "LIBRARIAN_RECALL_BUDGET", DEFAULT_BUDGET, MIN_BUDGET, MAX_BUDGET)
 
 
 def timeout_from(env) -> float:
     """The deadline in seconds."""
-    ms = _int_env(
+    ms = int_env(
         env, "LIBRARIAN_RECALL_TIMEOUT_MS", DEFAULT_TIMEOUT_MS, MIN_TIMEOUT_MS, MAX_TIMEOUT_MS
     )
     return ms / 1000.0
@@ -144,36 +143,24 @@ def _branch_in(head_path: str) -> str | None:
         return None
     name = line[len(prefix) :]
     # Git refuses spaces and control characters in a branch name; a HEAD with them is not git's.
-    if not _sendable(name, MAX_BRANCH_CHARS) or any(
+    if not sendable(name, MAX_BRANCH_CHARS) or any(
         c.isspace() or not c.isprintable() for c in name
     ):
         return None
     return name
 
 
-def git_branch(cwd: str) -> str | None:
-    """The branch checked out in the repository holding `cwd`, or None; never raises.
-
-    Walks up at most MAX_GIT_WALK folders to the first `.git`: a folder (HEAD inside) or, for a
-    worktree or submodule, a file `gitdir: <path>` (HEAD in that folder, relative to the file).
-    """
+def _dotgit(cwd: str) -> tuple[str, str, int] | None:
+    """The first `.git` at or above `cwd` (at most MAX_GIT_WALK folders up), as git finds it:
+    (the folder holding it, its path, its mode); None where there is none. Never raises."""
     try:
         folder = os.path.abspath(cwd)
         for _ in range(MAX_GIT_WALK):
             dotgit = os.path.join(folder, ".git")
             try:
-                mode = os.stat(dotgit).st_mode
+                return folder, dotgit, os.stat(dotgit).st_mode
             except OSError:
-                mode = None
-            if mode is not None and stat.S_ISDIR(mode):
-                return _branch_in(os.path.join(dotgit, "HEAD"))
-            if mode is not None:  # the first `.git` decides, as it does for git itself
-                text = _read_start(dotgit) or ""
-                line = text.splitlines()[0] if text else ""
-                gitdir = line.removeprefix("gitdir:").strip()
-                if not line.startswith("gitdir:") or not gitdir:
-                    return None
-                return _branch_in(os.path.join(folder, gitdir, "HEAD"))
+                pass
             parent = os.path.dirname(folder)
             if parent == folder:
                 return None
@@ -181,6 +168,35 @@ def git_branch(cwd: str) -> str | None:
     except (OSError, ValueError):
         pass
     return None
+
+
+def git_root(cwd: str) -> str | None:
+    """The top folder of the checkout (or worktree) holding `cwd`, or None; never raises."""
+    found = _dotgit(cwd)
+    return found[0] if found else None
+
+
+def git_branch(cwd: str) -> str | None:
+    """The branch checked out in the repository holding `cwd`, or None; never raises.
+
+    The first `.git` above `cwd` decides, as it does for git itself: a folder (HEAD inside) or,
+    for a worktree or submodule, a file `gitdir: <path>` (HEAD in that folder, relative to it).
+    """
+    found = _dotgit(cwd)
+    if found is None:
+        return None
+    folder, dotgit, mode = found
+    if stat.S_ISDIR(mode):
+        return _branch_in(os.path.join(dotgit, "HEAD"))
+    text = _read_start(dotgit) or ""
+    line = text.splitlines()[0] if text else ""
+    gitdir = line.removeprefix("gitdir:").strip()
+    if not line.startswith("gitdir:") or not gitdir:
+        return None
+    try:
+        return _branch_in(os.path.join(folder, gitdir, "HEAD"))
+    except ValueError:  # a NUL in the gitdir line
+        return None
 
 
 def request_body(query: str, cwd: str | None) -> bytes:
@@ -230,19 +246,20 @@ def fetch(url: str, body: bytes, token: str, timeout_s: float) -> dict:
     return answer
 
 
-def ask(url: str, query: str, token: str, timeout_s: float, cwd: str | None = None) -> dict:
-    """The branch look-up and `fetch` within a hard deadline; RecallFailed("timeout") past it."""
+def within(timeout_s: float, work):
+    """`work()`'s value, or RecallFailed("timeout") once `timeout_s` has passed: the call runs
+    in a daemon thread, abandoned past the deadline (it dies with the process)."""
     import threading
 
     box: dict = {}
 
-    def work() -> None:
+    def run() -> None:
         try:
-            box["answer"] = fetch(url, request_body(query, cwd), token, timeout_s)
+            box["answer"] = work()
         except BaseException as exc:  # handed to the waiting thread, which decides
             box["error"] = exc
 
-    worker = threading.Thread(target=work, name="librarian-recall", daemon=True)
+    worker = threading.Thread(target=run, name="librarian-ask", daemon=True)
     worker.start()
     worker.join(timeout_s)
     if worker.is_alive():
@@ -252,7 +269,12 @@ def ask(url: str, query: str, token: str, timeout_s: float, cwd: str | None = No
     return box["answer"]
 
 
-def _clean(value, limit: int = 2000) -> str:
+def ask(url: str, query: str, token: str, timeout_s: float, cwd: str | None = None) -> dict:
+    """The branch look-up and `fetch` within a hard deadline; RecallFailed("timeout") past it."""
+    return within(timeout_s, lambda: fetch(url, request_body(query, cwd), token, timeout_s))
+
+
+def clean(value, limit: int = 2000) -> str:
     """One line, no control characters: a memory must not reshape the context around it."""
     if not isinstance(value, str):
         return ""
@@ -274,7 +296,7 @@ def sessions_of(answer: dict) -> list[dict]:
     for item in results:
         if not isinstance(item, dict):
             continue
-        sid, text = _clean(item.get("session_id"), 200), _clean(item.get("text"))
+        sid, text = clean(item.get("session_id"), 200), clean(item.get("text"))
         if not sid or not text:
             continue
         highlights = item.get("highlights")
@@ -282,21 +304,21 @@ def sessions_of(answer: dict) -> list[dict]:
             sid,
             {
                 "id": sid,
-                "project": _clean(item.get("project"), 100),
+                "project": clean(item.get("project"), 100),
                 # ISO instants: the days are shown, git reads the end whole (--since).
-                "started": _clean(item.get("started_at"), 40),
-                "ended": _clean(item.get("date"), 40),
+                "started": clean(item.get("started_at"), 40),
+                "ended": clean(item.get("date"), 40),
                 "files": _files(item.get("files")),
                 "here": item.get("context") in ("project", "branch"),
                 "stale": "",
-                "branch": _clean(item.get("git_branch"), MAX_BRANCH_CHARS),
-                "title": _clean(item.get("title"), 200).replace('"', "'"),
-                "summary": _clean(item.get("summary"), 400),
+                "branch": clean(item.get("git_branch"), MAX_BRANCH_CHARS),
+                "title": clean(item.get("title"), 200).replace('"', "'"),
+                "summary": clean(item.get("summary"), 400),
                 "bullets": [],
             },
         )
         if isinstance(highlights, list):
-            lines = [_clean(h, 400) for h in highlights]
+            lines = [clean(h, 400) for h in highlights]
         else:
             lines = [text] if item.get("section") != "exchange" else []
         for line in lines:
@@ -316,7 +338,7 @@ def sessions_of(answer: dict) -> list[dict]:
 def _files(value) -> list[str]:
     if not isinstance(value, list):
         return []
-    return [n for n in (_clean(v, 300) for v in value[:MAX_FILES]) if n]
+    return [n for n in (clean(v, 300) for v in value[:MAX_FILES]) if n]
 
 
 def mark_stale(sessions: list[dict], cwd: str | None, deadline: float) -> None:
@@ -423,7 +445,7 @@ def context(event: dict, env) -> tuple[str | None, str]:
             return None, f"recall skipped ({reason})"
         token = env.get("LIBRARIAN_MCP_TOKEN") or ""
         cwd = event.get("cwd")
-        if not isinstance(cwd, str) or not _sendable(cwd, MAX_CWD_CHARS) or not os.path.isabs(cwd):
+        if not isinstance(cwd, str) or not sendable(cwd, MAX_CWD_CHARS) or not os.path.isabs(cwd):
             cwd = None
         try:
             query = prompt[:MAX_QUERY_CHARS]
@@ -444,7 +466,7 @@ def context(event: dict, env) -> tuple[str | None, str]:
         return None, f"recall error: {type(exc).__name__} {_ms(start)}"
 
 
-def _sendable(text, limit: int) -> bool:
+def sendable(text, limit: int) -> bool:
     """Whether the endpoint takes `text` as it is: a refused request would cost the recall."""
     if not isinstance(text, str) or not text or len(text) > limit or "\x00" in text:
         return False

@@ -1,20 +1,49 @@
-"""PreToolUse hook (Edit|Write|MultiEdit|NotebookEdit): inject the library notes for the file.
+"""PreToolUse hook (Read|Edit|Write|MultiEdit|NotebookEdit): what is known about the file.
 
-Walks up from the edited file to the nearest `_memory_library/`, then reads the `*.md` notes of the
-mirrored folder and of each parent level up to the root (shown as `global`), most specific first,
-within a character budget. A note already injected in this session is not injected again unless
-it changed. Never sets `permissionDecision`: adding context must not bypass the permission prompt.
-The logic is in `librarian_inject.py`, whose bytecode Python caches (in the plugin's data folder).
+Two contributions, one process and one `additionalContext` (notes first):
+- before an edit, the library notes for the file (`librarian_inject.py`): from the nearest
+  `_memory_library/` up, the mirrored folder's notes and each parent level's up to the root
+  (`global`), most specific first, within a character budget; a note already injected in this
+  session is not injected again unless it changed;
+- at the first Read or edit of a file in a session, the earlier sessions that changed it, and
+  why (`librarian_history.py`), from the recall server, within a deadline; needs no library.
+Never sets `permissionDecision` and never changes the tool's input: adding context must not
+bypass the permission prompt or alter what the agent asked for. The logic is in modules, whose
+bytecode Python caches (in the plugin's data folder).
 """
 
+import os
 import sys
 
 sys.dont_write_bytecode = True  # nothing beside the scripts: see librarian_pycache.py
 import librarian_pycache as pycache
 
 with pycache.elsewhere():
+    import librarian_history as history
     import librarian_hooklib as lib  # siblings, found through sys.path[0] (the script's folder)
-    from librarian_inject import HOOK, handle
+    import librarian_inject as inject
+
+HOOK = "pre_tool_use"
+READS = ("Read",)  # hooks.json's other tools change the file
+
+
+def handle(event: dict, env=None):
+    env = os.environ if env is None else env
+    path = inject.target_file(event)
+    if path is None:
+        return None, "no file path"
+    noted, outcome = (
+        inject.notes(event, path, env) if event.get("tool_name") not in READS else (None, "a read")
+    )
+    recalled, history_outcome = history.context(event, path, env)  # never raises
+    texts = [t for t in (noted, recalled) if t]
+    outcome = f"{outcome}; {history_outcome}"
+    if not texts:
+        return None, outcome
+    text = "\n\n".join(texts)
+    return {
+        "hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": text}
+    }, outcome
 
 
 def main() -> int:

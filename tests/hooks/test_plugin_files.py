@@ -27,7 +27,7 @@ def test_manifest_has_kebab_case_name_and_typed_fields():
 def test_hooks_json_commands_run_from_the_plugin_root(hooks, tmp_path):
     config = _json("hooks/hooks.json")["hooks"]
     assert set(config) == {"PreToolUse", "UserPromptSubmit", "Stop"}
-    assert config["PreToolUse"][0]["matcher"] == "Edit|Write|MultiEdit|NotebookEdit"
+    assert config["PreToolUse"][0]["matcher"] == "Read|Edit|Write|MultiEdit|NotebookEdit"
     repo = tmp_path / "repo"
     make_library(repo, {"tech.md": "- from the plugin"})
     for event_name, groups in config.items():

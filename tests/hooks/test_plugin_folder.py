@@ -74,6 +74,7 @@ def test_no_hook_writes_into_the_plugin_folder_and_bytecode_goes_to_the_data_fol
     assert cached == {
         "librarian_hooklib",
         "librarian_inject",
+        "librarian_history",
         "librarian_recall",
         "librarian_routing",
         "__init__",

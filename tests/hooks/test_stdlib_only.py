@@ -46,6 +46,7 @@ def test_hooks_import_only_the_standard_library(hooks, tmp_path):
         "librarian_hooklib",
         "librarian_routing",
         "librarian_inject",
+        "librarian_history",
         "librarian_recall",
         "librarian_pycache",
         "pre_tool_use",

@@ -1,0 +1,292 @@
+"""File history for the PreToolUse hook: at the first Read or edit of a file in a session, the
+earlier sessions that changed it, and why.
+
+Asks the recall server's `POST /history` (beside /recall) with the file, the session's cwd, the
+checkout's root where git has one here, and the task at hand (the latest prompt of the session's
+transcript, or a subagent's own task), and turns a non-empty answer into a short context: each
+session's full id, dates and branch, what it did, the digest lines that name the file and
+whether the file changed since. The server decides which sessions and in what order.
+
+Once per file per agent of a session (a subagent has a context of its own): a marker file,
+taken with O_EXCL, so two parallel Reads of one file cannot both add it. A failed ask gives the
+marker back, so a later touch asks again.
+
+The agent is waiting for its tool call: the request runs within `LIBRARIAN_HISTORY_TIMEOUT_MS`
+(librarian_recall.within), and a server found down or hanging is not asked again for
+UNREACHABLE_S: the first failure costs the deadline, the next calls a file's stat. Everything
+fails open: no context, the tool call goes on as it would without the hook.
+"""
+
+import json
+import os
+import time
+
+import librarian_hooklib as lib
+import librarian_recall as recall
+
+DEFAULT_BUDGET = 1200
+DEFAULT_TIMEOUT_MS = 300
+LIMIT = 3
+UNREACHABLE_S = 30
+"""How long a server that failed to answer is left alone."""
+UNREACHABLE_MARK = ".history-unreachable"
+TAIL_BLOCK = 64 * 1024
+MAX_TAIL = 1024 * 1024
+"""Bytes of the transcript read from its end to find the latest prompt."""
+TASK_CHARS = 1000
+MAX_PATH_CHARS = 4096
+HEADER = (
+    "Librarian remembers earlier sessions that worked on {path} (from memory, possibly out of "
+    "date; the MCP tool get_digest with a session_id returns the whole session):"
+)
+_INJECTED = ("<", "[Request interrupted", "Caveat:")
+
+
+def history_url(env) -> str:
+    """Beside the prompt hook's endpoint: its `/recall` -> `/history`."""
+    url = recall.recall_url(env).rstrip("/")
+    if url.endswith("/recall"):
+        return url[: -len("/recall")] + "/history"
+    return url + "/history"
+
+
+def _off(env) -> bool:
+    return any(
+        (env.get(name) or "").strip().lower() in recall.OFF
+        for name in ("LIBRARIAN_HISTORY", "LIBRARIAN_RECALL")
+    )
+
+
+def _user_text(record: dict) -> str | None:
+    """What the user typed, if the record is a typed prompt."""
+    if record.get("type") != "user" or record.get("isMeta"):
+        return None
+    message = record.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, list):
+        if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+            return None
+        content = "\n".join(
+            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+        )
+    if not isinstance(content, str) or not content.strip():
+        return None
+    text = content.strip()
+    return None if text.startswith(_INJECTED) else text
+
+
+def latest_prompt(path) -> str | None:
+    """The last typed prompt in the last MAX_TAIL bytes of a transcript; None on anything odd."""
+    if not isinstance(path, str) or not path or "\x00" in path:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            end = fh.seek(0, os.SEEK_END)
+            start, carry = end, b""
+            while start > 0 and end - start < MAX_TAIL:
+                start = max(0, start - TAIL_BLOCK)
+                fh.seek(start)
+                block = fh.read(min(TAIL_BLOCK, end - start)) + carry
+                lines = block.split(b"\n")
+                carry = lines.pop(0) if start > 0 else b""
+                for line in reversed(lines):
+                    if b'"user"' not in line or b"tool_result" in line:
+                        continue
+                    try:
+                        record = json.loads(line.decode("utf-8", "replace"))
+                    except ValueError:
+                        continue
+                    text = _user_text(record) if isinstance(record, dict) else None
+                    if text:
+                        return text[:TASK_CHARS]
+    except OSError:
+        return None
+    return None
+
+
+def task_of(event: dict) -> str | None:
+    """A subagent's own task (its transcript beside the session's), else the latest prompt."""
+    transcript = event.get("transcript_path")
+    agent = event.get("agent_id")
+    if isinstance(transcript, str) and isinstance(agent, str) and lib.session_key(agent) == agent:
+        folder = os.path.splitext(transcript)[0]
+        name = agent if agent.startswith("agent-") else f"agent-{agent}"
+        own = latest_prompt(os.path.join(folder, "subagents", name + ".jsonl"))
+        if own:
+            return own
+    return latest_prompt(transcript)
+
+
+def _marker(event: dict, path: str, env) -> str | None:
+    """This file's once-per-session marker (per agent); None without a session id."""
+    import zlib
+
+    state = lib.open_session_state(event, ".seen", env)
+    if state is None:
+        return None
+    who = str(event.get("agent_id") or "")
+    key = f"{who}\x00{path}".encode("utf-8", "replace")
+    return f"{state}.{zlib.crc32(key):08x}{len(key):x}"
+
+
+def _take(marker: str | None) -> bool:
+    """Whether this is the first touch: the marker was not there and now is."""
+    if marker is None:
+        return True
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    except OSError:
+        return True  # no state can be kept: better twice than never
+    return True
+
+
+def _give_back(marker: str | None) -> bool:
+    """Remove the marker, so that a later touch asks again; whether it was there."""
+    if marker is None:
+        return False
+    try:
+        os.remove(marker)
+    except OSError:
+        return False
+    return True
+
+
+def _unreachable(env) -> str:
+    return os.path.join(lib.state_dir(env), UNREACHABLE_MARK)
+
+
+def _recently_unreachable(env) -> bool:
+    try:
+        return time.time() - os.stat(_unreachable(env)).st_mtime < UNREACHABLE_S
+    except OSError:
+        return False
+
+
+def _mark_unreachable(env, failed: bool) -> None:
+    path = _unreachable(env)
+    try:
+        if failed:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8"):
+                pass
+        elif os.path.exists(path):
+            os.remove(path)
+    except OSError:
+        pass
+
+
+def request_body(event: dict, path: str) -> bytes:
+    body: dict = {"path": path, "limit": LIMIT}
+    cwd = event.get("cwd")
+    if isinstance(cwd, str) and recall.sendable(cwd, MAX_PATH_CHARS) and os.path.isabs(cwd):
+        body["cwd"] = cwd
+    root = recall.git_root(os.path.dirname(path))
+    if root and recall.sendable(root, MAX_PATH_CHARS):
+        body["root"] = root
+    task = task_of(event)
+    if task and recall.sendable(task, TASK_CHARS):
+        body["task"] = task
+    sid = event.get("session_id")
+    if isinstance(sid, str) and recall.sendable(sid, 200):
+        body["session_id"] = sid
+    return json.dumps(body).encode("ascii")
+
+
+def _line(item: dict) -> str | None:
+    sid = recall.clean(item.get("session_id"), 200)
+    if not sid:
+        return None
+    started = recall.clean(item.get("started_at"), 40)[:10]
+    ended = recall.clean(item.get("date"), 40)[:10]
+    where = [f"{started} to {ended}" if started and ended and started != ended else ended]
+    branch = recall.clean(item.get("git_branch"), recall.MAX_BRANCH_CHARS)
+    if branch:
+        where.append("branch " + branch)
+    edits = item.get("edits") if isinstance(item.get("edits"), int) else 0
+    where.append(f"changed it ({edits} edits)" if item.get("changed") else "read it")
+    since = recall.clean(item.get("changed_since"), 60)
+    if since:
+        where.append(f"the file {since}")
+    head = f"- session {sid} (" + "; ".join(w for w in where if w) + ")"
+    title = recall.clean(item.get("title"), 200).replace('"', "'")
+    summary = recall.clean(item.get("summary"), 400)
+    return head + (f' "{title}"' if title else "") + (f": {summary}" if summary else "")
+
+
+def render(answer: dict, shown_path: str, budget: int) -> tuple[str | None, int]:
+    """The context, at most `budget` characters of whole lines, and how many sessions it names:
+    every session's line first (the most recent changer is the first), then their digest lines
+    that name the file, then their highlights, a round at a time."""
+    results = answer.get("results")
+    if not isinstance(results, list):
+        raise recall.RecallFailed("answer has no results list")
+    text = HEADER.format(path=shown_path)
+    used, heads, extras = len(text), [], []
+    for item in results:
+        line = _line(item) if isinstance(item, dict) else None
+        if line is None or used + 1 + len(line) > budget:
+            continue
+        heads.append(line)
+        used += 1 + len(line)
+        lines = [recall.clean(x, 400) for x in (item.get("lines") or [])[:2]]
+        lines += [recall.clean(x, 400) for x in (item.get("highlights") or [])[:2]]
+        extras.append([x for i, x in enumerate(lines) if x and x not in lines[:i]])
+    if not heads:
+        return None, 0
+    shown: list[list[str]] = [[] for _ in heads]
+    for row in range(max(len(e) for e in extras)):
+        for i, lines in enumerate(extras):
+            if row < len(lines) and used + 5 + len(lines[row]) <= budget:
+                shown[i].append("  - " + lines[row])
+                used += 5 + len(lines[row])
+    out = [text]
+    for head, bullets in zip(heads, shown, strict=True):
+        out += [head, *bullets]
+    return "\n".join(out), len(heads)
+
+
+def context(event: dict, path: str, env) -> tuple[str | None, str]:
+    """(text or None, outcome for the log) for a touch of `path`. Never raises."""
+    start = time.perf_counter()
+    try:
+        if _off(env):
+            return None, "history off"
+        if not recall.sendable(path, MAX_PATH_CHARS):
+            return None, "history skipped (path)"
+        if f"{os.sep}{lib.LIBRARY_DIRNAME}{os.sep}" in path:
+            return None, "history skipped (library note)"
+        if _recently_unreachable(env):
+            return None, "history skipped (server unreachable lately)"
+        marker = _marker(event, path, env)
+        if not _take(marker):
+            return None, "history seen"
+        timeout = recall.int_env(env, "LIBRARIAN_HISTORY_TIMEOUT_MS", DEFAULT_TIMEOUT_MS,
+                                 recall.MIN_TIMEOUT_MS, recall.MAX_TIMEOUT_MS) / 1000.0  # fmt: skip
+        token = env.get("LIBRARIAN_MCP_TOKEN") or ""
+        url = history_url(env)
+        try:
+            answer = recall.within(
+                timeout, lambda: recall.fetch(url, request_body(event, path), token, timeout)
+            )
+            shown = recall.clean(answer.get("path"), 300) or os.path.basename(path)
+            budget = recall.int_env(env, "LIBRARIAN_HISTORY_BUDGET", DEFAULT_BUDGET,
+                                    recall.MIN_BUDGET, recall.MAX_BUDGET)  # fmt: skip
+            text, named = render(answer, shown, budget)
+        except (recall.RecallFailed, OSError, ValueError) as exc:
+            _give_back(marker)
+            why = str(exc) if isinstance(exc, recall.RecallFailed) else type(exc).__name__
+            # A refusal (a wrong token) is the user's to fix, not an outage to wait out.
+            _mark_unreachable(env, not why.startswith(("refused", "http 4")))
+            return None, f"history failed ({why}) {_ms(start)}"
+        _mark_unreachable(env, False)
+        if text is None:
+            return None, f"history none {_ms(start)}"
+        return text, f"history added {named} sessions, {len(text)} chars {_ms(start)}"
+    except Exception as exc:
+        return None, f"history error: {type(exc).__name__} {_ms(start)}"
+
+
+def _ms(start: float) -> str:
+    return f"in {(time.perf_counter() - start) * 1000.0:.0f}ms"
