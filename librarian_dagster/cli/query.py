@@ -1,4 +1,5 @@
-"""`librarian search`: ask the memory from a terminal, as an agent would over MCP."""
+"""`librarian search` and `librarian history`: ask the memory from a terminal, as an agent would
+over MCP."""
 
 import argparse
 import sys
@@ -42,6 +43,25 @@ def register(add_parser: AddParser) -> None:
         "at LIBRARIAN_MCP_HOST:LIBRARIAN_MCP_PORT answers, with the postings it holds)",
     )
     search.set_defaults(handler=cmd_search)
+
+    history = add_parser(
+        "history", help="the earlier sessions that changed a file, and why (file_history)"
+    )
+    history.add_argument("path", help="the file, absolute or relative to this folder")
+    history.add_argument("--task", help="what you are doing: the sessions nearest it come next")
+    history.add_argument("--limit", type=int, default=3)
+    history.add_argument(
+        "--include-private",
+        action="store_true",
+        help="also sessions of the private domain (left out by default)",
+    )
+    history.add_argument("--json", action="store_true", help="the MCP tool's result, as JSON")
+    history.add_argument(
+        "--local",
+        action="store_true",
+        help="look it up in this process even when a recall server is running",
+    )
+    history.set_defaults(handler=cmd_history)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -126,4 +146,65 @@ def _print(result: "SearchResult", as_json: bool) -> int:
         print(result.note or "nothing relevant")
     else:
         print(render_cards(result.results))
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    import os
+    import subprocess
+
+    from librarian_dagster.core.models.providers import configured_embedder
+    from librarian_dagster.core.recall.cards import render_history
+    from librarian_dagster.core.recall.history import (
+        GIT_TIMEOUT_S,
+        MAX_SESSIONS,
+        BadFileQuestion,
+        FileQuestion,
+        file_history,
+    )
+    from librarian_dagster.core.recall.remote import ServerRefused, ask_history
+    from librarian_dagster.core.settings import Settings
+    from librarian_dagster.core.store.store import open_store
+
+    if not 1 <= args.limit <= MAX_SESSIONS:
+        print(f"librarian history: --limit must be between 1 and {MAX_SESSIONS}", file=sys.stderr)
+        return 2
+    cwd = os.getcwd()
+    path = os.path.abspath(args.path)
+    found = subprocess.run(
+        ["git", "-C", os.path.dirname(path), "rev-parse", "--show-toplevel"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    root = found.stdout.strip() if found.returncode == 0 else None
+    question = FileQuestion(
+        path=path, cwd=cwd, root=root, task=args.task, limit=args.limit,
+        include_private=args.include_private,
+    )  # fmt: skip
+    settings = Settings.from_env()
+    result = None
+    if not (args.local or args.include_private):
+        try:
+            result = ask_history(settings, question)
+        except ServerRefused as exc:
+            print(
+                f"librarian history: the recall server did not answer ({exc}); looking here",
+                file=sys.stderr,
+            )
+    if result is None:
+        try:
+            with open_store(settings) as store:
+                embedder = configured_embedder(settings) if args.task else None
+                # A terminal can wait for git longer than a hook (a big repository's history).
+                result = file_history(
+                    store.files, embedder, question, git_timeout=10 * GIT_TIMEOUT_S
+                )
+        except BadFileQuestion as exc:
+            print(f"librarian history: {exc}", file=sys.stderr)
+            return 2
+    if args.json:
+        print(result.model_dump_json(indent=2))
+    elif not result.results:
+        print(f"{result.path}: {result.note}")
+    else:
+        print(render_history(result))
     return 0

@@ -9,10 +9,36 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from librarian_dagster.core.digest.distil import cut
-from librarian_dagster.core.store.rows import ChunkResult
+from librarian_dagster.core.store.rows import ChunkResult, FileHistory
 
 SHOWN_FILES = 4
 MATCH_CHARS = 200
+
+
+def render_history(history: FileHistory) -> str:
+    """One card per earlier session of a file, in the answer's order (`librarian history`)."""
+    title = f"{history.path}"
+    if history.former_names:
+        title += f" (before: {', '.join(history.former_names)})"
+    cards = [title]
+    for rank, entry in enumerate(history.results, 1):
+        touched = f"changed it, {entry.edits} edits" if entry.changed else "read it"
+        where = " · ".join(
+            part
+            for part in (
+                entry.project, entry.git_branch, _dates(entry.started_at, entry.date), touched,
+                entry.changed_since,
+            )
+            if part
+        )  # fmt: skip
+        lines = [f"{rank}. {where}", f"   {entry.title or entry.summary}"]
+        if entry.title and entry.summary:
+            lines.append(f"   {entry.summary}")
+        lines += [f"   - {line}" for line in dict.fromkeys([*entry.lines, *entry.highlights])]
+        lines.append(f"   as {entry.path}")
+        lines.append(f"   session {entry.session_id}")
+        cards.append("\n".join(lines))
+    return "\n\n".join(cards)
 
 
 def render_cards(results: Sequence[ChunkResult]) -> str:

@@ -77,7 +77,9 @@ class GitLog:
         if when is None:
             return None
         count = len({t for t, _ in self.commits if t > when.timestamp()})
-        return "unchanged since" if count == 0 else f"{count} commits since"
+        if count == 0:
+            return "unchanged since"
+        return f"{count} commit{'s' if count > 1 else ''} since"
 
 
 def file_history(

@@ -11,10 +11,14 @@ import json
 import urllib.error
 import urllib.request
 from datetime import datetime
+from typing import TypeVar
 
+from pydantic import BaseModel
+
+from librarian_dagster.core.recall.history import FileQuestion
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.queries import SearchFilters
-from librarian_dagster.core.store.rows import SearchResult
+from librarian_dagster.core.store.rows import FileHistory, SearchResult
 
 MAX_LIMIT = 10  # /recall's own limit
 ANSWER_TIMEOUT_S = 10.0
@@ -51,15 +55,42 @@ def ask_server(
         body["tags"] = list(filters.tags)
     if filters.any_tags:
         body["any_tags"] = list(filters.any_tags)
+    answer = _post(recall_url(settings), body, settings)
+    return None if answer is None else _read(SearchResult, answer)
+
+
+def ask_history(settings: Settings, question: FileQuestion) -> FileHistory | None:
+    """The running server's `POST /history` answer, as `ask_server` (ServerRefused, None)."""
+    body = {
+        name: getattr(question, name)
+        for name in ("path", "cwd", "root", "task", "session_id", "limit")
+        if getattr(question, name) is not None
+    }
+    url = recall_url(settings).removesuffix("/recall") + "/history"
+    answer = _post(url, body, settings)
+    return None if answer is None else _read(FileHistory, answer)
+
+
+Answer = TypeVar("Answer", bound=BaseModel)
+
+
+def _read(model: type[Answer], answer: bytes) -> Answer:
+    try:
+        return model.model_validate_json(answer)
+    except ValueError as exc:
+        raise ServerRefused(type(exc).__name__) from None
+
+
+def _post(url: str, body: dict[str, object], settings: Settings) -> bytes | None:
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if settings.mcp_token:
         headers["Authorization"] = f"Bearer {settings.mcp_token}"
     request = urllib.request.Request(
-        recall_url(settings), data=json.dumps(body).encode(), headers=headers, method="POST"
+        url, data=json.dumps(body).encode(), headers=headers, method="POST"
     )
     try:
         with urllib.request.urlopen(request, timeout=ANSWER_TIMEOUT_S) as response:
-            return SearchResult.model_validate_json(response.read())
+            return response.read()
     except urllib.error.HTTPError as exc:
         raise ServerRefused(f"HTTP {exc.code}") from None
     except urllib.error.URLError as exc:

@@ -234,7 +234,8 @@ class FileSession(BaseModel):
     changed_since: str | None = Field(
         default=None,
         description="Whether the file changed in git since the session ended, where the "
-        "repository is on the server's machine: 'unchanged since' or 'N commits since'.",
+        "repository is on the server's machine: 'unchanged since', '1 commit since', "
+        "'N commits since'.",
     )
 
 
