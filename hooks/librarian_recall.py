@@ -19,8 +19,8 @@ The request says where the prompt comes from: the session's cwd and its git bran
 branch, first. The branch is read in the same thread, within the same deadline: a slow or hostile
 file system costs the context, never the prompt.
 
-`http.client` and `threading` are imported only when a prompt is really asked about: `http.client`
-costs ~20 ms under `python3 -S`, which a short prompt or a slash command should not pay.
+`socket` and `threading` are imported only when a prompt is really asked about, and
+`http.client` only for an https server: it costs ~32 ms under `python3 -S` (`fetch`).
 """
 
 import json
@@ -211,30 +211,28 @@ def request_body(query: str, cwd: str | None) -> bytes:
 
 
 def fetch(url: str, body: bytes, token: str, timeout_s: float) -> dict:
-    """One POST; the answer as a dict. Raises RecallFailed (or OSError) on anything else."""
-    import http.client
-    from urllib.parse import urlsplit  # already loaded by http.client
+    """One POST; the answer as a dict. Raises RecallFailed (or OSError) on anything else.
+
+    Plain HTTP goes over a socket written here: `http.client` costs 32 ms to import under
+    `python3 -S` (the email parser and ssl it loads), a third of what a file's first Read may
+    spend (docs/decisions/0033). HTTPS, to a server elsewhere, goes through `http.client`.
+    """
+    from urllib.parse import urlsplit
 
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise RecallFailed("bad url")
-    make = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    conn = make(parts.hostname, parts.port, timeout=timeout_s)
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if token:
         headers["Authorization"] = "Bearer " + token
-    try:
-        conn.request("POST", parts.path or "/", body=body, headers=headers)
-        response = conn.getresponse()
-        data = response.read(MAX_RESPONSE_BYTES + 1)
-    except http.client.HTTPException as exc:  # not an HTTP server, or it hung up mid-answer
-        raise RecallFailed(type(exc).__name__) from None
-    finally:
-        conn.close()
-    if response.status in (401, 403):
-        raise RecallFailed(f"refused ({response.status})")
-    if response.status != 200:
-        raise RecallFailed(f"http {response.status}")
+    if parts.scheme == "http":
+        status, data = _post_plain(parts, body, headers, timeout_s)
+    else:
+        status, data = _post_tls(parts, body, headers, timeout_s)
+    if status in (401, 403):
+        raise RecallFailed(f"refused ({status})")
+    if status != 200:
+        raise RecallFailed(f"http {status}")
     if len(data) > MAX_RESPONSE_BYTES:
         raise RecallFailed("answer too large")
     try:
@@ -244,6 +242,74 @@ def fetch(url: str, body: bytes, token: str, timeout_s: float) -> dict:
     if not isinstance(answer, dict):
         raise RecallFailed("answer is not an object")
     return answer
+
+
+def _post_tls(parts, body: bytes, headers: dict, timeout_s: float) -> tuple[int, bytes]:
+    import http.client
+
+    conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout_s)
+    try:
+        conn.request("POST", parts.path or "/", body=body, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read(MAX_RESPONSE_BYTES + 1)
+    except http.client.HTTPException as exc:  # not an HTTP server, or it hung up mid-answer
+        raise RecallFailed(type(exc).__name__) from None
+    finally:
+        conn.close()
+
+
+def _post_plain(parts, body: bytes, headers: dict, timeout_s: float) -> tuple[int, bytes]:
+    """HTTP/1.1 with `Connection: close`: the answer is all the server sends before it closes."""
+    import socket
+
+    host = parts.hostname
+    port = parts.port or 80
+    netloc = f"[{host}]" if ":" in host else host
+    lines = [f"POST {parts.path or '/'} HTTP/1.1", f"Host: {netloc}:{port}",
+             f"Content-Length: {len(body)}", "Connection: close"]  # fmt: skip
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+    received, size = [], 0
+    with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        sock.sendall(request)
+        while chunk := sock.recv(65536):
+            received.append(chunk)
+            size += len(chunk)
+            if size > MAX_RESPONSE_BYTES + 65536:
+                raise RecallFailed("answer too large")
+    head, found, data = b"".join(received).partition(b"\r\n\r\n")
+    status_line, *header_lines = head.split(b"\r\n")
+    words = status_line.split()
+    if not found or len(words) < 2 or not words[0].startswith(b"HTTP/1.") or not words[1].isdigit():
+        raise RecallFailed("not an HTTP answer")
+    names = {line.partition(b":")[0].strip().lower(): line.partition(b":")[2].strip()
+             for line in header_lines}  # fmt: skip
+    if names.get(b"transfer-encoding", b"").lower() == b"chunked":
+        data = _unchunked(data)
+    elif names.get(b"content-length", b"").isdigit():
+        length = int(names[b"content-length"])
+        if len(data) < length:
+            raise RecallFailed("answer cut short")
+        data = data[:length]
+    return int(words[1]), data
+
+
+def _unchunked(data: bytes) -> bytes:
+    out, at = [], 0
+    while True:
+        end = data.find(b"\r\n", at)
+        if end < 0:
+            raise RecallFailed("answer cut short")
+        try:
+            size = int(data[at:end].split(b";")[0], 16)
+        except ValueError:
+            raise RecallFailed("not an HTTP answer") from None
+        if size == 0:
+            return b"".join(out)
+        out.append(data[end + 2 : end + 2 + size])
+        if len(out[-1]) < size:
+            raise RecallFailed("answer cut short")
+        at = end + 2 + size + 2
 
 
 def within(timeout_s: float, work):

@@ -204,3 +204,45 @@ def test_a_memory_cannot_reshape_the_context_and_the_budget_holds(hooks, repo):
     assert text is not None and len(text) <= 1200
     assert "\x1b" not in text and "\n#" not in text
     assert all(line.startswith(("Librarian", "- session", "  - ")) for line in text.splitlines())
+
+
+def _chunked(handler) -> None:
+    body = json.dumps({"path": "cmd/main.go", "results": [
+        {"session_id": NEWEST, "date": "2026-11-01T10:00:00Z", "changed": True, "edits": 1}
+    ]}).encode()  # fmt: skip
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Transfer-Encoding", "chunked")
+    handler.end_headers()
+    for part in (body[:10], body[10:]):
+        handler.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+    handler.wfile.write(b"0\r\n\r\n")
+
+
+def test_a_chunked_answer_is_read_whole(hooks, repo):
+    with FakeServer(_chunked) as server:
+        text = _context(hooks.run("pre_tool_use", _read(repo), _on(server.url)))
+    assert text is not None and NEWEST in text
+
+
+def test_plain_http_does_not_load_the_http_client(hooks, repo, tmp_path):
+    """Speed: `http.client` costs ~32 ms to import; loopback HTTP goes over a socket."""
+    import subprocess
+    import sys
+
+    from hookutil import HOOKS
+
+    probe = (
+        "import sys, os; sys.path.insert(0, sys.argv[1]); import pre_tool_use; "
+        "event = {'session_id': 's', 'tool_name': 'Read', 'cwd': sys.argv[2], "
+        "'tool_input': {'file_path': sys.argv[2] + '/cmd/main.go'}}; "
+        "env = dict(os.environ, LIBRARIAN_RECALL='on', LIBRARIAN_MCP_URL=sys.argv[3]); "
+        "out, _ = pre_tool_use.handle(event, env); assert out, 'nothing added'; "
+        "print('http.client' in sys.modules)"
+    )
+    with answering(200, {"path": "x", "results": [{"session_id": NEWEST, "changed": True}]}) as s:
+        proc = subprocess.run(
+            [sys.executable, "-E", "-S", "-c", probe, str(HOOKS), str(repo), s.url + "/mcp"],
+            capture_output=True, env=hooks.env, timeout=60,
+        )  # fmt: skip
+    assert proc.stdout.split() == [b"False"], proc.stderr
