@@ -45,6 +45,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.touches import (
@@ -234,16 +235,23 @@ class Replayer:
         })  # fmt: skip
         (scratch / "home").mkdir(exist_ok=True)
         self.written: dict[str, int] = {}
+        self.sources: dict[str, TextIO] = {}
 
     def write_until(self, event: dict) -> None:
+        """Append the source's lines up to the event's call to the replayed transcript, from
+        where the last call of the session left off (read once, not again per call)."""
         transcript, line = event["transcript_path"], event["_line"]
         done = self.written.get(transcript, 0)
         if done > line:
             return
-        with open(event["_source"], encoding="utf-8", errors="replace") as src:
-            lines = src.readlines()[done : line + 1]
+        source = self.sources.get(transcript)
+        if source is None:
+            source = self.sources[transcript] = open(  # noqa: SIM115 - kept open across calls
+                event["_source"], encoding="utf-8", errors="replace"
+            )
         with open(transcript, "a", encoding="utf-8") as out:
-            out.writelines(lines)
+            for _ in range(line + 1 - done):
+                out.write(source.readline())
         self.written[transcript] = line + 1
 
     def run(self, touch: Touch) -> tuple[str, float]:

@@ -135,11 +135,15 @@ def test_the_most_recent_changer_comes_first_then_the_nearest_to_the_task(store)
               digest_lines=["Fixed the flag parsing in main.go", "Unrelated line"])  # fmt: skip
     _remember(store, "elsewhere", [FileTouch("/src/alpha/other.go", 4, 0)], days_ago=0)
 
-    answer = _ask(store, "pkg/main.go", task="fix the parser")
+    # Asked from another machine's checkout: after the newest changer, the one nearest the task.
+    answer = _ask(store, "pkg/main.go", cwd="/home/me/alpha", task="fix the parser")
     assert answer.path == "pkg/main.go"
     ids = [s.session_id for s in answer.results]
     # Newest changer, then the changer nearest the task; the reader waits behind the changers.
     assert ids == ["newest", "old-parser", "old-other"]
+    # Asked from the checkout the sessions ran in: its own most recent change comes second.
+    here = _ask(store, "pkg/main.go", task="fix the parser")
+    assert [s.session_id for s in here.results] == ["newest", "old-other", "old-parser"]
     first = answer.results[0]
     assert first.changed and first.lines == ["Fixed the flag parsing in main.go"]
     assert answer.results[1].relevance == pytest.approx(1.0)

@@ -7,7 +7,8 @@ of the same repository (core/recall/file_match.py), so a session run from the ro
 a worktree or another machine's checkout is found alike.
 
 What comes first is the most recent session that changed the file: the state the code is in
-now. The others are the ones that bear most on the task at hand (the asker's latest prompt,
+now; then the most recent that changed it in the asker's own checkout. The others are the ones
+that bear most on the task at hand (the asker's latest prompt,
 compared with each session's mean vector), those that changed the file before those that only
 read it. Where the repository is on this machine, git says whether the file changed since each
 session ended, and which names the file had before (`git log --follow`): those are looked up too.
@@ -114,7 +115,7 @@ def file_history(
     if not sessions:
         return FileHistory(path=rel, results=[], former_names=former, note=NOTHING_TOUCHED)
     closeness = _closeness(files, embedder, question.task, list(sessions))
-    chosen = _chosen(list(sessions.values()), closeness, question.limit)
+    chosen = _chosen(list(sessions.values()), closeness, question.limit, path)
     names = {os.path.basename(rel).casefold(), *(os.path.basename(n).casefold() for n in former)}
     return FileHistory(
         path=rel,
@@ -158,21 +159,27 @@ def _task_vector(embedder: Embedder, task: str) -> tuple[float, ...]:
 
 
 def _chosen(
-    sessions: list[dict[str, Any]], closeness: dict[str, float], limit: int
+    sessions: list[dict[str, Any]], closeness: dict[str, float], limit: int, path: str
 ) -> list[dict[str, Any]]:
-    """The most recent session that changed the file, then the changers nearest the task, then
-    the readers nearest it (by recency where there is no task)."""
+    """The most recent session that changed the file; the most recent that changed it in this
+    very checkout (the same path: another worktree's change may be on a branch not merged
+    here); then the changers nearest the task, then the readers nearest it (by recency where
+    there is no task)."""
     changed = [s for s in sessions if s["edits"] > 0]
     read = [s for s in sessions if s["edits"] == 0]
-    first, rest = (changed[0], changed[1:]) if changed else (read[0], [])
     if not changed:
-        read = read[1:]
+        return [read[0], *_nearest(read[1:], closeness)][:limit]
+    first = [changed[0]]
+    here = next((s for s in changed[1:] if s["path"] == path), None)
+    if here is not None:
+        first.append(here)
+    rest = [s for s in changed if s not in first]
+    return [*first, *_nearest(rest, closeness), *_nearest(read, closeness)][:limit]
 
-    def nearest(group: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        # sorted() keeps the newest-first order among equals, and where there is no task.
-        return sorted(group, key=lambda s: -closeness.get(s["session_id"], -2.0))
 
-    return [first, *nearest(rest), *nearest(read)][:limit]
+def _nearest(group: list[dict[str, Any]], closeness: dict[str, float]) -> list[dict[str, Any]]:
+    # sorted() keeps the newest-first order among equals, and where there is no task.
+    return sorted(group, key=lambda s: -closeness.get(s["session_id"], -2.0))
 
 
 def _card(
