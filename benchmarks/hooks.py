@@ -114,7 +114,10 @@ def main() -> int:
         home = root / "home"
         home.mkdir()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("LIBRARIAN_", "CLAUDE_"))}
-        env.update(HOME=str(home), LIBRARIAN_LOG=str(root / "librarian.log"))
+        # The notes alone: the file history's cost, against a server, is edit_replay.py's.
+        env.update(
+            HOME=str(home), LIBRARIAN_LOG=str(root / "librarian.log"), LIBRARIAN_HISTORY="off"
+        )
         leaves = sum(1 for _ in lib.glob("t*/m*/l*"))
         notes = sum(1 for _ in lib.rglob("*.md"))
         real = subprocess.run(
