@@ -205,7 +205,8 @@ def _line(item: dict) -> str | None:
     if branch:
         where.append("branch " + branch)
     edits = item.get("edits") if isinstance(item.get("edits"), int) else 0
-    where.append(f"changed it ({edits} edits)" if item.get("changed") else "read it")
+    plural = "s" if edits != 1 else ""
+    where.append(f"changed it ({edits} edit{plural})" if item.get("changed") else "read it")
     since = recall.clean(item.get("changed_since"), 60)
     if since:
         where.append(f"the file {since}")

@@ -209,7 +209,8 @@ class Settings(BaseModel):
     """recall@5 on the golden questions below which the `recall_quality` check warns"""
     mcp_token: str | None = _secret()
     """a bearer token the server accepts with the default scope (every domain but `private`),
-    beside those of the token file; set, it turns authentication on for `/mcp`, `/sse` and
+    beside those of the token file; set, it turns authentication on for `/mcp`, `/sse`,
+    `POST /history` (`file_history`'s parameters as plain JSON, for the PreToolUse hook) and
     `POST /recall` (plain JSON beside `/mcp`, for the prompt hook: `{"query": str, "limit":
     1..10}`, optionally `cwd` and `git_branch` (context: that project's sessions first, earlier
     work on that feature branch preferred; never a filter) and `search_chunks`' filters

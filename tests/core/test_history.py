@@ -222,3 +222,9 @@ def test_a_renamed_file_is_followed_and_changes_since_are_counted(store, tmp_pat
     assert answer.former_names == ["old.py"]
     assert [s.session_id for s in answer.results] == ["before-the-move"]
     assert answer.results[0].changed_since == "2 commits since"
+
+
+def test_a_file_outside_the_cwd_is_looked_up_from_its_own_folder(store):
+    _remember(store, "there", [FileTouch("/src/alpha/pkg/a.go", 1, 0)])
+    answer = _ask(store, "/src/alpha/pkg/a.go", cwd="/tmp")
+    assert answer.path == "pkg/a.go" and [s.session_id for s in answer.results] == ["there"]

@@ -22,7 +22,8 @@ def render_history(history: FileHistory) -> str:
         title += f" (before: {', '.join(history.former_names)})"
     cards = [title]
     for rank, entry in enumerate(history.results, 1):
-        touched = f"changed it, {entry.edits} edits" if entry.changed else "read it"
+        plural = "s" if entry.edits != 1 else ""
+        touched = f"changed it, {entry.edits} edit{plural}" if entry.changed else "read it"
         where = " · ".join(
             part
             for part in (

@@ -104,6 +104,9 @@ def file_history(
     worked_in = {p for p in map(normal_path, files.worked_in()) if p} | ({cwd} if cwd else set())
     root = known_root or root_of(cwd or os.path.dirname(path), worked_in)
     depth = below(components(path), components(root))
+    if depth is None and not known_root:  # a file outside the cwd's repository: its own
+        root = root_of(os.path.dirname(path), worked_in)
+        depth = below(components(path), components(root))
     rel = path[len(root) + 1 :] if depth is not None else path
     log = _git_log(root, rel, files.earliest(), git_timeout) if depth is not None else None
     former = log.former_names(rel) if log else []
