@@ -12,9 +12,10 @@ taken with O_EXCL, so two parallel Reads of one file cannot both add it. A faile
 marker back, so a later touch asks again.
 
 The agent is waiting for its tool call: the request runs within `LIBRARIAN_HISTORY_TIMEOUT_MS`
-(librarian_recall.within), and a server found down or hanging is not asked again for
-UNREACHABLE_S: the first failure costs the deadline, the next calls a file's stat. Everything
-fails open: no context, the tool call goes on as it would without the hook.
+(librarian_recall.within). A server that is down refuses at once and costs a few milliseconds;
+one that hangs costs the whole deadline, so after HANGS_TO_WAIT deadlines in a row it is not asked
+again for UNREACHABLE_S (then a file's stat). One slow answer (a server still loading its model)
+trips nothing. Everything fails open: no context, the tool call goes on as it would without it.
 """
 
 import json
@@ -28,7 +29,9 @@ DEFAULT_BUDGET = 1200
 DEFAULT_TIMEOUT_MS = 300
 LIMIT = 3
 UNREACHABLE_S = 30
-"""How long a server that failed to answer is left alone."""
+"""How long a server that hung is left alone."""
+HANGS_TO_WAIT = 2
+"""Deadlines missed in a row before the server is left alone."""
 UNREACHABLE_MARK = ".history-unreachable"
 TAIL_BLOCK = 64 * 1024
 MAX_TAIL = 1024 * 1024
@@ -157,20 +160,31 @@ def _unreachable(env) -> str:
     return os.path.join(lib.state_dir(env), UNREACHABLE_MARK)
 
 
-def _recently_unreachable(env) -> bool:
-    try:
-        return time.time() - os.stat(_unreachable(env)).st_mtime < UNREACHABLE_S
-    except OSError:
-        return False
-
-
-def _mark_unreachable(env, failed: bool) -> None:
+def _hangs(env) -> tuple[int, float]:
+    """Deadlines missed in a row, and when the last was (0, 0.0 when none)."""
     path = _unreachable(env)
     try:
-        if failed:
+        with open(path, encoding="ascii") as fh:
+            count = int(fh.read(20) or 0)
+        return count, os.stat(path).st_mtime
+    except (OSError, ValueError):
+        return 0, 0.0
+
+
+def _recently_unreachable(env) -> bool:
+    count, when = _hangs(env)
+    return count >= HANGS_TO_WAIT and time.time() - when < UNREACHABLE_S
+
+
+def _count_hang(env, hung: bool) -> None:
+    """One more deadline missed, or none (an answer, or a failure that came at once)."""
+    path = _unreachable(env)
+    try:
+        if hung:
+            count, _ = _hangs(env)
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w", encoding="utf-8"):
-                pass
+            with open(path, "w", encoding="ascii") as fh:  # a torn read counts as none
+                fh.write(str(count + 1))
         elif os.path.exists(path):
             os.remove(path)
     except OSError:
@@ -259,7 +273,7 @@ def context(event: dict, path: str, env) -> tuple[str | None, str]:
         if f"{os.sep}{lib.LIBRARY_DIRNAME}{os.sep}" in path:
             return None, "history skipped (library note)"
         if _recently_unreachable(env):
-            return None, "history skipped (server unreachable lately)"
+            return None, "history skipped (server hung lately)"
         marker = _marker(event, path, env)
         if not _take(marker):
             return None, "history seen"
@@ -278,10 +292,9 @@ def context(event: dict, path: str, env) -> tuple[str | None, str]:
         except (recall.RecallFailed, OSError, ValueError) as exc:
             _give_back(marker)
             why = str(exc) if isinstance(exc, recall.RecallFailed) else type(exc).__name__
-            # A refusal (a wrong token) is the user's to fix, not an outage to wait out.
-            _mark_unreachable(env, not why.startswith(("refused", "http 4")))
+            _count_hang(env, why == "timeout")
             return None, f"history failed ({why}) {_ms(start)}"
-        _mark_unreachable(env, False)
+        _count_hang(env, False)
         if text is None:
             return None, f"history none {_ms(start)}"
         return text, f"history added {named} sessions, {len(text)} chars {_ms(start)}"
