@@ -195,6 +195,55 @@ def unreachable(settings: Settings, exc: BaseException) -> DatabaseError:
     return DatabaseError(f"cannot reach {where} ({describe_location(settings)}): {reason}")
 
 
+PROBE_TIMEOUT_S = 5
+"""How long a probe waits for the database's answer: a stopped (hung) server answers never."""
+
+
+def probe(url: str, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
+    """None when the database answers `SELECT 1` within `timeout_s`; else why not, one line
+    (psycopg's messages name the server, never a password)."""
+    try:
+        with psycopg.connect(
+            url, connect_timeout=max(1, round(timeout_s)), autocommit=True,
+            options=f"-c statement_timeout={int(timeout_s * 1000)}",
+        ) as conn:  # fmt: skip
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        return lines[0] if lines else type(exc).__name__
+    return None
+
+
+def restart_embedded_server(settings: Settings) -> None:
+    """Start this process's embedded server again, first killing what is left of it.
+
+    A postmaster that hangs (stopped, or deadlocked) is killed with its processes, so that the
+    new one can take the data folder; one that died has left at most its `postmaster.pid`, which
+    PostgreSQL reads as stale. Raises what the start raises (a backend of the old server still
+    holding its shared memory, for a moment): the caller tries again.
+    """
+    server = embedded_server(settings)
+    pid = _postmaster_pid(settings.pgdata)
+    if pid is not None:
+        with contextlib.suppress(psutil.Error):
+            postmaster = psutil.Process(pid)
+            if "postgres" in postmaster.name():
+                for process in [*postmaster.children(recursive=True), postmaster]:
+                    with contextlib.suppress(psutil.Error):
+                        process.kill()
+                psutil.wait_procs([postmaster], timeout=5)
+    server.start()
+
+
+def _postmaster_pid(pgdata: Path) -> int | None:
+    """The postmaster's pid: the first line of `postmaster.pid`, as PostgreSQL writes it."""
+    try:
+        first = (Path(pgdata) / "postmaster.pid").read_text(encoding="ascii").split("\n", 1)[0]
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(first) if first.strip().isdigit() else None
+
+
 def describe_location(settings: Settings) -> str:
     """Where the data lives, for `librarian status`, without any password."""
     if settings.database_url:
