@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -148,21 +149,21 @@ def cmd_up(args: argparse.Namespace) -> int:
     # first running in its own session, holding the database, with nobody to stop it.
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    exit_code = 0
+    stopping = threading.Event()
     try:
         # This process holds a handle on the embedded server for as long as `up` runs, so the
         # server outlives every child's own start and stop, and stops when `up` exits.
-        migrated_url(settings)
+        url = migrated_url(settings)
         env = {**os.environ, **prepare_dagster_home(settings)}
         _end_dead_runs(settings, env["DAGSTER_HOME"])
         # Run links in failure alerts point at the UI this `up` serves, unless told otherwise.
         env.setdefault("LIBRARIAN_UI_URL", f"http://127.0.0.1:{args.ui_port}")
         settings.log_dir.mkdir(parents=True, exist_ok=True)
-        for name, command in _child_commands(args):
+        commands = _child_commands(args)
+        for name, command in commands:
             if stops_asked:
                 return 0
-            # A new session per child: `dagster dev` ignores SIGTERM unless it leads its group.
-            children.append((name, subprocess.Popen(command, env=env, start_new_session=True)))
+            children.append((name, _start_child(command, env)))
 
         print(f"database  {describe_location(settings)}", file=sys.stderr)
         print(f"mirror    {settings.mirror}", file=sys.stderr)
@@ -171,15 +172,107 @@ def cmd_up(args: argparse.Namespace) -> int:
             mcp_url = f"http://127.0.0.1:{args.mcp_port or settings.mcp_port}/mcp"
             print(f"mcp       {mcp_url}", file=sys.stderr)
         print("Ctrl-C stops everything.", file=sys.stderr)
-        while not stops_asked and not exit_code:
-            for name, proc in children:
-                if proc.poll() is not None:
-                    print(f"{name} exited with {proc.returncode}; stopping", file=sys.stderr)
-                    exit_code = 1
+        watch = _watch_database(settings, url, stopping)
+        supervisor = _Supervisor(children, dict(commands), env, lambda t: _alert(settings, t))
+        while not stops_asked:
+            if watch.lost:
+                print(f"librarian up: {watch.lost}", file=sys.stderr)
+                return 1
+            if watch.healed.is_set():
+                watch.healed.clear()
+                # Their connections (and Dagster's daemon threads) died with the database.
+                print("the database is back: restarting dagster and mcp", file=sys.stderr)
+                supervisor.restart_all()
+            failed = supervisor.check(blame=not watch.down)
+            if failed:
+                print(f"librarian up: {failed}", file=sys.stderr)
+                return 1
             time.sleep(0.2)
+        return 0
     finally:
+        stopping.set()
         _stop_children(children)
-    return exit_code
+
+
+def _start_child(command: list[str], env: dict[str, str]) -> subprocess.Popen:
+    # A new session per child: `dagster dev` ignores SIGTERM unless it leads its group.
+    return subprocess.Popen(command, env=env, start_new_session=True)
+
+
+CHILD_RESTARTS = 3
+"""Restarts of one child within CHILD_RESTART_WINDOW_S before `up` gives up and exits."""
+CHILD_RESTART_WINDOW_S = 600.0
+
+
+class _Supervisor:
+    """`up`'s children kept running: one that exits is restarted (and said), up to
+    CHILD_RESTARTS times in CHILD_RESTART_WINDOW_S; past that `up` exits non-zero, naming it."""
+
+    def __init__(self, children, commands: dict[str, list[str]], env, alert) -> None:
+        self.children: list[tuple[str, subprocess.Popen]] = children
+        self.commands, self.env, self.alert = commands, env, alert
+        self.restarts: dict[str, list[float]] = {}
+
+    def check(self, blame: bool) -> str | None:
+        """Restart the children that exited; what makes `up` exit, if anything does."""
+        for i, (name, proc) in enumerate(self.children):
+            if proc.poll() is None:
+                continue
+            now = time.monotonic()
+            recent = [t for t in self.restarts.get(name, []) if now - t < CHILD_RESTART_WINDOW_S]
+            if blame:  # while the database is down, its users' failures are not theirs
+                recent.append(now)
+            self.restarts[name] = recent
+            if len(recent) > CHILD_RESTARTS:
+                why = (
+                    f"{name} exited with {proc.returncode} {len(recent)} times in "
+                    f"{CHILD_RESTART_WINDOW_S / 60:.0f} min; stopping"
+                )
+                self.alert(f"Librarian: {why}.")
+                return why
+            print(f"{name} exited with {proc.returncode}; starting it again", file=sys.stderr)
+            if blame:
+                self.alert(f"Librarian: {name} exited with {proc.returncode}; started it again.")
+            self.children[i] = (name, _start_child(self.commands[name], self.env))
+        return None
+
+    def restart_all(self) -> None:
+        _stop_children(self.children)
+        self.children[:] = [(n, _start_child(self.commands[n], self.env)) for n, _ in self.children]
+
+
+def _watch_database(settings: "Settings", url: str, stopping: threading.Event):
+    """The database watch (core/ops/database_watch.py), running in a thread until `stopping`."""
+    from librarian_dagster.core.ops.database_watch import DatabaseWatch
+    from librarian_dagster.core.store.database import (
+        describe_location,
+        probe,
+        restart_embedded_server,
+    )
+
+    watch = DatabaseWatch(
+        where=describe_location(settings),
+        probe=lambda: probe(url),
+        # An external database has its own supervisor; ours can only say so.
+        restart=None if settings.database_url else (lambda: restart_embedded_server(settings)),
+        alert=lambda text: _alert(settings, text),
+    )
+    threading.Thread(target=watch.run, args=(stopping,), name="database-watch", daemon=True).start()
+    return watch
+
+
+def _alert(settings: "Settings", text: str) -> None:
+    """Said on stderr, and sent to Telegram where a bot is set, by this process: an alert that
+    needs no database (the alert sensors keep their state in it)."""
+    from librarian_dagster.core.ops.telegram import Notifier
+
+    print(text, file=sys.stderr)
+    if settings.telegram_configured:
+        notifier = Notifier(
+            settings.telegram_base_url, settings.telegram_bot_token, settings.telegram_chat_id,
+            log_info=lambda _line: None, log_warning=lambda line: print(line, file=sys.stderr),
+        )  # fmt: skip
+        notifier.send(text)
 
 
 def _end_dead_runs(settings: "Settings", dagster_home: str) -> None:

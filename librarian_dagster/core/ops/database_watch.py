@@ -1,0 +1,98 @@
+"""`librarian up` watching its database: a server that dies or hangs is restarted, or `up` exits
+saying why, and either way someone is told.
+
+The watch probes the database every INTERVAL_S (`SELECT 1` within a timeout: a stopped server
+answers never). After DOWN_AFTER failed probes in a row it is an incident: one alert, sent by
+this process, which needs no database to send it (the alert sensors keep their state in the
+database that failed). The embedded server is then restarted, with a pause between tries; an
+external one (LIBRARIAN_DATABASE_URL) has nothing here to restart, and is watched until it
+answers. When the database answers again, one recovery message, and `healed` is set so that `up`
+restarts its children (their connections, and Dagster's daemon threads, died with the server).
+When every restart fails, one last alert, and `lost` holds the line `up` exits with: a process
+supervisor then restarts the whole, and its own failure alert fires.
+"""
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+INTERVAL_S = 5.0
+DOWN_AFTER = 2
+"""Failed probes in a row that make an incident: one failed probe can be a blip."""
+RESTART_PAUSES_S = (2.0, 5.0, 10.0, 20.0)
+"""After each restart that did not bring the server back: four tries in about 40 s."""
+
+
+@dataclass
+class DatabaseWatch:
+    where: str
+    """The database, as `describe_location` names it (no password)."""
+    probe: Callable[[], str | None]
+    """None when the database answers, else why not."""
+    restart: Callable[[], None] | None
+    """Starts the server again (the embedded one); None where there is nothing to restart."""
+    alert: Callable[[str], object]
+    interval_s: float = INTERVAL_S
+    down_after: int = DOWN_AFTER
+    pauses_s: tuple[float, ...] = RESTART_PAUSES_S
+    clock: Callable[[], float] = time.monotonic
+    healed: threading.Event = field(default_factory=threading.Event)
+    """Set when the database answers again after an incident: restart what used it."""
+    lost: str | None = None
+    """Why `up` must exit: the database is down and could not be restarted."""
+    incidents: int = 0
+    down: bool = False
+    """Within an incident: what used the database may fail now, and is not to be blamed."""
+
+    def run(self, stopping: threading.Event) -> None:
+        """Watch until `stopping` is set or the database is lost; never raises."""
+        failed = 0
+        while not stopping.wait(self.interval_s):
+            why = self.probe()
+            if why is None:
+                failed = 0
+                continue
+            failed += 1
+            if failed < self.down_after:
+                continue
+            if not self._incident(why, stopping):
+                return
+            failed = 0
+
+    def _incident(self, why: str, stopping: threading.Event) -> bool:
+        """Handle one incident to its end; False when the watch is over (lost, or stopping)."""
+        self.incidents += 1
+        self.down = True
+        began = self.clock()
+        doing = "restarting it" if self.restart else "nothing here can restart it; waiting"
+        self.alert(f"Librarian: the database stopped answering ({self.where}): {why}. {doing}.")
+        if self.restart is None:
+            while self.probe() is not None:
+                if stopping.wait(self.interval_s):
+                    return False
+            self._recovered(began, "answers again")
+            return True
+        for tries, pause in enumerate(self.pauses_s, start=1):
+            try:
+                self.restart()
+            except Exception as exc:  # the start's own failure: tried again after a pause
+                why = " ".join(str(exc).split())[:300] or type(exc).__name__
+            else:
+                why = self.probe() or ""
+                if not why:
+                    self._recovered(began, f"was restarted (try {tries})")
+                    return True
+            if stopping.wait(pause):
+                return False
+        self.lost = (
+            f"the database ({self.where}) is down and {len(self.pauses_s)} restarts did not "
+            f"bring it back: {why}"
+        )
+        self.alert(f"Librarian: {self.lost}. librarian up is exiting.")
+        return False
+
+    def _recovered(self, began: float, how: str) -> None:
+        self.alert(f"Librarian: the database {how} after {self.clock() - began:.0f} s.")
+        self.down = False
+        self.healed.set()

@@ -1,0 +1,101 @@
+"""`librarian up` over a database that dies or hangs, and a child that dies: the embedded
+PostgreSQL SIGKILLed (as the OOM killer would) or SIGSTOPped is restarted, the children restarted
+after it, and one alert and one recovery message reach a stand-in of the Telegram Bot API, sent
+by `up` itself (the alert sensors keep their state in the database that died); a killed recall
+server is started again, and said."""
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import psutil
+import pytest
+
+from tests.cli.test_up import _wait_for
+from tests.helpers import free_port
+from tests.telegram_fake import CHAT_ID, TOKEN, FakeTelegram, fake_telegram
+
+# Not a performance figure: the watch needs two probes 5 s apart, a restart, then the
+# children's start; this only bounds a hang (benchmarks/faults.py measures).
+HEAL_BOUND_S = 240
+
+
+@contextlib.contextmanager
+def _up(tmp_path) -> Iterator[tuple[subprocess.Popen, str, FakeTelegram]]:
+    """A live `librarian up` (its MCP server answering) and the Telegram stand-in it alerts."""
+    home = tmp_path / "home"
+    ui_port, mcp_port = free_port(), free_port()
+    with fake_telegram() as telegram:
+        env = {
+            **os.environ,
+            "LIBRARIAN_HOME": str(home),
+            "LIBRARIAN_MIRROR": str(tmp_path / "mirror"),
+            "TELEGRAM_BOT_TOKEN": TOKEN,
+            "TELEGRAM_CHAT_ID": CHAT_ID,
+            "LIBRARIAN_TELEGRAM_BASE_URL": telegram.url,
+        }
+        env.pop("LIBRARIAN_DATABASE_URL", None)
+        up = subprocess.Popen(
+            [sys.executable, "-m", "librarian_dagster.cli.main", "up", "--ui-port",
+             str(ui_port), "--mcp-port", str(mcp_port)],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            base = f"http://127.0.0.1:{mcp_port}"
+            _wait_for(base + "/mcp", 300, up)
+            yield up, base, telegram
+            up.send_signal(signal.SIGTERM)
+            assert up.wait(timeout=90) == 0
+        finally:
+            if up.poll() is None:
+                os.killpg(up.pid, signal.SIGKILL)
+
+
+def _postmaster(home) -> psutil.Process:
+    pid = int((home / "pgdata" / "postmaster.pid").read_text().split("\n", 1)[0])
+    return psutil.Process(pid)
+
+
+@pytest.mark.parametrize("fault", ["SIGKILL", "SIGSTOP"])
+def test_a_dead_or_hung_embedded_database_is_restarted_and_said(tmp_path, fault):
+    with _up(tmp_path) as (up, base, telegram):
+        killed = _postmaster(tmp_path / "home")
+        # Killed, or stopped (a hang: it never answers again, and nothing exits).
+        killed.send_signal(getattr(signal, fault))
+        deadline = time.monotonic() + HEAL_BOUND_S
+        while time.monotonic() < deadline and len(telegram.texts) < 2:
+            assert up.poll() is None, up.stderr.read() if up.stderr else ""
+            time.sleep(1)
+        texts = [t for t in telegram.texts if "database" in t]
+        assert len(texts) == 2, telegram.texts
+        assert "stopped answering" in texts[0] and "restarting it" in texts[0]
+        assert "was restarted" in texts[1]
+        assert _postmaster(tmp_path / "home").pid != killed.pid
+        # The recall server is back, over the restarted database.
+        answer = None
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                answer = httpx.post(base + "/recall", json={"query": "anything here"}, timeout=5)
+                if answer.status_code == 200:
+                    break
+            time.sleep(1)
+        assert answer is not None and answer.status_code == 200, answer and answer.text
+        assert up.poll() is None
+    assert len([t for t in telegram.texts if "database" in t]) == 2  # one incident
+
+
+def test_a_killed_recall_server_is_started_again_and_said(tmp_path):
+    with _up(tmp_path) as (up, base, telegram):
+        [server] = [
+            p for p in psutil.Process(up.pid).children() if "mcp_server" in " ".join(p.cmdline())
+        ]
+        server.kill()
+        server.wait(10)
+        _wait_for(base + "/mcp", 120, up)
+        assert any("mcp exited with -9; started it again" in t for t in telegram.texts)

@@ -1,0 +1,70 @@
+"""The database watch's rules, with a scripted probe: one alert an incident, a recovery message,
+restarts with pauses, and a line to exit with when nothing brings the database back."""
+
+import threading
+
+from librarian_dagster.core.ops.database_watch import DatabaseWatch
+
+
+def _watch(answers, restart_fails=0, restartable=True):
+    """A watch whose probe answers from `answers` (None: up; a text: why down) and then stays
+    up; its restart fails `restart_fails` times first."""
+    answers = list(answers)
+    alerts, restarts = [], []
+
+    def probe():
+        return answers.pop(0) if answers else None
+
+    def restart():
+        restarts.append(1)
+        if len(restarts) <= restart_fails:
+            raise RuntimeError("could not start: pre-existing shared memory\\nblock in use")
+
+    watch = DatabaseWatch(
+        where="embedded: /h/pgdata", probe=probe, restart=restart if restartable else None,
+        alert=alerts.append, interval_s=0.001, pauses_s=(0.001, 0.001, 0.001),
+    )  # fmt: skip
+    return watch, alerts, restarts, answers
+
+
+def _run(watch, until, seconds=5.0):
+    stopping = threading.Event()
+    thread = threading.Thread(target=watch.run, args=(stopping,))
+    thread.start()
+    until.wait(seconds) if isinstance(until, threading.Event) else thread.join(seconds)
+    stopping.set()
+    thread.join(5)
+
+
+def test_one_failed_probe_is_a_blip():
+    watch, alerts, restarts, _ = _watch([None, "timeout", None, None])
+    _run(watch, watch.healed, 0.3)  # never healed: nothing was ever down
+    assert alerts == [] and restarts == [] and watch.incidents == 0
+
+
+def test_a_dead_server_is_restarted_with_one_alert_and_one_recovery():
+    # Down twice in a row, the first restart fails, the second brings it back.
+    watch, alerts, restarts, _ = _watch(["refused", "refused"], restart_fails=1)
+    _run(watch, watch.healed)
+    assert watch.healed.is_set() and not watch.down and watch.lost is None
+    assert len(restarts) == 2 and watch.incidents == 1
+    assert len(alerts) == 2
+    assert alerts[0].startswith("Librarian: the database stopped answering (embedded: /h/pgdata)")
+    assert "refused" in alerts[0] and "restarting it" in alerts[0]
+    assert "was restarted (try 2)" in alerts[1]
+
+
+def test_when_no_restart_helps_the_watch_ends_with_the_line_to_exit_with():
+    watch, alerts, restarts, _ = _watch(["timeout"] * 50)
+    _run(watch, None)
+    assert len(restarts) == 3 and not watch.healed.is_set()
+    assert watch.lost is not None and "3 restarts did not bring it back: timeout" in watch.lost
+    assert len(alerts) == 2 and "exiting" in alerts[1]
+
+
+def test_an_external_database_is_waited_for_and_said_to_be_back():
+    watch, alerts, _, _ = _watch(["refused"] * 6, restartable=False)
+    _run(watch, watch.healed)
+    assert watch.healed.is_set() and watch.lost is None
+    assert "nothing here can restart it" in alerts[0] and "answers again" in alerts[1]
+    assert len(alerts) == 2
