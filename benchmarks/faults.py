@@ -1,0 +1,224 @@
+"""Faults injected into a live `librarian up` over dev sessions: how soon each is seen, how soon
+it heals (or how `up` exits), what was said, and whether every session still got one memory.
+
+A fresh LIBRARIAN_HOME, a mirror of `--sessions` dev sessions (the sensor ingests them while the
+faults come), Telegram's Bot API stood in for on 127.0.0.1 (tests/telegram_fake.py). The faults,
+one after the other, each once everything is healthy again:
+- `postgres SIGKILL`: the embedded PostgreSQL's postmaster killed, as the OOM killer would;
+- `postgres SIGSTOP 60 s`: stopped (a hang), continued after 60 s if still there;
+- `mcp SIGKILL`: the recall server killed;
+- `dagster daemon SIGKILL`: the daemon under `dagster dev` killed.
+For each: seconds to the first alert (detection), seconds until everything answers again (the
+recall server's `/recall`, the UI's `/server_info`, a daemon process, the database), or `up`'s
+exit code and last line; the alerts' texts. Then: of the sessions in the mirror, how many have
+exactly one memory once ingest is done.
+
+    uv run python benchmarks/faults.py [--sessions 30] [--keep DIR]
+"""
+
+import argparse
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._corpus import unpack_corpus  # noqa: E402
+from tests.telegram_fake import CHAT_ID, TOKEN, fake_telegram  # noqa: E402
+
+HEAL_LIMIT_S = 180
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Live:
+    """One `librarian up` and what the faults need to find in it."""
+
+    def __init__(self, home: Path, mirror: Path, telegram_url: str) -> None:
+        self.home = home
+        self.ui, self.mcp = free_port(), free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LIBRARIAN_")}
+        env.update({
+            "LIBRARIAN_HOME": str(home), "LIBRARIAN_MIRROR": str(mirror),
+            "TELEGRAM_BOT_TOKEN": TOKEN, "TELEGRAM_CHAT_ID": CHAT_ID,
+            "LIBRARIAN_TELEGRAM_BASE_URL": telegram_url,
+        })  # fmt: skip
+        self.env = env
+        self.log = open(home.parent / "up.log", "w", encoding="utf-8")  # noqa: SIM115
+        self.up = subprocess.Popen(
+            [sys.executable, "-m", "librarian_dagster.cli.main", "up", "--ui-port", str(self.ui),
+             "--mcp-port", str(self.mcp)],
+            env=env, stdout=subprocess.DEVNULL, stderr=self.log, start_new_session=True,
+        )  # fmt: skip
+
+    def postmaster(self) -> psutil.Process:
+        first = (self.home / "pgdata" / "postmaster.pid").read_text().split("\n", 1)[0]
+        return psutil.Process(int(first))
+
+    def descendants(self, word: str) -> list[psutil.Process]:
+        found = []
+        for p in psutil.Process(self.up.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if word in " ".join(p.cmdline()):
+                    found.append(p)
+        return found
+
+    def healthy(self) -> bool:
+        try:
+            recall = httpx.post(
+                f"http://127.0.0.1:{self.mcp}/recall", json={"query": "health check"}, timeout=5
+            )
+            ui = httpx.get(f"http://127.0.0.1:{self.ui}/server_info", timeout=5)
+        except httpx.HTTPError:
+            return False
+        daemon = self.descendants("dagster-daemon") or self.descendants("dagster._daemon")
+        return recall.status_code == 200 and ui.status_code == 200 and bool(daemon)
+
+    def wait_healthy(self, limit: float) -> float | None:
+        started = time.monotonic()
+        while time.monotonic() - started < limit:
+            if self.up.poll() is not None:
+                return None
+            if self.healthy():
+                return time.monotonic() - started
+            time.sleep(1)
+        return None
+
+    def last_line(self) -> str:
+        self.log.flush()
+        lines = (self.home.parent / "up.log").read_text(encoding="utf-8").splitlines()
+        return next((line for line in reversed(lines) if line.startswith("librarian up")), "")
+
+
+def kill_postgres(live: Live) -> None:
+    live.postmaster().kill()
+
+
+def stop_postgres(live: Live) -> None:
+    postmaster = live.postmaster()
+    postmaster.suspend()
+
+    def resume() -> None:
+        time.sleep(60)
+        with contextlib.suppress(psutil.Error):
+            postmaster.resume()
+
+    threading.Thread(target=resume, daemon=True).start()
+
+
+def kill_mcp(live: Live) -> None:
+    [server] = [
+        p for p in psutil.Process(live.up.pid).children() if "mcp_server" in " ".join(p.cmdline())
+    ]
+    server.kill()
+
+
+def kill_daemon(live: Live) -> None:
+    daemons = live.descendants("dagster-daemon") or live.descendants("dagster._daemon")
+    for daemon in daemons:
+        daemon.kill()
+
+
+FAULTS: list[tuple[str, Callable[[Live], None]]] = [
+    ("postgres SIGKILL", kill_postgres),
+    ("postgres SIGSTOP 60 s", stop_postgres),
+    ("mcp SIGKILL", kill_mcp),
+    ("dagster daemon SIGKILL", kill_daemon),
+]
+
+
+def memories_of(env: dict[str, str], session_ids: list[str]) -> int:
+    done = subprocess.run(
+        [sys.executable, "-c",
+         "import sys; from librarian_dagster.core.settings import Settings; "
+         "from librarian_dagster.core.store.store import open_store; "
+         "s = open_store(Settings.from_env()); "
+         "print(len(s.memories.remembered(sys.argv[1:]))); s.close()", *session_ids],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    return int(done.stdout.strip() or -1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=30)
+    parser.add_argument("--keep", type=Path)
+    args = parser.parse_args()
+    scratch = args.keep or Path(tempfile.mkdtemp(prefix="faults-"))
+    mirror = scratch / "mirror" / "-Users-dev-cli"
+    mirror.mkdir(parents=True, exist_ok=True)
+    sources = sorted(unpack_corpus().glob("*.jsonl"))[: args.sessions]
+    for source in sources:
+        shutil.copy2(source, mirror / source.name)
+    ids = [s.stem for s in sources]
+    rows = []
+    with fake_telegram() as telegram:
+        live = Live(scratch / "home", scratch / "mirror", telegram.url)
+        try:
+            first = live.wait_healthy(300)
+            print(f"up healthy after {first} s", flush=True)
+            for name, inject in FAULTS:
+                if live.up.poll() is not None:
+                    rows.append((name, "-", "-", f"up had exited ({live.up.returncode})", ""))
+                    continue
+                said = len(telegram.texts)
+                began = time.monotonic()
+                inject(live)
+                detected = None
+                while time.monotonic() - began < HEAL_LIMIT_S and detected is None:
+                    if len(telegram.texts) > said:
+                        detected = time.monotonic() - began
+                    time.sleep(0.5)
+                time.sleep(2)
+                healed = live.wait_healthy(HEAL_LIMIT_S)
+                texts = " / ".join(t.replace("\n", " ")[:140] for t in telegram.texts[said:])
+                if live.up.poll() is not None:
+                    outcome = f"up exited {live.up.returncode}: {live.last_line()}"
+                elif healed is None:
+                    outcome = f"not healed in {HEAL_LIMIT_S} s"
+                else:
+                    outcome = f"healed in {time.monotonic() - began:.0f} s"
+                seen = f"{detected:.0f}" if detected is not None else "never"
+                rows.append((name, seen, outcome, texts, ""))
+                print(rows[-1], flush=True)
+                time.sleep(10)
+            deadline = time.monotonic() + 600
+            held = memories_of(live.env, ids)
+            while held < len(ids) and time.monotonic() < deadline and live.up.poll() is None:
+                time.sleep(10)
+                held = memories_of(live.env, ids)
+        finally:
+            if live.up.poll() is None:
+                live.up.send_signal(signal.SIGTERM)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    live.up.wait(60)
+            if live.up.poll() is None:
+                os.killpg(live.up.pid, signal.SIGKILL)
+    print("\n| fault | detected (s) | outcome | alerts |\n|---|---|---|---|")
+    for name, seen, outcome, texts, _ in rows:
+        print(f"| {name} | {seen} | {outcome} | {texts} |")
+    print(f"\nsessions with exactly one memory: {held} of {len(ids)} in the mirror")
+    if args.keep is None:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
