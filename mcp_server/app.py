@@ -516,37 +516,54 @@ def http_app(server: MCPServer, host: str) -> Starlette:
 ENCODER_WARM_UP_WAIT_S = 30.0
 
 
-def _warm_up(served: Served, encoded: threading.Event) -> None:
+@dataclass(frozen=True)
+class _WarmUp:
+    """The warm-up's progress, for whoever stops the server: started, and past the encoder."""
+
+    started: threading.Event
+    encoded: threading.Event
+
+    def wait(self) -> None:
+        """A process that exits while a thread is inside the encoder's native code is aborted by
+        its runtime ("terminate called without an active exception", exit -6, seen when a stop
+        came during the model's load): let that step end first. The postings' load after it is
+        Python's own and may be left to the exit. Waited for by the lifespan's end and again
+        after the server returns: a legacy SSE stream cut at shutdown can keep the lifespan
+        from ending."""
+        if self.started.is_set():
+            self.encoded.wait(ENCODER_WARM_UP_WAIT_S)
+
+
+def _warm_up(served: Served, progress: _WarmUp) -> None:
     try:
         try:
             served.embedder.embed_query("warm up")
         finally:
-            encoded.set()
+            progress.encoded.set()
         served.search.warm_up()
     except Exception:  # the first real question will meet the same error, and report it
         logger.warning("could not warm up the recall server", exc_info=True)
 
 
 @contextmanager
-def _open(url: str, postings_dir: Path, embedder: Embedder, warm: bool) -> Iterator[Served]:
+def _open(
+    url: str, postings_dir: Path, embedder: Embedder, warm: _WarmUp | None
+) -> Iterator[Served]:
     """The store at `url`, open for as long as the server runs, with connections kept for a
-    search at once (`SEARCH_CONNECTIONS`) and its BM25 postings kept in `postings_dir`."""
+    search at once (`SEARCH_CONNECTIONS`) and its BM25 postings kept in `postings_dir`; with
+    `warm`, the model and the postings loaded in the background as it starts."""
     with Store(url, min_connections=SEARCH_CONNECTIONS, postings_dir=postings_dir) as store:
         served = Served.of(store, embedder)
-        encoded = threading.Event()
-        if warm:
+        if warm is not None and not warm.started.is_set():
             # Both load in the background while the server starts: the first question need not
             # wait.
-            threading.Thread(target=_warm_up, args=(served, encoded), daemon=True).start()
+            warm.started.set()
+            threading.Thread(target=_warm_up, args=(served, warm), daemon=True).start()
         try:
             yield served
         finally:
-            if warm:
-                # A process that exits while a thread is inside the encoder's native code is
-                # aborted by its runtime ("terminate called without an active exception", exit
-                # -6, seen when a stop came during the model's load): let that step end first.
-                # The postings' load after it is Python's own and may be left to the exit.
-                encoded.wait(ENCODER_WARM_UP_WAIT_S)
+            if warm is not None:
+                warm.wait()
 
 
 def serve(
@@ -577,8 +594,9 @@ def serve(
                 "(or set LIBRARIAN_MCP_TOKEN), or serve 127.0.0.1"
             )
     url, embedder = migrated_url(settings), configured_embedder(settings)
+    warm = _WarmUp(threading.Event(), threading.Event()) if transport == "http" else None
     server = build_server(
-        lambda: _open(url, settings.postings_dir, embedder, warm=transport == "http"),
+        lambda: _open(url, settings.postings_dir, embedder, warm),
         settings.recall_threshold,
         boosts_for(settings),
         verifier=verifier,
@@ -603,6 +621,8 @@ def serve(
         print(f"bearer tokens required ({settings.tokens_file})", file=sys.stderr)
     app = http_app(server, host)
     uvicorn.run(app, host=host, port=port, log_level="warning")
+    if warm is not None:
+        warm.wait()
 
 
 def _url_host(host: str) -> str:

@@ -3,14 +3,13 @@ through a running recall server, with the same answer as the MCP tool."""
 
 import json
 import os
-from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from librarian_dagster.cli.main import main
 from librarian_dagster.core.capture.touches import FileTouch
 from mcp_server.app import Served, build_server, http_app
-from tests.core.test_history import _git
+from tests.core.test_history import renamed_repository
 from tests.core.test_store import memory_record
 from tests.helpers import free_port, serve_http
 from tests.mcp_server.test_tools import FakeEmbedder
@@ -20,14 +19,7 @@ from tests.mcp_server.test_tools import FakeEmbedder
 def repo(store, tmp_path, monkeypatch):
     """A repository whose `flags.go` was `options.go` when a remembered session changed it."""
     repo = tmp_path / "alpha"
-    repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    (repo / "options.go").write_text("package main\n" * 10)
-    start = datetime(2026, 10, 1, tzinfo=UTC)
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "one", when=start)
-    _git(repo, "mv", "options.go", "flags.go")
-    _git(repo, "commit", "-qm", "moved", when=start + timedelta(days=40))
+    renamed_repository(repo, "options.go", "flags.go")
     memory = memory_record("9d0c5e1a-5c1e-4d58-9b6b-6b1f7a1c2f00", days_ago=5,
                            embedding_model=FakeEmbedder.model_name)  # fmt: skip
     digest = memory.digest.model_copy(update={"solution": ["options.go now parses --strict"]})

@@ -201,18 +201,25 @@ def _git(repo, *args, when=None):
     subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
 
 
-def test_a_renamed_file_is_followed_and_changes_since_are_counted(store, tmp_path):
-    repo = tmp_path / "alpha"
+def renamed_repository(repo, old: str, new: str) -> datetime:
+    """A repository whose `old` (committed on 2026-10-01) became `new` 40 days later; when the
+    rename was committed."""
     repo.mkdir()
     _git(repo, "init", "-q", "-b", "main")
-    (repo / "old.py").write_text("print('a')\n" * 20)
+    (repo / old).write_text("print('a')\n" * 20)
     start = datetime(2026, 10, 1, tzinfo=UTC)
     _git(repo, "add", ".")
     _git(repo, "commit", "-qm", "one", when=start)
-    _git(repo, "mv", "old.py", "new.py")
+    _git(repo, "mv", old, new)
     _git(repo, "commit", "-qm", "moved", when=start + timedelta(days=40))
+    return start + timedelta(days=40)
+
+
+def test_a_renamed_file_is_followed_and_changes_since_are_counted(store, tmp_path):
+    repo = tmp_path / "alpha"
+    moved = renamed_repository(repo, "old.py", "new.py")
     (repo / "new.py").write_text("print('b')\n" * 20)
-    _git(repo, "commit", "-qam", "changed", when=start + timedelta(days=41))
+    _git(repo, "commit", "-qam", "changed", when=moved + timedelta(days=1))
     # The session changed old.py, on 2026-10-30: two commits came after.
     _remember(store, "before-the-move", [FileTouch(f"{repo}/old.py", 1, 0)], cwd=str(repo),
               days_ago=2)  # fmt: skip
