@@ -7,7 +7,10 @@ one after the other, each once everything is healthy again:
 - `postgres SIGKILL`: the embedded PostgreSQL's postmaster killed, as the OOM killer would;
 - `postgres SIGSTOP 60 s`: stopped (a hang), continued after 60 s if still there;
 - `mcp SIGKILL`: the recall server killed;
-- `dagster daemon SIGKILL`: the daemon under `dagster dev` killed.
+- `dagster daemon SIGKILL`: the daemon under `dagster dev` killed;
+- `run worker SIGKILL`: the first ingest run's worker killed as it runs (first, while the
+  sensor's runs are going);
+- `mirror unreadable 2 min`: a file in the mirror folder's place, then the folder back.
 For each: seconds to the first alert (detection), seconds until everything answers again (the
 recall server's `/recall`, the UI's `/server_info`, a daemon process, the database), or `up`'s
 exit code and last line; the alerts' texts. Then: of the sessions in the mirror, how many have
@@ -131,6 +134,35 @@ def kill_mcp(live: Live) -> None:
     server.kill()
 
 
+def kill_run_worker(live: Live) -> None:
+    """The first run's worker, killed while it runs (the sensor starts one within a minute)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        workers = live.descendants("execute_run")
+        if workers:
+            for worker in workers:
+                worker.kill()
+            return
+        time.sleep(0.2)
+    raise RuntimeError("no run started within 120 s")
+
+
+def hide_mirror(live: Live) -> None:
+    """The mirror made unreadable for 2 minutes: a file in its place (root reads through any
+    permission bits, so chmod would not do), then the folder back."""
+    mirror = Path(live.env["LIBRARIAN_MIRROR"])
+    aside = mirror.with_name(mirror.name + ".aside")
+    mirror.rename(aside)
+    mirror.write_text("not a folder")
+
+    def restore() -> None:
+        time.sleep(120)
+        mirror.unlink()
+        aside.rename(mirror)
+
+    threading.Thread(target=restore, daemon=True).start()
+
+
 def kill_daemon(live: Live) -> None:
     daemons = live.descendants("dagster-daemon") or live.descendants("dagster._daemon")
     for daemon in daemons:
@@ -138,10 +170,12 @@ def kill_daemon(live: Live) -> None:
 
 
 FAULTS: list[tuple[str, Callable[[Live], None]]] = [
+    ("run worker SIGKILL (first run)", kill_run_worker),
     ("postgres SIGKILL", kill_postgres),
     ("postgres SIGSTOP 60 s", stop_postgres),
     ("mcp SIGKILL", kill_mcp),
     ("dagster daemon SIGKILL", kill_daemon),
+    ("mirror unreadable 2 min", hide_mirror),
 ]
 
 
@@ -188,6 +222,9 @@ def main() -> None:
                         detected = time.monotonic() - began
                     time.sleep(0.5)
                 time.sleep(2)
+                if name.startswith("mirror"):  # healthy all along: healed when it is said
+                    while len(telegram.texts) < said + 2 and time.monotonic() - began < 200:
+                        time.sleep(1)
                 healed = live.wait_healthy(HEAL_LIMIT_S)
                 texts = " / ".join(t.replace("\n", " ")[:140] for t in telegram.texts[said:])
                 if live.up.poll() is not None:

@@ -172,7 +172,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             mcp_url = f"http://127.0.0.1:{args.mcp_port or settings.mcp_port}/mcp"
             print(f"mcp       {mcp_url}", file=sys.stderr)
         print("Ctrl-C stops everything.", file=sys.stderr)
-        watch = _watch_database(settings, url, stopping)
+        watch, _mirror = _watches(settings, url, stopping)
         supervisor = _Supervisor(children, dict(commands), env, lambda t: _alert(settings, t))
         while not stops_asked:
             if watch.lost:
@@ -241,24 +241,36 @@ class _Supervisor:
         self.children[:] = [(n, _start_child(self.commands[n], self.env)) for n, _ in self.children]
 
 
-def _watch_database(settings: "Settings", url: str, stopping: threading.Event):
-    """The database watch (core/ops/database_watch.py), running in a thread until `stopping`."""
-    from librarian_dagster.core.ops.database_watch import DatabaseWatch
+def _watches(settings: "Settings", url: str, stopping: threading.Event):
+    """The database's watch and the mirror folder's (core/ops/watch.py), each running in a
+    thread until `stopping`."""
+    from librarian_dagster.core.capture.mirror import unreadable
+    from librarian_dagster.core.ops.watch import Watch
     from librarian_dagster.core.store.database import (
         describe_location,
         probe,
         restart_embedded_server,
     )
 
-    watch = DatabaseWatch(
+    def alert(text: str) -> None:
+        _alert(settings, text)
+
+    database = Watch(
+        what="the database",
         where=describe_location(settings),
         probe=lambda: probe(url),
         # An external database has its own supervisor; ours can only say so.
         restart=None if settings.database_url else (lambda: restart_embedded_server(settings)),
-        alert=lambda text: _alert(settings, text),
+        alert=alert,
     )
-    threading.Thread(target=watch.run, args=(stopping,), name="database-watch", daemon=True).start()
-    return watch
+    # The sensor's own alert for a mirror it cannot read comes after ten minutes without a good
+    # tick (and from the daemon); this one in seconds, from here.
+    mirror = Watch(
+        "the mirror folder", str(settings.mirror), lambda: unreadable(settings.mirror), None, alert
+    )
+    for watch in (database, mirror):
+        threading.Thread(target=watch.run, args=(stopping,), daemon=True).start()
+    return database, mirror
 
 
 def _alert(settings: "Settings", text: str) -> None:

@@ -2,7 +2,13 @@ import json
 from pathlib import Path
 
 from librarian_dagster.core.capture.files import SessionFiles
-from librarian_dagster.core.capture.mirror import Snapshot, parse_cursor, plan_ingest, run_key
+from librarian_dagster.core.capture.mirror import (
+    Snapshot,
+    parse_cursor,
+    plan_ingest,
+    run_key,
+    unreadable,
+)
 
 
 def _snap(session_id, fingerprint, last_modified):
@@ -55,3 +61,10 @@ def test_exclude_globs_match_a_project_folder_or_a_path():
     assert is_excluded(SessionFiles("t", Path("/m/-x/scratch/t.jsonl")), settings.exclude)
     assert not is_excluded(SessionFiles("u", Path("/m/-Users-me-work/u.jsonl")), settings.exclude)
     assert not is_excluded(files, ())
+
+
+def test_a_mirror_that_cannot_be_listed_says_why(tmp_path):
+    assert unreadable(tmp_path) is None
+    assert unreadable(tmp_path / "not-made-yet") is None
+    (tmp_path / "a-file").write_text("x")
+    assert unreadable(tmp_path / "a-file") == "Not a directory"

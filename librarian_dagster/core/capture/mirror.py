@@ -9,11 +9,25 @@ or an earlier sensor whose cursor is gone) is not requested either.
 """
 
 import json
+import os
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from librarian_dagster.core.capture.files import SessionFiles
+
+
+def unreadable(folder: os.PathLike[str] | str) -> str | None:
+    """Why the mirror folder cannot be listed, or None: also when it is not made yet (a new
+    machine's `~/.claude/projects` appears with Claude Code's first session)."""
+    try:
+        with os.scandir(folder) as entries:
+            next(entries, None)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return None
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
-"""The database watch's rules, with a scripted probe: one alert an incident, a recovery message,
+"""A watch's rules, with a scripted probe: one alert an incident, a recovery message,
 restarts with pauses, and a line to exit with when nothing brings the database back."""
 
 import threading
 
-from librarian_dagster.core.ops.database_watch import DatabaseWatch
+from librarian_dagster.core.ops.watch import Watch
 
 
 def _watch(answers, restart_fails=0, restartable=True):
@@ -20,9 +20,10 @@ def _watch(answers, restart_fails=0, restartable=True):
         if len(restarts) <= restart_fails:
             raise RuntimeError("could not start: pre-existing shared memory\\nblock in use")
 
-    watch = DatabaseWatch(
-        where="embedded: /h/pgdata", probe=probe, restart=restart if restartable else None,
-        alert=alerts.append, interval_s=0.001, pauses_s=(0.001, 0.001, 0.001),
+    watch = Watch(
+        what="the database", where="embedded: /h/pgdata", probe=probe,
+        restart=restart if restartable else None, alert=alerts.append, interval_s=0.001,
+        pauses_s=(0.001, 0.001, 0.001),
     )  # fmt: skip
     return watch, alerts, restarts, answers
 

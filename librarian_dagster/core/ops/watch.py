@@ -1,15 +1,16 @@
-"""`librarian up` watching its database: a server that dies or hangs is restarted, or `up` exits
-saying why, and either way someone is told.
+"""`librarian up` watching what it depends on: a database that dies or hangs is restarted, or `up`
+exits saying why; a mirror folder that cannot be read is waited for; either way someone is told.
 
-The watch probes the database every INTERVAL_S (`SELECT 1` within a timeout: a stopped server
-answers never). After DOWN_AFTER failed probes in a row it is an incident: one alert, sent by
-this process, which needs no database to send it (the alert sensors keep their state in the
-database that failed). The embedded server is then restarted, with a pause between tries; an
-external one (LIBRARIAN_DATABASE_URL) has nothing here to restart, and is watched until it
-answers. When the database answers again, one recovery message, and `healed` is set so that `up`
-restarts its children (their connections, and Dagster's daemon threads, died with the server).
-When every restart fails, one last alert, and `lost` holds the line `up` exits with: a process
-supervisor then restarts the whole, and its own failure alert fires.
+A watch probes every INTERVAL_S (the database with `SELECT 1` within a timeout, which a stopped
+server never answers; the mirror folder by listing it). After DOWN_AFTER failed probes in a row
+it is an incident: one alert, sent by this process, which needs no database to send it (the
+alert sensors keep their state in the database that failed). The embedded database is then
+restarted, with a pause between tries; an external one (LIBRARIAN_DATABASE_URL), or the mirror,
+has nothing here to restart, and is watched until it answers. When it answers again, one
+recovery message, and `healed` is set so that `up` restarts its children (their connections,
+and Dagster's daemon threads, died with the server). When every restart fails, one last alert,
+and `lost` holds the line `up` exits with: a process supervisor then restarts the whole, and
+its own failure alert fires.
 """
 
 import threading
@@ -25,28 +26,30 @@ RESTART_PAUSES_S = (2.0, 5.0, 10.0, 20.0)
 
 
 @dataclass
-class DatabaseWatch:
+class Watch:
+    what: str
+    """What is watched, as an alert names it: "the database", "the mirror folder"."""
     where: str
-    """The database, as `describe_location` names it (no password)."""
+    """Where it is (the database as `describe_location` names it: no password)."""
     probe: Callable[[], str | None]
-    """None when the database answers, else why not."""
+    """None when it answers, else why not."""
     restart: Callable[[], None] | None
-    """Starts the server again (the embedded one); None where there is nothing to restart."""
+    """Starts it again (the embedded database); None where there is nothing to restart."""
     alert: Callable[[str], object]
     interval_s: float = INTERVAL_S
     down_after: int = DOWN_AFTER
     pauses_s: tuple[float, ...] = RESTART_PAUSES_S
     clock: Callable[[], float] = time.monotonic
     healed: threading.Event = field(default_factory=threading.Event)
-    """Set when the database answers again after an incident: restart what used it."""
+    """Set when it answers again after an incident: restart what used it."""
     lost: str | None = None
-    """Why `up` must exit: the database is down and could not be restarted."""
+    """Why `up` must exit: it is down and could not be restarted."""
     incidents: int = 0
     down: bool = False
-    """Within an incident: what used the database may fail now, and is not to be blamed."""
+    """Within an incident: what uses it may fail now, and is not to be blamed."""
 
     def run(self, stopping: threading.Event) -> None:
-        """Watch until `stopping` is set or the database is lost; never raises."""
+        """Watch until `stopping` is set or what is watched is lost; never raises."""
         failed = 0
         while not stopping.wait(self.interval_s):
             why = self.probe()
@@ -66,7 +69,7 @@ class DatabaseWatch:
         self.down = True
         began = self.clock()
         doing = "restarting it" if self.restart else "nothing here can restart it; waiting"
-        self.alert(f"Librarian: the database stopped answering ({self.where}): {why}. {doing}.")
+        self.alert(f"Librarian: {self.what} stopped answering ({self.where}): {why}. {doing}.")
         if self.restart is None:
             while self.probe() is not None:
                 if stopping.wait(self.interval_s):
@@ -86,13 +89,13 @@ class DatabaseWatch:
             if stopping.wait(pause):
                 return False
         self.lost = (
-            f"the database ({self.where}) is down and {len(self.pauses_s)} restarts did not "
+            f"{self.what} ({self.where}) is down and {len(self.pauses_s)} restarts did not "
             f"bring it back: {why}"
         )
         self.alert(f"Librarian: {self.lost}. librarian up is exiting.")
         return False
 
     def _recovered(self, began: float, how: str) -> None:
-        self.alert(f"Librarian: the database {how} after {self.clock() - began:.0f} s.")
+        self.alert(f"Librarian: {self.what} {how} after {self.clock() - began:.0f} s.")
         self.down = False
         self.healed.set()
