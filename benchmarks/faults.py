@@ -57,6 +57,8 @@ class Live:
 
     def __init__(self, home: Path, mirror: Path, telegram_url: str) -> None:
         self.home = home
+        self.mirror = mirror
+        self.sessions: list[Path] = []
         self.ui, self.mcp = free_port(), free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("LIBRARIAN_")}
         env.update({
@@ -135,16 +137,19 @@ def kill_mcp(live: Live) -> None:
 
 
 def kill_run_worker(live: Live) -> None:
-    """The first run's worker, killed while it runs (the sensor starts one within a minute)."""
-    deadline = time.monotonic() + 120
+    """The sessions put in the mirror, and the first run's worker killed as it runs."""
+    for source in live.sessions:
+        shutil.copy2(source, live.mirror / source.name)  # their own, settled, mtimes
+    deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         workers = live.descendants("execute_run")
         if workers:
+            time.sleep(1)  # into its stages
             for worker in workers:
                 worker.kill()
             return
-        time.sleep(0.2)
-    raise RuntimeError("no run started within 120 s")
+        time.sleep(0.1)
+    raise RuntimeError("no run started within 180 s")
 
 
 def hide_mirror(live: Live) -> None:
@@ -169,13 +174,14 @@ def kill_daemon(live: Live) -> None:
         daemon.kill()
 
 
-FAULTS: list[tuple[str, Callable[[Live], None]]] = [
-    ("run worker SIGKILL (first run)", kill_run_worker),
-    ("postgres SIGKILL", kill_postgres),
-    ("postgres SIGSTOP 60 s", stop_postgres),
-    ("mcp SIGKILL", kill_mcp),
-    ("dagster daemon SIGKILL", kill_daemon),
-    ("mirror unreadable 2 min", hide_mirror),
+FAULTS: list[tuple[str, Callable[[Live], None], str]] = [
+    # (name, inject, a word of the alerts it should raise: others, digests and gaps, are not it)
+    ("run worker SIGKILL (first run)", kill_run_worker, "failed"),
+    ("postgres SIGKILL", kill_postgres, "database"),
+    ("postgres SIGSTOP 60 s", stop_postgres, "database"),
+    ("mcp SIGKILL", kill_mcp, "mcp exited"),
+    ("dagster daemon SIGKILL", kill_daemon, "dagster exited"),
+    ("mirror unreadable 2 min", hide_mirror, "mirror folder"),
 ]
 
 
@@ -200,16 +206,15 @@ def main() -> None:
     mirror = scratch / "mirror" / "-Users-dev-cli"
     mirror.mkdir(parents=True, exist_ok=True)
     sources = sorted(unpack_corpus().glob("*.jsonl"))[: args.sessions]
-    for source in sources:
-        shutil.copy2(source, mirror / source.name)
     ids = [s.stem for s in sources]
     rows = []
     with fake_telegram() as telegram:
         live = Live(scratch / "home", scratch / "mirror", telegram.url)
+        live.mirror, live.sessions = mirror, sources  # the first fault puts them in
         try:
             first = live.wait_healthy(300)
             print(f"up healthy after {first} s", flush=True)
-            for name, inject in FAULTS:
+            for name, inject, word in FAULTS:
                 if live.up.poll() is not None:
                     rows.append((name, "-", "-", f"up had exited ({live.up.returncode})", ""))
                     continue
@@ -218,15 +223,18 @@ def main() -> None:
                 inject(live)
                 detected = None
                 while time.monotonic() - began < HEAL_LIMIT_S and detected is None:
-                    if len(telegram.texts) > said:
+                    if any(word in t for t in telegram.texts[said:]):
                         detected = time.monotonic() - began
                     time.sleep(0.5)
                 time.sleep(2)
                 if name.startswith("mirror"):  # healthy all along: healed when it is said
-                    while len(telegram.texts) < said + 2 and time.monotonic() - began < 200:
+                    ours = lambda: [t for t in telegram.texts[said:] if word in t]  # noqa: E731
+                    while len(ours()) < 2 and time.monotonic() - began < 200:
                         time.sleep(1)
                 healed = live.wait_healthy(HEAL_LIMIT_S)
-                texts = " / ".join(t.replace("\n", " ")[:140] for t in telegram.texts[said:])
+                texts = " / ".join(
+                    t.replace("\n", " ")[:140] for t in telegram.texts[said:] if word in t
+                )
                 if live.up.poll() is not None:
                     outcome = f"up exited {live.up.returncode}: {live.last_line()}"
                 elif healed is None:

@@ -3,6 +3,7 @@
 import argparse
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -172,12 +173,13 @@ def cmd_up(args: argparse.Namespace) -> int:
             mcp_url = f"http://127.0.0.1:{args.mcp_port or settings.mcp_port}/mcp"
             print(f"mcp       {mcp_url}", file=sys.stderr)
         print("Ctrl-C stops everything.", file=sys.stderr)
-        watch, _mirror = _watches(settings, url, stopping)
+        watch, _mirror, home = _watches(settings, url, stopping)
         supervisor = _Supervisor(children, dict(commands), env, lambda t: _alert(settings, t))
         while not stops_asked:
-            if watch.lost:
-                print(f"librarian up: {watch.lost}", file=sys.stderr)
-                return 1
+            for lost in (watch.lost, home.lost):
+                if lost:
+                    print(f"librarian up: {lost}", file=sys.stderr)
+                    return 1
             if watch.healed.is_set():
                 watch.healed.clear()
                 # Their connections (and Dagster's daemon threads) died with the database.
@@ -265,12 +267,28 @@ def _watches(settings: "Settings", url: str, stopping: threading.Event):
     )
     # The sensor's own alert for a mirror it cannot read comes after ten minutes without a good
     # tick (and from the daemon); this one in seconds, from here.
-    mirror = Watch(
-        "the mirror folder", str(settings.mirror), lambda: unreadable(settings.mirror), None, alert
-    )
-    for watch in (database, mirror):
+    mirror = Watch("the mirror folder", str(settings.mirror), lambda: unreadable(settings.mirror),
+                   None, alert, trouble="cannot be read")  # fmt: skip
+    # A full disk stops the database's writes (and Dagster's, and the staged files) while
+    # `SELECT 1` still answers; nothing here can free it, so after a minute `up` exits saying so.
+    home = Watch("LIBRARIAN_HOME", str(settings.home), lambda: _full(settings.home), None, alert,
+                 trouble="is short of space", wait_s=HOME_FULL_WAIT_S)  # fmt: skip
+    for watch in (database, mirror, home):
         threading.Thread(target=watch.run, args=(stopping,), daemon=True).start()
-    return database, mirror
+    return database, mirror, home
+
+
+MIN_FREE_BYTES = 64 * 1024 * 1024
+"""Free space LIBRARIAN_HOME needs: a few of PostgreSQL's 16 MB WAL segments and a run's files."""
+HOME_FULL_WAIT_S = 60.0
+
+
+def _full(home: Path) -> str | None:
+    try:
+        free = shutil.disk_usage(home).free
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return f"{free / 2**20:.0f} MB free" if free < MIN_FREE_BYTES else None
 
 
 def _alert(settings: "Settings", text: str) -> None:

@@ -6,6 +6,7 @@ server is started again, and said."""
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,8 +27,9 @@ HEAL_BOUND_S = 240
 
 
 @contextlib.contextmanager
-def _up(tmp_path) -> Iterator[tuple[subprocess.Popen, str, FakeTelegram]]:
-    """A live `librarian up` (its MCP server answering) and the Telegram stand-in it alerts."""
+def _up(tmp_path, stops=True) -> Iterator[tuple[subprocess.Popen, str, FakeTelegram]]:
+    """A live `librarian up` (its MCP server answering) and the Telegram stand-in it alerts;
+    `stops`: SIGTERM stops it cleanly at the end (else the test saw it exit)."""
     home = tmp_path / "home"
     ui_port, mcp_port = free_port(), free_port()
     with fake_telegram() as telegram:
@@ -50,8 +52,9 @@ def _up(tmp_path) -> Iterator[tuple[subprocess.Popen, str, FakeTelegram]]:
             base = f"http://127.0.0.1:{mcp_port}"
             _wait_for(base + "/mcp", 300, up)
             yield up, base, telegram
-            up.send_signal(signal.SIGTERM)
-            assert up.wait(timeout=90) == 0
+            if stops:
+                up.send_signal(signal.SIGTERM)
+                assert up.wait(timeout=90) == 0
         finally:
             if up.poll() is None:
                 os.killpg(up.pid, signal.SIGKILL)
@@ -99,3 +102,34 @@ def test_a_killed_recall_server_is_started_again_and_said(tmp_path):
         server.wait(10)
         _wait_for(base + "/mcp", 120, up)
         assert any("mcp exited with -9; started it again" in t for t in telegram.texts)
+
+
+@pytest.fixture
+def small_home(tmp_path):
+    """LIBRARIAN_HOME on a 400 MB filesystem of its own (tmpfs), where this machine lets us."""
+    home = tmp_path / "home"
+    home.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=400m", "tmpfs", str(home)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small filesystem here: {mounted.stderr.decode()[:200]}")
+    try:
+        yield home
+    finally:
+        subprocess.run(["umount", "-l", str(home)], check=False)
+
+
+def test_a_full_home_is_said_and_up_exits_naming_it(tmp_path, small_home):
+    with _up(tmp_path, stops=False) as (up, _base, telegram):
+        free = shutil.disk_usage(small_home).free
+        with open(small_home / "filler", "wb") as filler:  # leave 16 MB
+            filler.truncate(0)
+            os.posix_fallocate(filler.fileno(), 0, free - 16 * 2**20)
+        code = up.wait(timeout=HEAL_BOUND_S)
+        stderr = up.stderr.read() if up.stderr else ""
+    assert code == 1
+    last = [line for line in stderr.splitlines() if line.startswith("librarian up:")][-1]
+    assert "LIBRARIAN_HOME" in last and "MB free" in last
+    full = [t for t in telegram.texts if "LIBRARIAN_HOME" in t]
+    assert len(full) == 2 and "is short of space" in full[0] and "exiting" in full[1]

@@ -69,3 +69,14 @@ def test_an_external_database_is_waited_for_and_said_to_be_back():
     assert watch.healed.is_set() and watch.lost is None
     assert "nothing here can restart it" in alerts[0] and "answers again" in alerts[1]
     assert len(alerts) == 2
+
+
+def test_with_nothing_to_restart_a_bounded_wait_ends_in_the_line_to_exit_with():
+    alerts = []
+    watch = Watch(
+        what="LIBRARIAN_HOME", where="/h", probe=lambda: "3 MB free", restart=None,
+        alert=alerts.append, interval_s=0.001, wait_s=0.05,
+    )  # fmt: skip
+    _run(watch, None)
+    assert watch.lost == "LIBRARIAN_HOME (/h): 3 MB free"
+    assert len(alerts) == 2 and alerts[1].endswith("librarian up is exiting.")

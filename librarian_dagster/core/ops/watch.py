@@ -6,7 +6,8 @@ server never answers; the mirror folder by listing it). After DOWN_AFTER failed 
 it is an incident: one alert, sent by this process, which needs no database to send it (the
 alert sensors keep their state in the database that failed). The embedded database is then
 restarted, with a pause between tries; an external one (LIBRARIAN_DATABASE_URL), or the mirror,
-has nothing here to restart, and is watched until it answers. When it answers again, one
+has nothing here to restart, and is watched until it answers (LIBRARIAN_HOME full, for at most
+`wait_s`: no one heals a full disk by waiting). When it answers again, one
 recovery message, and `healed` is set so that `up` restarts its children (their connections,
 and Dagster's daemon threads, died with the server). When every restart fails, one last alert,
 and `lost` holds the line `up` exits with: a process supervisor then restarts the whole, and
@@ -39,6 +40,11 @@ class Watch:
     interval_s: float = INTERVAL_S
     down_after: int = DOWN_AFTER
     pauses_s: tuple[float, ...] = RESTART_PAUSES_S
+    trouble: str = "stopped answering"
+    """What an incident's alert says of it: "cannot be read", "is short of space"."""
+    wait_s: float | None = None
+    """With nothing to restart: how long an incident may last before it is lost (None: it is
+    waited for as long as it lasts)."""
     clock: Callable[[], float] = time.monotonic
     healed: threading.Event = field(default_factory=threading.Event)
     """Set when it answers again after an incident: restart what used it."""
@@ -69,9 +75,11 @@ class Watch:
         self.down = True
         began = self.clock()
         doing = "restarting it" if self.restart else "nothing here can restart it; waiting"
-        self.alert(f"Librarian: {self.what} stopped answering ({self.where}): {why}. {doing}.")
+        self.alert(f"Librarian: {self.what} {self.trouble} ({self.where}): {why}. {doing}.")
         if self.restart is None:
-            while self.probe() is not None:
+            while (still := self.probe()) is not None:
+                if self.wait_s is not None and self.clock() - began >= self.wait_s:
+                    return self._lose(f"{self.what} ({self.where}): {still}")
                 if stopping.wait(self.interval_s):
                     return False
             self._recovered(began, "answers again")
@@ -88,11 +96,14 @@ class Watch:
                     return True
             if stopping.wait(pause):
                 return False
-        self.lost = (
+        return self._lose(
             f"{self.what} ({self.where}) is down and {len(self.pauses_s)} restarts did not "
             f"bring it back: {why}"
         )
-        self.alert(f"Librarian: {self.lost}. librarian up is exiting.")
+
+    def _lose(self, why: str) -> bool:
+        self.lost = why
+        self.alert(f"Librarian: {why}. librarian up is exiting.")
         return False
 
     def _recovered(self, began: float, how: str) -> None:
