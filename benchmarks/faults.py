@@ -228,8 +228,10 @@ def main() -> None:
                     time.sleep(0.5)
                 time.sleep(2)
                 if name.startswith("mirror"):  # healthy all along: healed when it is said
-                    ours = lambda: [t for t in telegram.texts[said:] if word in t]  # noqa: E731
-                    while len(ours()) < 2 and time.monotonic() - began < 200:
+                    while (
+                        sum(word in t for t in telegram.texts[said:]) < 2
+                        and time.monotonic() - began < 200
+                    ):
                         time.sleep(1)
                 healed = live.wait_healthy(HEAL_LIMIT_S)
                 texts = " / ".join(
