@@ -10,7 +10,9 @@ one after the other, each once everything is healthy again:
 - `dagster daemon SIGKILL`: the daemon under `dagster dev` killed;
 - `run worker SIGKILL`: the first ingest run's worker killed as it runs (first, while the
   sensor's runs are going);
-- `mirror unreadable 2 min`: a file in the mirror folder's place, then the folder back.
+- `mirror unreadable 2 min`: a file in the mirror folder's place, then the folder back;
+- last, once ingest is done, `LIBRARIAN_HOME full`: its filesystem (a 1 GB tmpfs mounted for
+  the run, where this machine allows it; said and left out where not) filled to 16 MB free.
 For each: seconds to the first alert (detection), seconds until everything answers again (the
 recall server's `/recall`, the UI's `/server_info`, a daemon process, the database), or `up`'s
 exit code and last line; the alerts' texts. Then: of the sessions in the mirror, how many have
@@ -185,6 +187,30 @@ FAULTS: list[tuple[str, Callable[[Live], None], str]] = [
 ]
 
 
+def fill_home(live: Live, telegram, mounted: subprocess.CompletedProcess) -> tuple:
+    """LIBRARIAN_HOME's filesystem filled to 16 MB free: `up` should say so and exit naming it."""
+    name = "LIBRARIAN_HOME full"
+    if mounted.returncode != 0:
+        return (name, "-", f"not injected: no small filesystem here ({mounted.stderr.strip()})",
+                "", "")  # fmt: skip
+    said, began = len(telegram.texts), time.monotonic()
+    free = shutil.disk_usage(live.home).free
+    with open(live.home / "filler", "wb") as filler:
+        os.posix_fallocate(filler.fileno(), 0, max(0, free - 16 * 2**20))
+    detected = None
+    while time.monotonic() - began < HEAL_LIMIT_S and live.up.poll() is None:
+        if detected is None and any("LIBRARIAN_HOME" in t for t in telegram.texts[said:]):
+            detected = time.monotonic() - began
+        time.sleep(0.5)
+    texts = " / ".join(t[:140] for t in telegram.texts[said:] if "LIBRARIAN_HOME" in t)
+    code = live.up.poll()
+    outcome = (
+        f"up exited {code} after {time.monotonic() - began:.0f} s: {live.last_line()}"
+        if code is not None else f"up still running after {HEAL_LIMIT_S} s"
+    )  # fmt: skip
+    return (name, f"{detected:.0f}" if detected is not None else "never", outcome, texts, "")
+
+
 def memories_of(env: dict[str, str], session_ids: list[str]) -> int:
     done = subprocess.run(
         [sys.executable, "-c",
@@ -208,6 +234,11 @@ def main() -> None:
     sources = sorted(unpack_corpus().glob("*.jsonl"))[: args.sessions]
     ids = [s.stem for s in sources]
     rows = []
+    (scratch / "home").mkdir(exist_ok=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1g", "tmpfs", str(scratch / "home")],
+        capture_output=True, text=True,
+    )  # fmt: skip
     with fake_telegram() as telegram:
         live = Live(scratch / "home", scratch / "mirror", telegram.url)
         live.mirror, live.sessions = mirror, sources  # the first fault puts them in
@@ -252,6 +283,7 @@ def main() -> None:
             while held < len(ids) and time.monotonic() < deadline and live.up.poll() is None:
                 time.sleep(10)
                 held = memories_of(live.env, ids)
+            rows.append(fill_home(live, telegram, mounted))
         finally:
             if live.up.poll() is None:
                 live.up.send_signal(signal.SIGTERM)
@@ -263,6 +295,8 @@ def main() -> None:
     for name, seen, outcome, texts, _ in rows:
         print(f"| {name} | {seen} | {outcome} | {texts} |")
     print(f"\nsessions with exactly one memory: {held} of {len(ids)} in the mirror")
+    if mounted.returncode == 0:
+        subprocess.run(["umount", "-l", str(scratch / "home")], check=False)
     if args.keep is None:
         shutil.rmtree(scratch, ignore_errors=True)
 
