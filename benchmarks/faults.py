@@ -144,13 +144,17 @@ def kill_run_worker(live: Live) -> None:
         shutil.copy2(source, live.mirror / source.name)  # their own, settled, mtimes
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
-        workers = live.descendants("execute_run")
-        if workers:
-            time.sleep(1)  # into its stages
-            for worker in workers:
+        # A run's process (spawned by the code server) is the one whose compute logs a
+        # `watch_orphans.py <run pid> <tail pid>` follows.
+        for watcher in live.descendants("watch_orphans.py"):
+            with contextlib.suppress(psutil.Error, ValueError, IndexError):
+                args = watcher.cmdline()
+                script = next(i for i, a in enumerate(args) if a.endswith("watch_orphans.py"))
+                worker = psutil.Process(int(args[script + 1]))
+                time.sleep(0.5)  # into its stages
                 worker.kill()
-            return
-        time.sleep(0.1)
+                return
+        time.sleep(0.05)
     raise RuntimeError("no run started within 180 s")
 
 
