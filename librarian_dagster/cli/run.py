@@ -176,10 +176,12 @@ def cmd_up(args: argparse.Namespace) -> int:
         watch, _mirror, home = _watches(settings, url, stopping)
         supervisor = _Supervisor(children, dict(commands), env, lambda t: _alert(settings, t))
         while not stops_asked:
-            for lost in (watch.lost, home.lost):
-                if lost:
-                    print(f"librarian up: {lost}", file=sys.stderr)
-                    return 1
+            lost = [w.lost for w in (watch, home) if w.lost]
+            if lost:
+                if home.down and not home.lost:  # a full disk is why the database could not start
+                    lost.append(f"{home.what} ({home.where}) {home.trouble}")
+                print(f"librarian up: {'; '.join(lost)}", file=sys.stderr)
+                return 1
             if watch.healed.is_set():
                 watch.healed.clear()
                 # Their connections (and Dagster's daemon threads) died with the database.

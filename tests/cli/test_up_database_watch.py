@@ -6,7 +6,6 @@ server is started again, and said."""
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,7 +17,7 @@ import psutil
 import pytest
 
 from tests.cli.test_up import _wait_for
-from tests.helpers import free_port
+from tests.helpers import fill, free_port, tmpfs
 from tests.telegram_fake import CHAT_ID, TOKEN, FakeTelegram, fake_telegram
 
 # Not a performance figure: the watch needs two probes 5 s apart, a restart, then the
@@ -106,26 +105,14 @@ def test_a_killed_recall_server_is_started_again_and_said(tmp_path):
 
 @pytest.fixture
 def small_home(tmp_path):
-    """LIBRARIAN_HOME on a 400 MB filesystem of its own (tmpfs), where this machine lets us."""
-    home = tmp_path / "home"
-    home.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=400m", "tmpfs", str(home)], capture_output=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small filesystem here: {mounted.stderr.decode()[:200]}")
-    try:
+    """LIBRARIAN_HOME on a 400 MB filesystem of its own, where this machine lets us mount one."""
+    with tmpfs(tmp_path / "home", size="400m") as home:
         yield home
-    finally:
-        subprocess.run(["umount", "-l", str(home)], check=False)
 
 
 def test_a_full_home_is_said_and_up_exits_naming_it(tmp_path, small_home):
     with _up(tmp_path, stops=False) as (up, _base, telegram):
-        free = shutil.disk_usage(small_home).free
-        with open(small_home / "filler", "wb") as filler:  # leave 16 MB
-            filler.truncate(0)
-            os.posix_fallocate(filler.fileno(), 0, free - 16 * 2**20)
+        fill(small_home)
         code = up.wait(timeout=HEAL_BOUND_S)
         stderr = up.stderr.read() if up.stderr else ""
     assert code == 1
