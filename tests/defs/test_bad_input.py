@@ -214,3 +214,27 @@ def test_a_hostile_mirror_is_scanned_and_ingested_around_what_is_bad(
             "SELECT text FROM indexed_chunks WHERE session_id = %s", (BAD_BYTES,)
         ).fetchall()
     assert any("with a nul" in text for (text,) in texts)
+
+
+def test_a_transcript_that_cannot_be_read_now_fails_loudly_and_is_read_again_later(
+    tmp_path, database_url
+):
+    folder = tmp_path / "mirror" / "-work-away"
+    folder.mkdir(parents=True)
+    path = folder / TRUNCATED.name.replace(".truncated", "")
+    shutil.copy(TRUNCATED, path)
+    settings = make_settings(tmp_path, database_url, folder.parent)
+    instance = open_instance(settings)
+    found = session_files_for([folder])
+    # Found, then away when the run reads it (a mirror whose mount dropped): a folder in its place.
+    path.rename(path.with_suffix(".away"))
+    path.mkdir()
+    [failed] = ingest_sessions(found, settings, instance)
+    assert failed.status == "failed", failed
+    with Store(database_url) as store:
+        # Not "nothing to remember": that would keep it out for good.
+        assert store.ledger.nothing_to_remember([failed.session_id]) == {}
+    path.rmdir()
+    path.with_suffix(".away").rename(path)
+    [again] = ingest_sessions(session_files_for([folder]), settings, instance)
+    assert again.status == "ingested", again

@@ -152,6 +152,11 @@ def _agent_order(builder: TurnBuilder) -> tuple[str, str]:
     return first, builder.agent_id or ""
 
 
+UNREADABLE = "unreadable file"
+"""The start of the `skip_reason` of a session whose main file could not be read: a fault of the
+moment (a mirror away, a mount gone), not a session with nothing to remember."""
+
+
 def parse_session(
     files: SessionFiles,
     *,
@@ -172,7 +177,7 @@ def parse_session(
                 any_records = True
                 _process(state, rec, main_builder, True, agents)
         except OSError as exc:
-            skip = f"unreadable file ({exc.strerror or type(exc).__name__})"
+            skip = f"{UNREADABLE} ({exc.strerror or type(exc).__name__})"
     for path in files.subagents:
         aid = agent_file_id(path)
         builder = agents.get(aid) or TurnBuilder(state, aid)

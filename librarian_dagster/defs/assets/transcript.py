@@ -9,6 +9,7 @@ this step's memory until it is redacted, and the one unredacted copy stays the f
 wrote.
 """
 
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ import dagster as dg
 from pydantic import TypeAdapter
 
 from librarian_dagster.core.capture.files import SessionFiles
-from librarian_dagster.core.capture.transcripts import Session, parse_session
+from librarian_dagster.core.capture.transcripts import UNREADABLE, Session, parse_session
 from librarian_dagster.core.redaction.scan import find_secrets, redact_session
 from librarian_dagster.defs.assets._common import (
     EXCLUDED,
@@ -31,6 +32,9 @@ from librarian_dagster.defs.partitions import BATCH, sessions_partitions
 from librarian_dagster.defs.resources import LedgerResource, MirrorResource
 
 TRANSCRIPT = dg.AssetKey("transcript")
+UNREADABLE_PAUSES_S = (1.0, 3.0, 10.0)
+"""Waits before reading an unreadable transcript again: a mirror away for a moment (a mount's
+reconnect, a copy in progress) costs the run seconds, not the session its memory."""
 REDACTED = dg.AssetKey("redacted_session")
 
 
@@ -87,6 +91,17 @@ def transcript(
             metadata = {"files": [str(p) for p in files.paths], "skip_reason": reason}
         else:
             session = parse_session(files, include_thinking=mirror.include_thinking)
+            for pause in UNREADABLE_PAUSES_S:
+                if not (session.skip_reason or "").startswith(UNREADABLE):
+                    break
+                time.sleep(pause)
+                session = parse_session(files, include_thinking=mirror.include_thinking)
+            if (session.skip_reason or "").startswith(UNREADABLE):
+                # Failed, and said: recorded as "nothing to remember" it would never be read again.
+                raise dg.Failure(
+                    f"{key}: {session.skip_reason}: the transcript cannot be read now; nothing is "
+                    "recorded of it, and it is read again when the session is run again"
+                )
             found, metadata = _Read(files, session), _counts(files, session)
         return found, metadata if reported else {}
 
