@@ -7,7 +7,8 @@ one after the other, each once everything is healthy again:
 - `postgres SIGKILL`: the embedded PostgreSQL's postmaster killed, as the OOM killer would;
 - `postgres SIGSTOP 60 s`: stopped (a hang), continued after 60 s if still there;
 - `mcp SIGKILL`: the recall server killed;
-- `dagster daemon SIGKILL`: the daemon under `dagster dev` killed;
+- `dagster daemon SIGKILL`, `dagster webserver SIGKILL`: the daemon, or the UI's webserver,
+  under `dagster dev` killed;
 - `run worker SIGKILL`: the first ingest run's worker killed as it runs (first, while the
   sensor's runs are going);
 - `mirror unreadable 2 min`: a file in the mirror folder's place, then the folder back;
@@ -174,6 +175,11 @@ def hide_mirror(live: Live) -> None:
     threading.Thread(target=restore, daemon=True).start()
 
 
+def kill_webserver(live: Live) -> None:
+    for webserver in live.descendants("dagster_webserver") or live.descendants("dagster-webserver"):
+        webserver.kill()
+
+
 def kill_daemon(live: Live) -> None:
     daemons = live.descendants("dagster-daemon") or live.descendants("dagster._daemon")
     for daemon in daemons:
@@ -187,6 +193,7 @@ FAULTS: list[tuple[str, Callable[[Live], None], str]] = [
     ("postgres SIGSTOP 60 s", stop_postgres, "database"),
     ("mcp SIGKILL", kill_mcp, "mcp exited"),
     ("dagster daemon SIGKILL", kill_daemon, "dagster exited"),
+    ("dagster webserver SIGKILL", kill_webserver, "dagster exited"),
     ("mirror unreadable 2 min", hide_mirror, "mirror folder"),
 ]
 

@@ -1,4 +1,5 @@
-"""`python -m mcp_server [--transport http|stdio] [--host H] [--port P]`: the recall server alone.
+"""`python -m mcp_server [--transport http|stdio] [--host H] [--port P] [--no-database-watch]`:
+the recall server alone.
 
 The same server as `librarian mcp`, started without the `librarian` command.
 """
@@ -21,9 +22,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--transport", choices=get_args(Transport), default="http")
     parser.add_argument("--host", help="default: LIBRARIAN_MCP_HOST or 127.0.0.1")
     parser.add_argument("--port", type=port, help="default: LIBRARIAN_MCP_PORT or 3201")
+    parser.add_argument(
+        "--no-database-watch",
+        action="store_true",
+        help="leave the database to the process that started this one (`librarian up`)",
+    )
     args = parser.parse_args(argv)
     try:
-        serve(Settings.from_env(), args.transport, args.host, args.port)
+        serve(
+            Settings.from_env(), args.transport, args.host, args.port,
+            watch_database=not args.no_database_watch,
+        )  # fmt: skip
     except KeyboardInterrupt:
         return 130
     except user_errors() as exc:

@@ -16,6 +16,8 @@ in the server's lifespan and closed when the server stops (`Served`).
 """
 
 import logging
+import os
+import signal
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -39,6 +41,7 @@ from librarian_dagster.core.digest.schema import PRIVATE_DOMAIN, Domain
 from librarian_dagster.core.models.embeddings import Embedder
 from librarian_dagster.core.models.providers import configured_embedder
 from librarian_dagster.core.ops.tokens import TokenFileError
+from librarian_dagster.core.ops.watch import Watch, database_watch
 from librarian_dagster.core.recall.answer import (
     MAX_RESULTS,
     EmbeddingSpaceMismatch,
@@ -571,6 +574,7 @@ def serve(
     transport: Transport = "http",
     host: str | None = None,
     port: int | None = None,
+    watch_database: bool = True,
 ) -> None:
     """Serve the memory the settings point at until stopped; host/port default to the settings.
 
@@ -620,9 +624,26 @@ def serve(
     else:
         print(f"bearer tokens required ({settings.tokens_file})", file=sys.stderr)
     app = http_app(server, host)
+    # Served alone, the server watches its database as `librarian up` does (which watches it
+    # for its children, and so starts this one with `watch_database=False`).
+    watch = database_watch(settings, url) if watch_database else None
+    stopping = threading.Event()
+    if watch is not None:
+        threading.Thread(target=_watch, args=(watch, stopping), daemon=True).start()
     uvicorn.run(app, host=host, port=port, log_level="warning")
+    stopping.set()
     if warm is not None:
         warm.wait()
+    if watch is not None and watch.lost:
+        raise SystemExit(f"librarian mcp: {watch.lost}")
+
+
+def _watch(watch: Watch, stopping: threading.Event) -> None:
+    """Watch the database; when it is lost, stop the server as a user's stop would (uvicorn
+    ends its connections), and `serve` exits saying why."""
+    watch.run(stopping)
+    if watch.lost:
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _url_host(host: str) -> str:

@@ -132,6 +132,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 def cmd_up(args: argparse.Namespace) -> int:
     from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
+    from librarian_dagster.core.ops.watch import alert_here
     from librarian_dagster.core.settings import Settings
     from librarian_dagster.core.store.database import describe_location
     from librarian_dagster.core.store.store import migrated_url
@@ -174,7 +175,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             print(f"mcp       {mcp_url}", file=sys.stderr)
         print("Ctrl-C stops everything.", file=sys.stderr)
         watch, _mirror, home = _watches(settings, url, stopping)
-        supervisor = _Supervisor(children, dict(commands), env, lambda t: _alert(settings, t))
+        supervisor = _Supervisor(children, dict(commands), env, lambda t: alert_here(settings, t))
         while not stops_asked:
             lost = [w.lost for w in (watch, home) if w.lost]
             if lost:
@@ -246,27 +247,15 @@ class _Supervisor:
 
 
 def _watches(settings: "Settings", url: str, stopping: threading.Event):
-    """The database's watch and the mirror folder's (core/ops/watch.py), each running in a
-    thread until `stopping`."""
+    """The watches of the database, the mirror folder and LIBRARIAN_HOME (core/ops/watch.py),
+    each running in a thread until `stopping`."""
     from librarian_dagster.core.capture.mirror import unreadable
-    from librarian_dagster.core.ops.watch import Watch
-    from librarian_dagster.core.store.database import (
-        describe_location,
-        probe,
-        restart_embedded_server,
-    )
+    from librarian_dagster.core.ops.watch import Watch, alert_here, database_watch
 
     def alert(text: str) -> None:
-        _alert(settings, text)
+        alert_here(settings, text)
 
-    database = Watch(
-        what="the database",
-        where=describe_location(settings),
-        probe=lambda: probe(url),
-        # An external database has its own supervisor; ours can only say so.
-        restart=None if settings.database_url else (lambda: restart_embedded_server(settings)),
-        alert=alert,
-    )
+    database = database_watch(settings, url)
     # The sensor's own alert for a mirror it cannot read comes after ten minutes without a good
     # tick (and from the daemon); this one in seconds, from here.
     mirror = Watch("the mirror folder", str(settings.mirror), lambda: unreadable(settings.mirror),
@@ -293,20 +282,6 @@ def _full(home: Path) -> str | None:
     return f"{free / 2**20:.0f} MB free" if free < MIN_FREE_BYTES else None
 
 
-def _alert(settings: "Settings", text: str) -> None:
-    """Said on stderr, and sent to Telegram where a bot is set, by this process: an alert that
-    needs no database (the alert sensors keep their state in it)."""
-    from librarian_dagster.core.ops.telegram import Notifier
-
-    print(text, file=sys.stderr)
-    if settings.telegram_configured:
-        notifier = Notifier(
-            settings.telegram_base_url, settings.telegram_bot_token, settings.telegram_chat_id,
-            log_info=lambda _line: None, log_warning=lambda line: print(line, file=sys.stderr),
-        )  # fmt: skip
-        notifier.send(text)
-
-
 def _end_dead_runs(settings: "Settings", dagster_home: str) -> None:
     """Runs a killed `up` or run worker left STARTED are ended before the daemon starts.
 
@@ -329,7 +304,8 @@ def _child_commands(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
     )
     commands = [("dagster", dagster_cmd)]
     if not args.no_mcp:
-        mcp_cmd = [sys.executable, "-m", "mcp_server", "--transport", "http"]
+        # `up` watches the database for all its children.
+        mcp_cmd = [sys.executable, "-m", "mcp_server", "--transport", "http", "--no-database-watch"]
         if args.mcp_port:
             mcp_cmd += ["--port", str(args.mcp_port)]
         commands.append(("mcp", mcp_cmd))

@@ -31,18 +31,9 @@ def _up(
 ) -> Iterator[tuple[subprocess.Popen, str, FakeTelegram]]:
     """A live `librarian up` (its MCP server answering) and the Telegram stand-in it alerts;
     `stops`: SIGTERM stops it cleanly at the end (else the test saw it exit)."""
-    home = tmp_path / "home"
     ui_port, mcp_port = free_port(), free_port()
     with fake_telegram() as telegram:
-        env = {
-            **os.environ,
-            "LIBRARIAN_HOME": str(home),
-            "LIBRARIAN_MIRROR": str(tmp_path / "mirror"),
-            "TELEGRAM_BOT_TOKEN": TOKEN,
-            "TELEGRAM_CHAT_ID": CHAT_ID,
-            "LIBRARIAN_TELEGRAM_BASE_URL": telegram.url,
-        }
-        env.pop("LIBRARIAN_DATABASE_URL", None)
+        env = _env(tmp_path, telegram)
         if database_url:
             env["LIBRARIAN_DATABASE_URL"] = database_url
         up = subprocess.Popen(
@@ -61,6 +52,20 @@ def _up(
         finally:
             if up.poll() is None:
                 os.killpg(up.pid, signal.SIGKILL)
+
+
+def _env(tmp_path, telegram: FakeTelegram) -> dict[str, str]:
+    """A home and mirror of the test's own, alerts to the Telegram stand-in, the embedded store."""
+    env = {
+        **os.environ,
+        "LIBRARIAN_HOME": str(tmp_path / "home"),
+        "LIBRARIAN_MIRROR": str(tmp_path / "mirror"),
+        "TELEGRAM_BOT_TOKEN": TOKEN,
+        "TELEGRAM_CHAT_ID": CHAT_ID,
+        "LIBRARIAN_TELEGRAM_BASE_URL": telegram.url,
+    }
+    env.pop("LIBRARIAN_DATABASE_URL", None)
+    return env
 
 
 def _postmaster(home) -> psutil.Process:
@@ -152,3 +157,30 @@ def test_an_external_database_that_hangs_is_said_and_its_return_too(tmp_path):
         with contextlib.suppress(Exception):
             psutil.Process(server.get_pid()).resume()
         server.stop()
+
+
+def test_the_recall_server_alone_restarts_its_killed_database(tmp_path):
+    home, port = tmp_path / "home", free_port()
+    with fake_telegram() as telegram:
+        mcp = subprocess.Popen(
+            [sys.executable, "-m", "librarian_dagster.cli.main", "mcp", "--port", str(port)],
+            env=_env(tmp_path, telegram), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True, start_new_session=True,
+        )  # fmt: skip
+        try:
+            base = f"http://127.0.0.1:{port}"
+            _wait_for(base + "/mcp", 300, mcp)
+            killed = _postmaster(home)
+            killed.kill()
+            deadline = time.monotonic() + HEAL_BOUND_S
+            while time.monotonic() < deadline and len(telegram.texts) < 2:
+                assert mcp.poll() is None, mcp.stderr.read() if mcp.stderr else ""
+                time.sleep(1)
+            assert "was restarted" in telegram.texts[-1], telegram.texts
+            answer = httpx.post(base + "/recall", json={"query": "anything here"}, timeout=10)
+            assert answer.status_code == 200, answer.text
+            mcp.send_signal(signal.SIGTERM)
+            assert mcp.wait(timeout=60) in (0, 128 + signal.SIGTERM)  # as tests/cli/test_stop
+        finally:
+            if mcp.poll() is None:
+                os.killpg(mcp.pid, signal.SIGKILL)

@@ -14,10 +14,19 @@ and `lost` holds the line `up` exits with: a process supervisor then restarts th
 its own failure alert fires.
 """
 
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from librarian_dagster.core.ops.telegram import Notifier
+from librarian_dagster.core.settings import Settings
+from librarian_dagster.core.store.database import (
+    describe_location,
+    probe,
+    restart_embedded_server,
+)
 
 INTERVAL_S = 5.0
 DOWN_AFTER = 2
@@ -110,3 +119,27 @@ class Watch:
         self.alert(f"Librarian: {self.what} {how} after {self.clock() - began:.0f} s.")
         self.down = False
         self.healed.set()
+
+
+def alert_here(settings: Settings, text: str) -> None:
+    """Said on stderr, and sent to Telegram where a bot is set, by this process: an alert that
+    needs no database (the alert sensors keep their state in it)."""
+    print(text, file=sys.stderr)
+    if settings.telegram_configured:
+        notifier = Notifier(
+            settings.telegram_base_url, settings.telegram_bot_token, settings.telegram_chat_id,
+            log_info=lambda _line: None, log_warning=lambda line: print(line, file=sys.stderr),
+        )  # fmt: skip
+        notifier.send(text)
+
+
+def database_watch(settings: Settings, url: str) -> Watch:
+    """The watch of the database at `url`: the embedded one restarted, an external one (its own
+    supervisor's) waited for; alerts from this process."""
+    return Watch(
+        what="the database",
+        where=describe_location(settings),
+        probe=lambda: probe(url),
+        restart=None if settings.database_url else (lambda: restart_embedded_server(settings)),
+        alert=lambda text: alert_here(settings, text),
+    )
