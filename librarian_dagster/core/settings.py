@@ -188,6 +188,9 @@ class Settings(BaseModel):
     or remembered by a backfill (their stages note `excluded`); a memory already stored stays"""
     settle_seconds: Number = 120.0
     """a session is ingested once its files have not changed for this long"""
+    unreadable_wait_seconds: Number = 200.0
+    """how long a run waits, reading again, for a transcript it cannot read (the mirror away, a
+    mount reconnecting) before that session fails, said: an outage shorter than this heals"""
     include_thinking: Flag = False
     """include thinking blocks in the digest input"""
     mcp_host: str = "127.0.0.1"

@@ -142,6 +142,7 @@ class MirrorResource(dg.ConfigurableResource):
 
     path: str
     settle_seconds: float = default("settle_seconds")
+    unreadable_wait_seconds: float = default("unreadable_wait_seconds")
     include_thinking: bool = default("include_thinking")
     exclude: list[str] | None = None
     """LIBRARIAN_EXCLUDE: globs over project folder names or paths, never ingested."""
@@ -275,6 +276,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | d
         "mirror": MirrorResource(
             path=str(settings.mirror),
             settle_seconds=settings.settle_seconds,
+            unreadable_wait_seconds=settings.unreadable_wait_seconds,
             include_thinking=settings.include_thinking,
             exclude=list(settings.exclude),
         ),

@@ -223,7 +223,9 @@ def test_a_transcript_that_cannot_be_read_now_fails_loudly_and_is_read_again_lat
     folder.mkdir(parents=True)
     path = folder / TRUNCATED.name.replace(".truncated", "")
     shutil.copy(TRUNCATED, path)
-    settings = make_settings(tmp_path, database_url, folder.parent)
+    settings = make_settings(tmp_path, database_url, folder.parent).model_copy(
+        update={"unreadable_wait_seconds": 2.0}
+    )
     instance = open_instance(settings)
     found = session_files_for([folder])
     # Found, then away when the run reads it (a mirror whose mount dropped): a folder in its place.
@@ -238,3 +240,11 @@ def test_a_transcript_that_cannot_be_read_now_fails_loudly_and_is_read_again_lat
     path.with_suffix(".away").rename(path)
     [again] = ingest_sessions(session_files_for([folder]), settings, instance)
     assert again.status == "ingested", again
+
+
+def test_the_waits_for_an_unreadable_transcript_double_and_add_up_to_the_setting():
+    from librarian_dagster.defs.assets.transcript import unreadable_pauses
+
+    pauses = unreadable_pauses(200.0)
+    assert pauses[:4] == [1.0, 2.0, 4.0, 8.0] and sum(pauses) == 200.0
+    assert unreadable_pauses(0.0) == []

@@ -32,9 +32,20 @@ from librarian_dagster.defs.partitions import BATCH, sessions_partitions
 from librarian_dagster.defs.resources import LedgerResource, MirrorResource
 
 TRANSCRIPT = dg.AssetKey("transcript")
-UNREADABLE_PAUSES_S = (1.0, 3.0, 10.0)
-"""Waits before reading an unreadable transcript again: a mirror away for a moment (a mount's
-reconnect, a copy in progress) costs the run seconds, not the session its memory."""
+
+
+def unreadable_pauses(total: float) -> list[float]:
+    """Waits before reading an unreadable transcript again, 1 s doubling, adding up to `total`
+    (LIBRARIAN_UNREADABLE_WAIT_SECONDS): a mirror away for a while costs the run that while,
+    not the session its memory."""
+    pauses: list[float] = []
+    pause = 1.0
+    while sum(pauses) < total:
+        pauses.append(min(pause, total - sum(pauses)))
+        pause *= 2
+    return pauses
+
+
 REDACTED = dg.AssetKey("redacted_session")
 
 
@@ -91,7 +102,7 @@ def transcript(
             metadata = {"files": [str(p) for p in files.paths], "skip_reason": reason}
         else:
             session = parse_session(files, include_thinking=mirror.include_thinking)
-            for pause in UNREADABLE_PAUSES_S:
+            for pause in unreadable_pauses(mirror.unreadable_wait_seconds):
                 if not (session.skip_reason or "").startswith(UNREADABLE):
                     break
                 time.sleep(pause)
