@@ -68,6 +68,14 @@ def _env(tmp_path, telegram: FakeTelegram) -> dict[str, str]:
     return env
 
 
+def _await_alerts(proc: subprocess.Popen, telegram: FakeTelegram, count: int) -> None:
+    """Wait, within HEAL_BOUND_S, until `count` alerts have come, `proc` running all along."""
+    deadline = time.monotonic() + HEAL_BOUND_S
+    while time.monotonic() < deadline and len(telegram.texts) < count:
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        time.sleep(1)
+
+
 def _postmaster(home) -> psutil.Process:
     pid = int((home / "pgdata" / "postmaster.pid").read_text().split("\n", 1)[0])
     return psutil.Process(pid)
@@ -79,17 +87,14 @@ def test_a_dead_or_hung_embedded_database_is_restarted_and_said(tmp_path, fault)
         killed = _postmaster(tmp_path / "home")
         # Killed, or stopped (a hang: it never answers again, and nothing exits).
         killed.send_signal(getattr(signal, fault))
-        deadline = time.monotonic() + HEAL_BOUND_S
-        while time.monotonic() < deadline and len(telegram.texts) < 2:
-            assert up.poll() is None, up.stderr.read() if up.stderr else ""
-            time.sleep(1)
+        _await_alerts(up, telegram, 2)
         texts = [t for t in telegram.texts if "database" in t]
         assert len(texts) == 2, telegram.texts
         assert "stopped answering" in texts[0] and "restarting it" in texts[0]
         assert "was restarted" in texts[1]
         assert _postmaster(tmp_path / "home").pid != killed.pid
         # The recall server is back, over the restarted database.
-        answer = None
+        answer, deadline = None, time.monotonic() + HEAL_BOUND_S
         while time.monotonic() < deadline:
             with contextlib.suppress(httpx.HTTPError):
                 answer = httpx.post(base + "/recall", json={"query": "anything here"}, timeout=5)
@@ -141,13 +146,9 @@ def test_an_external_database_that_hangs_is_said_and_its_return_too(tmp_path):
         with _up(tmp_path, database_url=server.get_uri()) as (up, base, telegram):
             postmaster = psutil.Process(server.get_pid())
             postmaster.suspend()  # unreachable: it answers nothing, and nothing exits
-            deadline = time.monotonic() + HEAL_BOUND_S
-            while time.monotonic() < deadline and not telegram.texts:
-                time.sleep(1)
+            _await_alerts(up, telegram, 1)
             postmaster.resume()
-            while time.monotonic() < deadline and len(telegram.texts) < 2:
-                assert up.poll() is None, up.stderr.read() if up.stderr else ""
-                time.sleep(1)
+            _await_alerts(up, telegram, 2)
             texts = [t for t in telegram.texts if "database" in t]
             assert len(texts) == 2, telegram.texts
             assert "nothing here can restart it" in texts[0] and "answers again" in texts[1]
@@ -172,10 +173,7 @@ def test_the_recall_server_alone_restarts_its_killed_database(tmp_path):
             _wait_for(base + "/mcp", 300, mcp)
             killed = _postmaster(home)
             killed.kill()
-            deadline = time.monotonic() + HEAL_BOUND_S
-            while time.monotonic() < deadline and len(telegram.texts) < 2:
-                assert mcp.poll() is None, mcp.stderr.read() if mcp.stderr else ""
-                time.sleep(1)
+            _await_alerts(mcp, telegram, 2)
             assert "was restarted" in telegram.texts[-1], telegram.texts
             answer = httpx.post(base + "/recall", json={"query": "anything here"}, timeout=10)
             assert answer.status_code == 200, answer.text

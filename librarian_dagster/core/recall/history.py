@@ -8,10 +8,10 @@ a worktree or another machine's checkout is found alike.
 
 What comes first is the most recent session that changed the file: the state the code is in
 now; then the most recent that changed it in the asker's own checkout. The others are the ones
-that bear most on the task at hand (the asker's latest prompt,
-compared with each session's mean vector), those that changed the file before those that only
-read it. Where the repository is on this machine, git says whether the file changed since each
-session ended, and which names the file had before (`git log --follow`): those are looked up too.
+that bear most on the task at hand (the asker's latest prompt, compared with each session's mean
+vector), those that changed the file before those that only read it. Where the repository is
+on this machine, git says whether the file changed since each session ended, and which names the
+file had before (`git log --follow`): those are looked up too.
 """
 
 import functools
