@@ -212,9 +212,9 @@ def _line(item: dict) -> str | None:
     sid = recall.clean(item.get("session_id"), 200)
     if not sid:
         return None
-    started = recall.clean(item.get("started_at"), 40)[:10]
-    ended = recall.clean(item.get("date"), 40)[:10]
-    where = [f"{started} to {ended}" if started and ended and started != ended else ended]
+    where = [
+        recall.dates(recall.clean(item.get("started_at"), 40), recall.clean(item.get("date"), 40))
+    ]
     branch = recall.clean(item.get("git_branch"), recall.MAX_BRANCH_CHARS)
     if branch:
         where.append("branch " + branch)

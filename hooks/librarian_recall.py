@@ -445,13 +445,15 @@ def mark_stale(sessions: list[dict], cwd: str | None, deadline: float) -> None:
             session["stale"] = "no commits since"
 
 
-def _dates(session: dict) -> str:
-    started, ended = session["started"][:10], session["ended"][:10]
+def dates(started: str, ended: str) -> str:
+    """`2026-01-10 to 2026-01-11` from two ISO instants, one day when they share it."""
+    started, ended = started[:10], ended[:10]
     return f"{started} to {ended}" if started and ended and started != ended else ended
 
 
 def _head(session: dict, with_summary: bool) -> str:
-    where = ", ".join(x for x in (session["project"], _dates(session)) if x)
+    when = dates(session["started"], session["ended"])
+    where = ", ".join(x for x in (session["project"], when) if x)
     if session["branch"]:
         where += (", " if where else "") + "branch " + session["branch"]
     if session["stale"]:
