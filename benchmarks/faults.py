@@ -234,6 +234,20 @@ def memories_of(env: dict[str, str], session_ids: list[str]) -> int:
     return int(done.stdout.strip() or -1)
 
 
+def reruns_of(env: dict[str, str]) -> int:
+    """Runs the incident_rerun_sensor asked for: sessions an incident had failed."""
+    done = subprocess.run(
+        [sys.executable, "-c",
+         "import dagster as dg; from librarian_dagster.defs.monitoring import RERUN_OF_TAG; "
+         "from librarian_dagster.core.settings import Settings; "
+         "i = dg.DagsterInstance.from_config(str(Settings.from_env().dagster_home)); "
+         "print(sum(RERUN_OF_TAG in r.dagster_run.tags for r in i.get_run_records())); "
+         "i.dispose()"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    return int(done.stdout.strip() or -1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=30)
@@ -250,6 +264,7 @@ def main() -> None:
         ["mount", "-t", "tmpfs", "-o", "size=1g", "tmpfs", str(scratch / "home")],
         capture_output=True, text=True,
     )  # fmt: skip
+    held = reruns = -1  # said as such if the run stops before it counts
     with fake_telegram() as telegram:
         live = Live(scratch / "home", scratch / "mirror", telegram.url)
         live.mirror, live.sessions = mirror, sources  # the first fault puts them in
@@ -294,6 +309,7 @@ def main() -> None:
             while held < len(ids) and time.monotonic() < deadline and live.up.poll() is None:
                 time.sleep(10)
                 held = memories_of(live.env, ids)
+            reruns = reruns_of(live.env)
             rows.append(fill_home(live, telegram, mounted))
         finally:
             if live.up.poll() is None:
@@ -306,6 +322,7 @@ def main() -> None:
     for name, seen, outcome, texts, _ in rows:
         print(f"| {name} | {seen} | {outcome} | {texts} |")
     print(f"\nsessions with exactly one memory: {held} of {len(ids)} in the mirror")
+    print(f"sessions run again after an incident failed them: {reruns}")
     if mounted.returncode == 0:
         subprocess.run(["umount", "-l", str(scratch / "home")], check=False)
     if args.keep is None:

@@ -250,7 +250,7 @@ def _watches(settings: "Settings", url: str, stopping: threading.Event):
     """The watches of the database, the mirror folder and LIBRARIAN_HOME (core/ops/watch.py),
     each running in a thread until `stopping`."""
     from librarian_dagster.core.capture.mirror import unreadable
-    from librarian_dagster.core.ops.watch import Watch, alert_here, database_watch
+    from librarian_dagster.core.ops.watch import Watch, alert_here, database_watch, recorder
 
     def alert(text: str) -> None:
         alert_here(settings, text)
@@ -259,7 +259,8 @@ def _watches(settings: "Settings", url: str, stopping: threading.Event):
     # The sensor's own alert for a mirror it cannot read comes after ten minutes without a good
     # tick (and from the daemon); this one in seconds, from here.
     mirror = Watch("the mirror folder", str(settings.mirror), lambda: unreadable(settings.mirror),
-                   None, alert, trouble="cannot be read")  # fmt: skip
+                   None, alert, trouble="cannot be read",
+                   on_healed=recorder(settings, "the mirror folder"))  # fmt: skip
     # A full disk stops the database's writes (and Dagster's, and the staged files) while
     # `SELECT 1` still answers; nothing here can free it, so after a minute `up` exits saying so.
     home = Watch("LIBRARIAN_HOME", str(settings.home), lambda: _full(settings.home), None, alert,

@@ -370,6 +370,12 @@ class Settings(BaseModel):
         return self.home / "cache" / "postings"
 
     @property
+    def incidents_file(self) -> Path:
+        """The incidents `librarian up` healed, whose failed runs are run again
+        (core/ops/incidents.py)."""
+        return self.home / "incidents.jsonl"
+
+    @property
     def log_dir(self) -> Path:
         return self.home / "logs"
 

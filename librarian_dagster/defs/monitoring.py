@@ -1,9 +1,15 @@
-"""What Dagster's run monitoring misses under the DefaultRunLauncher: runs whose worker died."""
+"""What Dagster's run monitoring misses under the DefaultRunLauncher: runs whose worker died, and
+runs that failed because what they needed (the database, the mirror folder) was down."""
+
+from datetime import UTC, datetime
 
 import dagster as dg
 
+from librarian_dagster.core.ops.incidents import Incident
 from librarian_dagster.dagster_internals import uses_default_run_launcher
 from librarian_dagster.dead_runs import end_dead_runs
+from librarian_dagster.defs.jobs import ingest_session_job
+from librarian_dagster.defs.resources import ClockResource, IncidentsResource
 
 
 # Every 20 s: a killed worker's run is failed, alerted and retried within about half a minute
@@ -22,3 +28,77 @@ def dead_run_sensor(context: dg.SensorEvaluationContext):
     for run in ended:
         context.log.warning(f"run {run.run_id}: its process (pid {run.pid}) stopped; {run.marked}")
     return dg.SkipReason(f"{len(ended)} run(s) left by a process that stopped were ended")
+
+
+LEAD_S = 60.0
+"""How long before an incident was declared its runs may have failed: it is declared after two
+failed probes, each of which may wait for its timeout."""
+TAIL_S = 300.0
+"""How long after it healed its runs may still be marked failed: `dagster dev` is restarted, and
+the dead_run_sensor fails the runs whose worker died with the database."""
+RERUN_FOR_S = 86400.0
+"""Incidents healed longer ago than this are no longer looked at."""
+RERUN_OF_TAG = "librarian/rerun_of"
+PARTITION_TAG = "dagster/partition"
+WILL_RETRY_TAG = "dagster/will_retry"
+"""Set by Dagster on a failed run: "true" when its run retries will run it again."""
+
+
+@dg.sensor(
+    job=ingest_session_job,
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+)
+def incident_rerun_sensor(
+    context: dg.SensorEvaluationContext, incidents: IncidentsResource, clock: ClockResource
+):
+    """Runs again, once per incident, each session whose last run failed while the database or
+    the mirror folder was down (`librarian up` records the incidents it healed).
+
+    Dagster's run retries run again only a run whose worker died: a step that failed (a store
+    write refused by a dead server, a transcript unreadable past its wait) is not retried, since
+    a failed leak check would only fail again. Nor does the mirror sensor ask again for a file
+    that did not change. Without this such a session would stay out of memory until a person ran
+    a backfill.
+    """
+    now = clock.now()
+    requests = reruns_due(context.instance, incidents.since(now - RERUN_FOR_S))
+    if not requests:
+        return dg.SkipReason("no run failed during an incident is waiting to be run again")
+    for request in requests:
+        context.log.info(f"{request.partition_key}: run again after {request.run_key}")
+    return requests
+
+
+def reruns_due(instance: dg.DagsterInstance, incidents: list[Incident]) -> list[dg.RunRequest]:
+    """A run request for each session whose newest ingest run failed within an incident's window
+    and will not be retried by Dagster; keyed by the incident, so each is asked once."""
+    requests: dict[str, dg.RunRequest] = {}
+    for incident in incidents:
+        start, end = incident.began - LEAD_S, incident.healed + TAIL_S
+        failed = instance.get_run_records(
+            dg.RunsFilter(
+                job_name=ingest_session_job.name,
+                statuses=[dg.DagsterRunStatus.FAILURE],
+                updated_after=datetime.fromtimestamp(start, UTC),
+            )
+        )
+        for record in failed:
+            run = record.dagster_run
+            key = run.tags.get(PARTITION_TAG)
+            ended = record.end_time or record.update_timestamp.timestamp()
+            if key is None or key in requests or not start <= ended <= end:
+                continue
+            if run.tags.get(WILL_RETRY_TAG) == "true":
+                continue  # the daemon's run retries take it
+            (newest,) = instance.get_run_records(
+                dg.RunsFilter(job_name=ingest_session_job.name, tags={PARTITION_TAG: key}), limit=1
+            )
+            if newest.dagster_run.run_id != run.run_id:
+                continue  # run again since, by a retry, the mirror sensor or a person
+            requests[key] = dg.RunRequest(
+                partition_key=key,
+                run_key=f"{key}:after {incident.what} was down at {incident.began:.0f}",
+                tags={RERUN_OF_TAG: run.run_id},
+            )
+    return list(requests.values())

@@ -5,6 +5,7 @@ import threading
 import time
 from dataclasses import fields
 from functools import cache
+from pathlib import Path
 from typing import Self
 
 import dagster as dg
@@ -19,6 +20,7 @@ from librarian_dagster.core.models.providers import (
     make_digester,
     make_embedder,
 )
+from librarian_dagster.core.ops.incidents import Incident, read_incidents
 from librarian_dagster.core.ops.telegram import Notifier
 from librarian_dagster.core.settings import ANTHROPIC_KEY_VARIABLE, Settings, default
 from librarian_dagster.core.store.ledger import Ledger
@@ -146,6 +148,16 @@ class MirrorResource(dg.ConfigurableResource):
     include_thinking: bool = default("include_thinking")
     exclude: list[str] | None = None
     """LIBRARIAN_EXCLUDE: globs over project folder names or paths, never ingested."""
+
+
+class IncidentsResource(dg.ConfigurableResource):
+    """The incidents `librarian up` healed (core/ops/incidents.py), whose failed runs are run
+    again."""
+
+    path: str
+
+    def since(self, moment: float) -> list[Incident]:
+        return [i for i in read_incidents(Path(self.path)) if i.healed >= moment]
 
 
 # The provider's defaults are ProviderConfig's; the resource only names what the UI shows.
@@ -306,4 +318,5 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | d
             quiet_hours=settings.quiet_hours,
         ),
         "clock": ClockResource(),
+        "incidents": IncidentsResource(path=str(settings.incidents_file)),
     }

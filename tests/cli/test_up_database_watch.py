@@ -16,6 +16,7 @@ import httpx
 import psutil
 import pytest
 
+from librarian_dagster.core.ops.incidents import read_incidents
 from tests.cli.test_up import _wait_for
 from tests.helpers import fill, free_port, tmpfs
 from tests.telegram_fake import CHAT_ID, TOKEN, FakeTelegram, fake_telegram
@@ -103,6 +104,9 @@ def test_a_dead_or_hung_embedded_database_is_restarted_and_said(tmp_path, fault)
             time.sleep(1)
         assert answer is not None and answer.status_code == 200, answer and answer.text
         assert up.poll() is None
+        # Recorded, so that the runs it failed are run again (defs/monitoring.py).
+        (incident,) = read_incidents(tmp_path / "home" / "incidents.jsonl")
+        assert incident.what == "the database" and incident.began < incident.healed
     assert len([t for t in telegram.texts if "database" in t]) == 2  # one incident
 
 

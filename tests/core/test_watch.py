@@ -2,6 +2,7 @@
 restarts with pauses, and a line to exit with when nothing brings the database back."""
 
 import threading
+import time
 
 from librarian_dagster.core.ops.watch import Watch
 
@@ -80,3 +81,22 @@ def test_with_nothing_to_restart_a_bounded_wait_ends_in_the_line_to_exit_with():
     _run(watch, None)
     assert watch.lost == "LIBRARIAN_HOME (/h): 3 MB free"
     assert len(alerts) == 2 and alerts[1].endswith("librarian up is exiting.")
+
+
+def test_a_healed_incident_is_told_with_when_it_began_and_healed():
+    told = []
+    watch, _, _, _ = _watch(["refused", "refused"])
+    watch.on_healed = lambda began, healed: told.append((began, healed))
+    before = time.time()
+    _run(watch, watch.healed)
+    assert watch.healed.is_set() and len(told) == 1
+    began, healed = told[0]
+    assert before <= began <= healed <= time.time()
+
+
+def test_a_blip_tells_of_no_incident():
+    told = []
+    watch, _, _, _ = _watch([None, "timeout", None])
+    watch.on_healed = lambda began, healed: told.append((began, healed))
+    _run(watch, watch.healed, 0.3)
+    assert told == []

@@ -8,8 +8,9 @@ alert sensors keep their state in the database that failed). The embedded databa
 restarted, with a pause between tries; an external one (LIBRARIAN_DATABASE_URL), or the mirror,
 has nothing here to restart, and is watched until it answers (LIBRARIAN_HOME full, for at most
 `wait_s`: no one heals a full disk by waiting). When it answers again, one
-recovery message, and `healed` is set so that `up` restarts its children (their connections,
-and Dagster's daemon threads, died with the server). When every restart fails, one last alert,
+recovery message, the incident recorded (core/ops/incidents.py: the runs it failed are run
+again), and `healed` is set so that `up` restarts its children (their connections, and
+Dagster's daemon threads, died with the server). When every restart fails, one last alert,
 and `lost` holds the line `up` exits with: a process supervisor then restarts the whole, and
 its own failure alert fires.
 """
@@ -20,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from librarian_dagster.core.ops.incidents import Incident, record_incident
 from librarian_dagster.core.ops.telegram import Notifier
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.database import (
@@ -54,6 +56,9 @@ class Watch:
     wait_s: float | None = None
     """With nothing to restart: how long an incident may last before it is lost (None: it is
     waited for as long as it lasts)."""
+    on_healed: Callable[[float, float], object] | None = None
+    """Told when an incident heals, with when it began and when it healed (seconds since the
+    epoch): `up` records it, so that the runs it failed are run again (core/ops/incidents.py)."""
     clock: Callable[[], float] = time.monotonic
     healed: threading.Event = field(default_factory=threading.Event)
     """Set when it answers again after an incident: restart what used it."""
@@ -82,7 +87,7 @@ class Watch:
         """Handle one incident to its end; False when the watch is over (lost, or stopping)."""
         self.incidents += 1
         self.down = True
-        began = self.clock()
+        began, began_at = self.clock(), time.time()
         doing = "restarting it" if self.restart else "nothing here can restart it; waiting"
         self.alert(f"Librarian: {self.what} {self.trouble} ({self.where}): {why}. {doing}.")
         if self.restart is None:
@@ -91,7 +96,7 @@ class Watch:
                     return self._lose(f"{self.what} ({self.where}): {still}")
                 if stopping.wait(self.interval_s):
                     return False
-            self._recovered(began, "answers again")
+            self._recovered(began, began_at, "answers again")
             return True
         for tries, pause in enumerate(self.pauses_s, start=1):
             try:
@@ -101,7 +106,7 @@ class Watch:
             else:
                 why = self.probe() or ""
                 if not why:
-                    self._recovered(began, f"was restarted (try {tries})")
+                    self._recovered(began, began_at, f"was restarted (try {tries})")
                     return True
             if stopping.wait(pause):
                 return False
@@ -115,8 +120,13 @@ class Watch:
         self.alert(f"Librarian: {why}. librarian up is exiting.")
         return False
 
-    def _recovered(self, began: float, how: str) -> None:
+    def _recovered(self, began: float, began_at: float, how: str) -> None:
         self.alert(f"Librarian: {self.what} {how} after {self.clock() - began:.0f} s.")
+        if self.on_healed is not None:
+            try:
+                self.on_healed(began_at, time.time())
+            except OSError as exc:  # a home that cannot be written: the reruns are lost, said
+                print(f"librarian up: could not record the incident: {exc}", file=sys.stderr)
         self.down = False
         self.healed.set()
 
@@ -142,4 +152,14 @@ def database_watch(settings: Settings, url: str) -> Watch:
         probe=lambda: probe(url),
         restart=None if settings.database_url else (lambda: restart_embedded_server(settings)),
         alert=lambda text: alert_here(settings, text),
+        on_healed=recorder(settings, "the database"),
     )
+
+
+def recorder(settings: Settings, what: str) -> Callable[[float, float], None]:
+    """A watch's `on_healed` that records its incidents in LIBRARIAN_HOME."""
+
+    def record(began: float, healed: float) -> None:
+        record_incident(settings.incidents_file, Incident(what, began, healed))
+
+    return record
