@@ -32,9 +32,9 @@ def main() -> None:
 
     import dagster as dg
 
+    from librarian_dagster.core.assembly.store import open_store
     from librarian_dagster.core.capture.files import discover_sessions
     from librarian_dagster.core.settings import Settings
-    from librarian_dagster.core.store.store import open_store
     from librarian_dagster.dagster_internals import dispose_instance
     from librarian_dagster.definitions import build_definitions
     from librarian_dagster.defs.resources import build_resources

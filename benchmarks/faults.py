@@ -227,7 +227,7 @@ def memories_of(env: dict[str, str], session_ids: list[str]) -> int:
     done = subprocess.run(
         [sys.executable, "-c",
          "import sys; from librarian_dagster.core.settings import Settings; "
-         "from librarian_dagster.core.store.store import open_store; "
+         "from librarian_dagster.core.assembly.store import open_store; "
          "s = open_store(Settings.from_env()); "
          "print(len(s.memories.remembered(sys.argv[1:]))); s.close()", *session_ids],
         env=env, capture_output=True, text=True, timeout=120,

@@ -90,13 +90,13 @@ def main() -> int:
 
 
 def _cases(paths: Sequence[Path], default_project: str) -> list[Case]:
-    from librarian_dagster.core.models.providers import configured_embedder
+    from librarian_dagster.core.assembly.providers import configured_embedder
+    from librarian_dagster.core.assembly.store import open_store
     from librarian_dagster.core.recall.answer import MAX_RESULTS
     from librarian_dagster.core.recall.evaluation import load_golden, store_projects, with_projects
     from librarian_dagster.core.recall.relevance import Evidence, SpaceCalibration, features
     from librarian_dagster.core.settings import Settings
     from librarian_dagster.core.store.queries import SearchFilters
-    from librarian_dagster.core.store.store import open_store
 
     settings = Settings.from_env()
     store, embedder = open_store(settings), configured_embedder(settings)

@@ -28,10 +28,10 @@ from pathlib import Path
 
 from _corpus import unpack_corpus
 
+from librarian_dagster.core.assembly.store import open_store
 from librarian_dagster.core.capture.files import SessionFiles, session_files_for
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.database import release_embedded_server
-from librarian_dagster.core.store.store import open_store
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.defs.partitions import SESSIONS_PER_RUN
 from librarian_dagster.ingest import ingest_sessions, open_instance

@@ -44,6 +44,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from recall_latency import free_port, start_server
 
+from librarian_dagster.core.assembly.store import Store
 from librarian_dagster.core.capture.files import session_files_for
 from librarian_dagster.core.capture.transcripts import parse_session
 from librarian_dagster.core.digest.chunking import chunk_digest, chunk_exchanges
@@ -55,7 +56,6 @@ from librarian_dagster.core.redaction.scan import redact_session
 from librarian_dagster.core.store.memories import ChunkRecord
 from librarian_dagster.core.store.rows import memory_of
 from librarian_dagster.core.store.schema import migrate
-from librarian_dagster.core.store.store import Store
 
 NEGATIVES = GOLDEN.with_name("negatives-dev.jsonl")
 

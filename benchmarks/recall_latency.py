@@ -67,6 +67,7 @@ from mcp import Client
 from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
 
+from librarian_dagster.core.assembly.store import Store
 from librarian_dagster.core.capture.files import session_files_for
 from librarian_dagster.core.capture.transcripts import parse_session
 from librarian_dagster.core.digest.chunking import chunk_digest, chunk_exchanges
@@ -77,7 +78,6 @@ from librarian_dagster.core.redaction.scan import redact_session
 from librarian_dagster.core.store.memories import ChunkRecord
 from librarian_dagster.core.store.rows import MemoryRecord, memory_of
 from librarian_dagster.core.store.schema import migrate
-from librarian_dagster.core.store.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 HOOK = REPO / "hooks" / "user_prompt_submit.py"

@@ -36,19 +36,19 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from librarian_dagster.core.assembly.providers import configured_embedder
+from librarian_dagster.core.assembly.store import Store
 from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.records import iter_records
 from librarian_dagster.core.capture.transcripts import parse_session
 from librarian_dagster.core.digest.offline import exchanges
 from librarian_dagster.core.models.embeddings import Embedder
-from librarian_dagster.core.models.providers import configured_embedder
 from librarian_dagster.core.recall import answer as recall_module
-from librarian_dagster.core.recall.answer import boosts_for, recall
+from librarian_dagster.core.recall.answer import recall
+from librarian_dagster.core.recall.ranking import Boosts, RecallContext, is_feature_branch
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.database import database_url
 from librarian_dagster.core.store.queries import SearchFilters
-from librarian_dagster.core.store.ranking import Boosts, RecallContext, is_feature_branch
-from librarian_dagster.core.store.store import Store
 
 
 def _hook_module():
@@ -244,7 +244,7 @@ def main() -> int:
         keep = set(args.projects.split(","))
         chosen = [o for o in chosen if o.project in keep]
     print(f"{len(chosen)} opening prompts to replay ({missing} sessions without one)")
-    base = boosts_for(settings)
+    base = Boosts.of(settings)
     combinations = [
         (p, b, logit)
         for p in args.project_boost

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from librarian_dagster.core.assembly.store import Store
 from librarian_dagster.core.settings import Settings
-from librarian_dagster.core.store.store import Store
 from librarian_dagster.defs.partitions import SESSIONS, STAGES, session_id_of
 from librarian_dagster.defs.staging import StagingIOManager
 

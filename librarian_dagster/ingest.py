@@ -24,13 +24,13 @@ from typing import Literal
 
 import dagster as dg
 
+from librarian_dagster.core.assembly.store import open_store
 from librarian_dagster.core.capture.files import SessionFiles, session_files_for
 from librarian_dagster.core.capture.mirror import is_excluded
 from librarian_dagster.core.capture.skips import SkipList, last_active
 from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.database import unreachable
-from librarian_dagster.core.store.store import open_store
 from librarian_dagster.dagster_internals import (
     dispose_instance,
     interrupted,

@@ -37,15 +37,15 @@ from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
+from librarian_dagster.core.assembly.providers import configured_embedder
+from librarian_dagster.core.assembly.store import Store, migrated_url
 from librarian_dagster.core.digest.schema import PRIVATE_DOMAIN, Domain
 from librarian_dagster.core.models.embeddings import Embedder
-from librarian_dagster.core.models.providers import configured_embedder
 from librarian_dagster.core.ops.tokens import TokenFileError
 from librarian_dagster.core.ops.watch import Watch, database_watch
 from librarian_dagster.core.recall.answer import (
     MAX_RESULTS,
     EmbeddingSpaceMismatch,
-    boosts_for,
     recall,
 )
 from librarian_dagster.core.recall.history import (
@@ -55,21 +55,20 @@ from librarian_dagster.core.recall.history import (
     FileQuestion,
 )
 from librarian_dagster.core.recall.history import file_history as file_history_of
+from librarian_dagster.core.recall.ranking import DEFAULT_BOOSTS, Boosts, RecallContext
 from librarian_dagster.core.recall.relevance import DEFAULT_THRESHOLD
+from librarian_dagster.core.recall.search import Search
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.files import Files
 from librarian_dagster.core.store.memories import InvalidCursor, Memories
 from librarian_dagster.core.store.pool import SEARCH_CONNECTIONS
 from librarian_dagster.core.store.queries import SearchFilters
-from librarian_dagster.core.store.ranking import DEFAULT_BOOSTS, Boosts, RecallContext
 from librarian_dagster.core.store.rows import (
     FileHistory,
     SearchResult,
     SessionDigest,
     SessionList,
 )
-from librarian_dagster.core.store.search import Search
-from librarian_dagster.core.store.store import Store, migrated_url
 from mcp_server.auth import (
     LOOPBACK_HOSTS,
     auth_settings,
@@ -602,7 +601,7 @@ def serve(
     server = build_server(
         lambda: _open(url, settings.postings_dir, embedder, warm),
         settings.recall_threshold,
-        boosts_for(settings),
+        Boosts.of(settings),
         verifier=verifier,
         issuer_url=f"http://{_url_host(host)}:{port}",
         # Over stdio the user's own process started it: local and trusted. No token travels over

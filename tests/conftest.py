@@ -160,7 +160,7 @@ def migrated_url(pg_server) -> str:
 
 @pytest.fixture
 def store(migrated_url):
-    from librarian_dagster.core.store.store import Store
+    from librarian_dagster.core.assembly.store import Store
 
     with Store(migrated_url) as s:
         yield s

@@ -6,9 +6,9 @@ import shutil
 import pytest
 from mcp import Client
 
+from librarian_dagster.core.assembly.store import Store
 from librarian_dagster.core.models.minilm import local_embedder
 from librarian_dagster.core.store.database import database_url as resolve_url
-from librarian_dagster.core.store.store import Store
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.definitions import defs as load_defs
 from librarian_dagster.defs.partitions import session_id_of

@@ -79,8 +79,8 @@ def register(add_parser: AddParser) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     # Imported here, not at parser build: the store, pydantic and numpy cost every command.
-    from librarian_dagster.core.models.providers import configured_embedder
-    from librarian_dagster.core.recall.answer import boosts_for
+    from librarian_dagster.core.assembly.providers import configured_embedder
+    from librarian_dagster.core.assembly.store import open_store
     from librarian_dagster.core.recall.evaluation import (
         MAX_K,
         RECALL_KS,
@@ -91,8 +91,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         store_projects,
         with_projects,
     )
+    from librarian_dagster.core.recall.ranking import Boosts
     from librarian_dagster.core.settings import Settings
-    from librarian_dagster.core.store.store import open_store
 
     if not 1 <= args.k <= MAX_K:
         print(f"librarian eval: --k must be between 1 and {MAX_K}", file=sys.stderr)
@@ -123,7 +123,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 store.search,
                 embedder,
                 min_relevance=min_relevance,
-                boosts=boosts_for(settings),
+                boosts=Boosts.of(settings),
                 ks=ks,
                 progress=progress,
                 layers=args.layer,

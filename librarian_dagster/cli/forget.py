@@ -36,9 +36,9 @@ def register(add_parser: AddParser) -> None:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
+    from librarian_dagster.core.assembly.store import open_store
     from librarian_dagster.core.capture.skips import valid_session_id
     from librarian_dagster.core.settings import Settings
-    from librarian_dagster.core.store.store import open_store
 
     if bool(args.session_ids) + (args.project is not None) + (args.before is not None) != 1:
         print("librarian forget: give session ids, or one of --project P, --before DATE",

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from librarian_dagster.core.commandline import AddParser, iso_date
 
 if TYPE_CHECKING:
+    from librarian_dagster.core.recall.ranking import Boosts
     from librarian_dagster.core.settings import Settings
     from librarian_dagster.core.store.queries import SearchFilters
     from librarian_dagster.core.store.rows import SearchResult
@@ -66,17 +67,16 @@ def register(add_parser: AddParser) -> None:
 
 def cmd_search(args: argparse.Namespace) -> int:
     # Imported here, not at parser build: pydantic and the digest cost every command ~0.4 s.
+    from librarian_dagster.core.assembly.providers import configured_embedder
+    from librarian_dagster.core.assembly.store import open_store
     from librarian_dagster.core.digest.schema import DOMAINS, PRIVATE_DOMAIN
-    from librarian_dagster.core.models.providers import configured_embedder
     from librarian_dagster.core.recall.answer import (
         MAX_RESULTS,
         EmbeddingSpaceMismatch,
-        boosts_for,
         recall,
     )
     from librarian_dagster.core.settings import Settings
     from librarian_dagster.core.store.queries import SearchFilters
-    from librarian_dagster.core.store.store import open_store
 
     if not 1 <= args.limit <= MAX_RESULTS:
         print(f"librarian search: --limit must be between 1 and {MAX_RESULTS}", file=sys.stderr)
@@ -110,7 +110,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                 filters,
                 args.limit,
                 min_relevance=settings.recall_threshold,
-                boosts=boosts_for(settings),
+                boosts=Boosts.of(settings),
             )
     except EmbeddingSpaceMismatch as exc:
         print(f"librarian search: {exc}", file=sys.stderr)
@@ -153,7 +153,8 @@ def cmd_history(args: argparse.Namespace) -> int:
     import os
     import subprocess
 
-    from librarian_dagster.core.models.providers import configured_embedder
+    from librarian_dagster.core.assembly.providers import configured_embedder
+    from librarian_dagster.core.assembly.store import open_store
     from librarian_dagster.core.recall.cards import render_history
     from librarian_dagster.core.recall.history import (
         GIT_TIMEOUT_S,
@@ -164,7 +165,6 @@ def cmd_history(args: argparse.Namespace) -> int:
     )
     from librarian_dagster.core.recall.remote import ServerRefused, ask_history
     from librarian_dagster.core.settings import Settings
-    from librarian_dagster.core.store.store import open_store
 
     if not 1 <= args.limit <= MAX_SESSIONS:
         print(f"librarian history: --limit must be between 1 and {MAX_SESSIONS}", file=sys.stderr)

@@ -72,11 +72,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from librarian_dagster.core.models.providers import describe
+    from librarian_dagster.core.assembly.providers import describe
+    from librarian_dagster.core.assembly.store import open_store
     from librarian_dagster.core.recall.answer import REEMBED_HOW, other_spaces
     from librarian_dagster.core.settings import Settings
     from librarian_dagster.core.store.database import describe_location
-    from librarian_dagster.core.store.store import open_store
 
     settings = Settings.from_env()
     with open_store(settings) as store:
@@ -131,11 +131,11 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    from librarian_dagster.core.assembly.store import migrated_url
     from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
     from librarian_dagster.core.ops.watch import alert_here
     from librarian_dagster.core.settings import Settings
     from librarian_dagster.core.store.database import describe_location
-    from librarian_dagster.core.store.store import migrated_url
 
     settings = Settings.from_env()
     children: list[tuple[str, subprocess.Popen]] = []

@@ -34,9 +34,9 @@ def register(add_parser: AddParser) -> None:
 
 
 def cmd_skip(args: argparse.Namespace) -> int:
+    from librarian_dagster.core.assembly.store import open_store
     from librarian_dagster.core.capture.skips import valid_session_id
     from librarian_dagster.core.settings import Settings
-    from librarian_dagster.core.store.store import open_store
 
     wanted = bool(args.session_ids) + (args.before is not None) + args.list + bool(args.undo)
     if wanted != 1:

@@ -29,8 +29,6 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
-from librarian_dagster.core.recall.relevance import DEFAULT_THRESHOLD
-
 PREFIX = "LIBRARIAN_"
 """A setting's variable is PREFIX and its name in capitals, unless it declares another."""
 
@@ -197,17 +195,27 @@ class Settings(BaseModel):
     """where `librarian mcp` and `up` serve MCP"""
     mcp_port: Port = 3201
     """the port `librarian mcp` and `up` serve MCP on"""
-    recall_threshold: Share = DEFAULT_THRESHOLD
+    recall_threshold: Share = 0.6
     """when the best ranked session's relevance (a probability) does not reach this, recall
     answers "nothing relevant" instead of guessing; lower answers more paraphrases and more
     questions nothing answers ([decisions/0021](decisions/0021-recall-that-carries.md) has the
     trade-off measured)"""
     recency_boost: Share = 0.005
-    """how much a session from today (half-life 90 days) multiplies its rank score by (1 + ...):
-    a tie-breaker, kept below the gap between two ranks"""
+    """how much a session from today multiplies its rank score by (1 + ...), halved every
+    `LIBRARIAN_RECENCY_HALF_LIFE_DAYS` of its age: a tie-breaker, kept below the gap between two
+    ranks"""
+    recency_half_life_days: Number = 90.0
+    """the age, in days, at which a session's recency boost is half what it was new"""
     importance_boost: Share = 0.002
     """how much each point of importance above 3 multiplies a session's rank score by
     (1 + ...): a tie-breaker, kept below the gap between two ranks"""
+    project_boost: Number = 0.25
+    """where the question comes from a project (the prompt hook's, MCP's `cwd`): how much a
+    session of that project multiplies its rank score by (1 + ...), enough to lift it over
+    other projects' sessions ranked a few places better"""
+    branch_boost: Number = 0.5
+    """how much more (1 + ...) a session of the caller's feature branch (not a trunk) of that
+    project multiplies its rank score by"""
     recall_floor: Share = 0.8
     """recall@5 on the golden questions below which the `recall_quality` check warns"""
     mcp_token: str | None = _secret()

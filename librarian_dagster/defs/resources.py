@@ -11,23 +11,23 @@ from typing import Self
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
-from librarian_dagster.core.digest.schema import Digester
-from librarian_dagster.core.models.embeddings import Embedder
-from librarian_dagster.core.models.providers import (
+from librarian_dagster.core.assembly.providers import (
     ProviderConfig,
     digest_config,
     embed_config,
     make_digester,
     make_embedder,
 )
+from librarian_dagster.core.assembly.store import Store, migrated_url
+from librarian_dagster.core.digest.schema import Digester
+from librarian_dagster.core.models.embeddings import Embedder
 from librarian_dagster.core.ops.incidents import Incident, read_incidents
 from librarian_dagster.core.ops.telegram import Notifier
+from librarian_dagster.core.recall.search import Search
 from librarian_dagster.core.settings import ANTHROPIC_KEY_VARIABLE, Settings, default
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.core.store.memories import Memories
 from librarian_dagster.core.store.pool import Database
-from librarian_dagster.core.store.search import Search
-from librarian_dagster.core.store.store import Store, migrated_url
 from librarian_dagster.dagster_internals import keep_storage_connections
 from librarian_dagster.defs.staging import StagingIOManager
 
@@ -86,7 +86,7 @@ class LedgerResource(dg.ConfigurableResource):
 
 
 class SearchResource(dg.ConfigurableResource):
-    """Hybrid search over the memories (core/store/search.py), for measuring recall."""
+    """Hybrid search over the memories (core/recall/search.py), for measuring recall."""
 
     store: StoreResource
 

@@ -7,11 +7,11 @@ import os
 import dagster as dg
 import psycopg
 
+from librarian_dagster.core.assembly.store import Store
 from librarian_dagster.core.capture.files import session_files_for
 from librarian_dagster.core.models.minilm import local_embedder
 from librarian_dagster.core.recall.answer import recall
 from librarian_dagster.core.store.queries import SearchFilters
-from librarian_dagster.core.store.store import Store
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.defs.partitions import SESSIONS, STAGES, session_id_of
 from librarian_dagster.ingest import ingest_sessions, open_instance

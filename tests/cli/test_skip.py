@@ -3,8 +3,8 @@
 import pytest
 
 from librarian_dagster.cli.main import main
+from librarian_dagster.core.assembly.store import open_store
 from librarian_dagster.core.settings import Settings
-from librarian_dagster.core.store.store import open_store
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.definitions import defs as load_defs
 from librarian_dagster.defs.partitions import session_id_of

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
+from librarian_dagster.core.assembly.providers import describe, digest_config, make_digester
 from librarian_dagster.core.digest.llm import AnthropicDigester, DigestRejected, SecretInRequest
 from librarian_dagster.core.digest.prompt import PROMPT_VERSION
 from librarian_dagster.core.digest.schema import SECTIONS
 from librarian_dagster.core.models.anthropic import AnthropicConfig
 from librarian_dagster.core.models.calls import ProviderRejected, ProviderUnavailable, RetryBounds
-from librarian_dagster.core.models.providers import describe, digest_config, make_digester
 from librarian_dagster.core.settings import Settings, SettingsError
 from tests.core.test_llm_digest import _session
 from tests.fake_anthropic import FakeAnthropic, api_error, digest_message, message

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from librarian_dagster.core.assembly.providers import digest_config, make_digester
 from librarian_dagster.core.digest.llm import ClaudeCodeDigester, SecretInRequest
 from librarian_dagster.core.digest.prompt import SYSTEM
 from librarian_dagster.core.models.calls import ProviderRejected, ProviderUnavailable, RetryBounds
 from librarian_dagster.core.models.claude_code import ClaudeCodeConfig
-from librarian_dagster.core.models.providers import digest_config, make_digester
 from librarian_dagster.core.settings import Settings
 from tests.core.test_llm_digest import _session
 from tests.fake_anthropic import STRUCTURED_OUTPUT_TOOL, FakeAnthropic

@@ -8,9 +8,9 @@ from librarian_dagster.core.digest.chunking import EXCHANGE
 from librarian_dagster.core.recall import postings_file
 from librarian_dagster.core.recall.lexical import _MAX_SEGMENTS, BM25_B, BM25_K1, LexicalIndex
 from librarian_dagster.core.recall.postings_file import PackedPostings
+from librarian_dagster.core.recall.terms import _QUERY_TERMS
 from librarian_dagster.core.store.memories import ChunkRecord
 from librarian_dagster.core.store.queries import SearchFilters
-from librarian_dagster.core.store.search import _QUERY_TERMS
 from tests.core.test_store import MODEL, _unit, memory_record
 
 # BM25 straight from each chunk's tsvector: the formula the index must reproduce, in SQL.
@@ -240,8 +240,8 @@ def test_packed_postings_answer_as_the_dict_they_were_packed_from():
 
 
 def test_a_space_measured_once_is_read_by_every_later_search(store, monkeypatch):
-    from librarian_dagster.core.store import search as search_module
-    from librarian_dagster.core.store.search import Search
+    from librarian_dagster.core.recall import calibration
+    from librarian_dagster.core.recall.search import Search
 
     rng = np.random.default_rng(7)
     for s in range(12):  # enough to measure: 10 sessions, 200 chunks
@@ -250,8 +250,8 @@ def test_a_space_measured_once_is_read_by_every_later_search(store, monkeypatch)
                   enumerate(vectors)]  # fmt: skip
         store.memories.replace_memory(memory_record(f"s{s}"), chunks)
     measured = []
-    real = search_module._measure_space
-    monkeypatch.setattr(search_module, "_measure_space", lambda *a: measured.append(a) or real(*a))
+    real = calibration.measure_space
+    monkeypatch.setattr(calibration, "measure_space", lambda *a: measured.append(a) or real(*a))
     first = store.search.find("story", _unit(1, 0, 0), MODEL, judged=lambda *a: None)
     assert first and len(measured) == 1
     later = Search(store.database)

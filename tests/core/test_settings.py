@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from librarian_dagster.core.assembly.providers import ProviderConfig
 from librarian_dagster.core.models.calls import RetryBounds
 from librarian_dagster.core.models.gemini import ClientConfig
-from librarian_dagster.core.models.providers import ProviderConfig
 from librarian_dagster.core.settings import (
     SETTINGS,
     Settings,

@@ -9,15 +9,15 @@ import psycopg
 import pydantic
 import pytest
 
+from librarian_dagster.core.assembly.store import Store
 from librarian_dagster.core.digest.chunking import EXCHANGE
 from librarian_dagster.core.digest.schema import Digest
+from librarian_dagster.core.recall.ranking import Boosts
 from librarian_dagster.core.recall.relevance import DEFAULT_THRESHOLD
 from librarian_dagster.core.store.memories import ChunkRecord, InvalidCursor
 from librarian_dagster.core.store.queries import SearchFilters
-from librarian_dagster.core.store.ranking import Boosts
 from librarian_dagster.core.store.rows import MemoryRecord
 from librarian_dagster.core.store.schema import MIGRATIONS, migrate
-from librarian_dagster.core.store.store import Store
 
 MODEL = "test-model"
 

@@ -5,12 +5,12 @@ import json
 import dagster as dg
 import pytest
 
+from librarian_dagster.core.assembly.providers import configured_embedder
+from librarian_dagster.core.assembly.store import Store
 from librarian_dagster.core.capture.files import session_files_for
-from librarian_dagster.core.models.providers import configured_embedder
 from librarian_dagster.core.recall.answer import NOTHING_RELEVANT, EmbeddingSpaceMismatch, recall
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.schema import migrate
-from librarian_dagster.core.store.store import Store
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.defs.assets.session_digest import session_digest
 from librarian_dagster.defs.partitions import session_id_of

@@ -6,7 +6,7 @@ import dataclasses
 import dagster as dg
 import pytest
 
-from librarian_dagster.core.models.providers import ProviderConfig
+from librarian_dagster.core.assembly.providers import ProviderConfig
 from librarian_dagster.core.settings import default
 from librarian_dagster.defs.resources import (
     DigesterResource,

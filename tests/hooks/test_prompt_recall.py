@@ -11,9 +11,9 @@ import time
 import pytest
 from hookutil import FakeServer, answering, make_library, send, user_prompt_event
 
+from librarian_dagster.core.assembly.store import Store
 from librarian_dagster.core.models.minilm import local_embedder
 from librarian_dagster.core.store.memories import ChunkRecord
-from librarian_dagster.core.store.store import Store
 from mcp_server.app import Served, build_server, http_app
 from mcp_server.auth import TokenFileVerifier
 from tests.core.test_store import memory_record

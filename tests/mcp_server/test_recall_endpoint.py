@@ -6,12 +6,12 @@ import httpx
 import pytest
 from mcp import Client
 
+from librarian_dagster.core.assembly.store import Store
 from librarian_dagster.core.recall.answer import NOTHING_RELEVANT, branch_prior
 from librarian_dagster.core.recall.relevance import DEFAULT_THRESHOLD, Evidence, relevance
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.memories import ChunkRecord
 from librarian_dagster.core.store.rows import SearchResult
-from librarian_dagster.core.store.store import Store
 from mcp_server.app import Served, build_server, http_app
 from mcp_server.auth import TokenFileVerifier
 from tests.core.test_store import memory_record

@@ -14,12 +14,11 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from librarian_dagster.core.models.embeddings import Embedder
+from librarian_dagster.core.recall.ranking import DEFAULT_BOOSTS, Boosts, RecallContext
 from librarian_dagster.core.recall.relevance import DEFAULT_THRESHOLD
-from librarian_dagster.core.settings import Settings
+from librarian_dagster.core.recall.search import Layers, Search, SearchMode
 from librarian_dagster.core.store.queries import SearchFilters
-from librarian_dagster.core.store.ranking import DEFAULT_BOOSTS, Boosts, RecallContext
 from librarian_dagster.core.store.rows import ChunkResult, EmbeddingSpace, SearchResult
-from librarian_dagster.core.store.search import Layers, Search, SearchMode
 
 MAX_RESULTS = 50
 """The most chunks one question may ask for."""
@@ -86,11 +85,6 @@ def space_problem(spaces: Sequence[EmbeddingSpace], model: str, dimension: int) 
 def other_spaces(spaces: Sequence[EmbeddingSpace], model: str, dimension: int) -> int:
     """Sessions whose chunks this embedder cannot search (made by another model)."""
     return sum(s.sessions for s in spaces if (s.model, s.dimension) != (model, dimension))
-
-
-def boosts_for(settings: Settings) -> Boosts:
-    """The ranking boosts the settings ask for (LIBRARIAN_RECENCY_BOOST, ..._IMPORTANCE_BOOST)."""
-    return Boosts(recency=settings.recency_boost, importance=settings.importance_boost)
 
 
 def recall(

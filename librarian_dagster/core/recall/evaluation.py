@@ -28,10 +28,10 @@ from typing import Any
 
 from librarian_dagster.core.models.embeddings import Embedder
 from librarian_dagster.core.recall.answer import MAX_RESULTS, recall
+from librarian_dagster.core.recall.ranking import DEFAULT_BOOSTS, Boosts
+from librarian_dagster.core.recall.search import Layers, Search, SearchMode
 from librarian_dagster.core.store.memories import Memories
 from librarian_dagster.core.store.queries import SearchFilters
-from librarian_dagster.core.store.ranking import DEFAULT_BOOSTS, Boosts
-from librarian_dagster.core.store.search import Layers, Search, SearchMode
 
 RECALL_KS = (1, 5, 10)
 """The recall@k every report has; a headline k other than these is added to them."""

@@ -27,8 +27,8 @@ from librarian_dagster.core.capture.touches import components, file_name, normal
 from librarian_dagster.core.digest.distil import cut
 from librarian_dagster.core.models.embeddings import Embedder
 from librarian_dagster.core.recall.file_match import below, root_of, same_file
+from librarian_dagster.core.recall.results import HIGHLIGHT_CHARS, highlights
 from librarian_dagster.core.store.files import Files
-from librarian_dagster.core.store.ranking import HIGHLIGHT_CHARS, highlights
 from librarian_dagster.core.store.rows import FileHistory, FileSession
 
 DEFAULT_SESSIONS = 3

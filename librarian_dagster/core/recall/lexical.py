@@ -119,7 +119,7 @@ class Scored:
     best_covered: float
     """The most of it any chunk holds, of all those scored (kept or not): its share of the
     question's idf mass says how much the BM25 lists weigh in the ranking (Search.find,
-    core/store/search.py)."""
+    core/recall/search.py)."""
     names: Names
 
     def top(self, exchange: bool, pool: int) -> list[tuple[int, str]]:

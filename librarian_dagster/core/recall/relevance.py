@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from librarian_dagster.core.settings import default
+
 if TYPE_CHECKING:  # numpy is imported where a space is measured: every command reads this module
     import numpy as np
 
@@ -43,7 +45,7 @@ WEIGHTS = (0.854, 0.611, -9.405)
 """Of `features`: the best chunk's standardized cosine, the session's, the unseen names' share."""
 BIAS = -0.527
 
-DEFAULT_THRESHOLD = 0.6
+DEFAULT_THRESHOLD: float = default("recall_threshold")
 """Recall answers nothing when its best session does not reach this (LIBRARIAN_RECALL_THRESHOLD).
 Measured in docs/decisions/0021."""
 

@@ -26,7 +26,7 @@ MIN_CONNECTIONS = 1
 """Connections kept open while idle: a pipeline process or a command uses one at a time."""
 SEARCH_CONNECTIONS = 3
 """Connections one search uses at once (its three vector lists, each in a side thread,
-core/store/search.py): what the recall server keeps open, so that no question waits for a
+core/recall/search.py): what the recall server keeps open, so that no question waits for a
 connect."""
 MAX_CONNECTIONS = 16
 """At most this many at once per process: the embedded server allows 100 in all, shared by

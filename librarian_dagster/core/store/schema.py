@@ -14,7 +14,7 @@ import psycopg
 from librarian_dagster.core.store.pool import StoreError, with_connect_timeout
 
 # Versioned, append-only: never edit a released step, add a new one. (`Store._vector_lists`, in
-# the comments of steps 4 and 9, is `Search._vector_lists` in core/store/search.py.)
+# the comments of steps 4 and 9, is `Search._vector_lists` in core/recall/search.py.)
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (
         1,

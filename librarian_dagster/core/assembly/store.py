@@ -1,8 +1,8 @@
-"""One store, opened: the memories, search and the ledger over one shared pool of connections.
+"""One store, opened: the memories, the files, search and the ledger over one pool of connections.
 
 PostgreSQL + pgvector. Each concern is its own class, and each caller takes the ones it uses:
 `Memories` (core/store/memories.py: the memories written and read back), `Search`
-(core/store/search.py: hybrid search), `Ledger` (core/store/ledger.py: the pipeline's
+(core/recall/search.py: hybrid search), `Ledger` (core/store/ledger.py: the pipeline's
 bookkeeping). The schema is core/store/schema.py's; the pool, core/store/pool.py's.
 """
 
@@ -11,6 +11,7 @@ from types import TracebackType
 
 import psycopg
 
+from librarian_dagster.core.recall.search import Search
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.database import database_url, unreachable
 from librarian_dagster.core.store.files import Files
@@ -18,7 +19,6 @@ from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.core.store.memories import Memories
 from librarian_dagster.core.store.pool import MIN_CONNECTIONS, Database
 from librarian_dagster.core.store.schema import migrate
-from librarian_dagster.core.store.search import Search
 
 
 class Store:
@@ -43,6 +43,7 @@ class Store:
         self.ledger = Ledger(self.database)
 
     def close(self) -> None:
+        self.search.close()
         self.database.close()
 
     def __enter__(self) -> "Store":

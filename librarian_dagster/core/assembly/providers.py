@@ -1,4 +1,4 @@
-"""Which digester and embedder the settings ask for: the one place that turns names into objects.
+"""Which digester and embedder the settings ask for: turned from names into objects.
 
 The Dagster resources, `librarian search`/`eval`/`status` and the MCP server all come here, so
 the write path and the read path always use the same embedding space.

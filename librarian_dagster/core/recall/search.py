@@ -1,0 +1,214 @@
+"""Hybrid search over the memories: which sessions best answer a question, and how sure it is.
+
+The stages, each a module of its own: the question's terms (core/recall/terms.py), the candidate
+lists by vector and by BM25 (core/recall/candidates.py, core/recall/lexical.py), their fusion and
+boosts (core/recall/ranking.py), the relevance judged against the space's background
+(core/recall/calibration.py, core/recall/relevance.py), and what each session shows
+(core/recall/results.py). Vectors find paraphrases; BM25 finds the exact identifiers (function
+names, error strings) that developers type and that a small embedding model blurs.
+"""
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+from psycopg.rows import class_row
+
+from librarian_dagster.core.digest.schema import PRIVATE_DOMAIN
+from librarian_dagster.core.recall.calibration import Calibrations
+from librarian_dagster.core.recall.candidates import (
+    Candidates,
+    Layers,
+    Scope,
+    SearchMode,
+    gather,
+    start_vector_lists,
+)
+from librarian_dagster.core.recall.lexical import LexicalIndex
+from librarian_dagster.core.recall.ranking import (
+    DEFAULT_BOOSTS,
+    Boosts,
+    RecallContext,
+    best,
+    boosted,
+    context_relations,
+    fuse_sessions,
+    shown_chunks,
+)
+from librarian_dagster.core.recall.relevance import load_word_lists
+from librarian_dagster.core.recall.results import (
+    Judged,
+    chunk_texts,
+    session_facts,
+    session_results,
+)
+from librarian_dagster.core.recall.terms import QuestionTerms, question_terms
+from librarian_dagster.core.store.pool import CANDIDATES, Database
+from librarian_dagster.core.store.queries import (
+    NO_FILTERS,
+    SearchFilters,
+    filter_sql,
+    ours,
+    vector_literal,
+)
+from librarian_dagster.core.store.rows import ChunkResult, EmbeddingSpace
+
+__all__ = ["Layers", "Search", "SearchMode"]
+
+SIDE_READS = 6
+"""Threads that run searches' vector lists, each on a connection of its own, while the search's
+own thread scores BM25: two searches' three lists at once."""
+
+
+class Search:
+    """Hybrid search over the shared pool, with what it keeps in memory between questions: the
+    BM25 postings, each embedding space's calibration, and the threads of its vector lists
+    (`close` ends them; the store closes its search).
+
+    No thread holds a connection while it waits for another thread's: a search takes one for
+    each step in turn, so searches at once never wait on each other for the pool.
+    """
+
+    def __init__(self, database: Database, postings_dir: Path | None = None) -> None:
+        """`postings_dir`: where the BM25 postings are kept between processes (None: nowhere,
+        each process loads them from the store)."""
+        self._db = database
+        self._lexical = LexicalIndex(postings_dir)
+        self._calibrations = Calibrations()
+        self._reads = ThreadPoolExecutor(SIDE_READS, thread_name_prefix="librarian-read")
+
+    def close(self) -> None:
+        self._reads.shutdown(wait=False, cancel_futures=True)
+
+    def find(
+        self,
+        query_text: str,
+        query_embedding: Sequence[float] | Callable[[], Sequence[float]],
+        embedding_model: str,
+        filters: SearchFilters = NO_FILTERS,
+        limit: int = 5,
+        max_per_session: int = 2,
+        mode: SearchMode = "hybrid",
+        boosts: Boosts = DEFAULT_BOOSTS,
+        layers: Layers = "both",
+        judged: Judged | None = None,
+        context: RecallContext | None = None,
+    ) -> list[ChunkResult]:
+        """Chunks of the sessions that best answer a query, best session first.
+
+        Sessions are ranked by reciprocal-rank fusion of five lists: each layer (digest bullets,
+        exchanges) by vector and by BM25, and the sessions as a whole by vector. `mode` keeps
+        the vector or the text lists alone, and `layers` one layer, to measure what each brings.
+        Each session's chunks carry its relevance as their score; at most `max_per_session`
+        chunks of one session are returned, the ones ranked best across the lists, so one long
+        session cannot fill the answer.
+
+        `query_embedding` may be a callable that waits for the vector (core/recall/answer.py
+        embeds while BM25 is scored): it is called only once the vector is needed. `judged`,
+        when given, is told each ranked session's relevance evidence, best first. `context`
+        (where the question comes from) ranks the caller's project and branch first; it filters
+        nothing.
+        """
+        embedding = query_embedding if callable(query_embedding) else lambda: query_embedding
+        terms, scope, allowed = self._question(query_text, embedding_model, filters, layers)
+        candidates = self._candidates(
+            terms, scope, allowed, embedding, embedding_model, filters, mode
+        )
+        fused = fuse_sessions(candidates.sessions)
+        if not fused:
+            return []
+        vector = embedding()
+        scope.params["vector"] = vector_literal(vector)
+        with self._db.connection() as conn:
+            relations = context_relations(conn, context, list(fused)) if context else {}
+            scores = boosted(
+                fused, self._lexical.session_facts(fused), relations, boosts, time.time()
+            )
+            top = best(scores, limit)
+            shown = shown_chunks(candidates.chunks, top, max_per_session)
+            facts = session_facts(conn, len(vector), {**scope.params, "top": top})
+            texts = chunk_texts(conn, [i for ids in shown.values() for i in ids])
+            calibration = self._calibrations.of(conn, embedding_model, len(vector), terms.chunks)
+        results = session_results(
+            top, facts, shown, texts, relations, terms.unseen_share(), calibration, judged
+        )
+        return results[:limit]
+
+    def _question(
+        self, query_text: str, model: str, filters: SearchFilters, layers: Layers
+    ) -> tuple[QuestionTerms, Scope, set[str] | None]:
+        """The question's terms, what the search may read, and the sessions the caller's
+        filters allow (None: any), with the postings brought up to the store's generation."""
+        # The private domain is left out through the in-memory session facts (no join, no list
+        # of every other session); the caller's own filters, when any, in SQL.
+        where, params = filter_sql(replace(filters, include_private=True))
+        with self._db.connection() as conn:
+            terms = question_terms(conn, query_text)
+            self._lexical.refresh(conn, terms.generation)
+            allowed = None
+            if where:  # `where` is our own text (fixed clauses, values as named parameters)
+                chosen = ours(f"SELECT m.session_id FROM memories m WHERE TRUE {where}")
+                allowed = {r["session_id"] for r in conn.execute(chosen, params)}
+        params |= {
+            "model": model,
+            "hidden": [] if filters.include_private else self._lexical.private_sessions(),
+            "private_ok": filters.include_private,
+            "private_domain": PRIVATE_DOMAIN,
+        }
+        return terms, Scope(where, params, layers), allowed
+
+    def _candidates(
+        self,
+        terms: QuestionTerms,
+        scope: Scope,
+        allowed: set[str] | None,
+        embedding: Callable[[], Sequence[float]],
+        model: str,
+        filters: SearchFilters,
+        mode: SearchMode,
+    ) -> Candidates:
+        # The vector lists run on their side connections (PostgreSQL's processes) while this
+        # thread scores BM25 (numpy): at a million chunks each takes some 20 ms, now at once.
+        vector = (
+            start_vector_lists(self._reads, self._db, embedding, scope) if mode != "text" else None
+        )
+        scored = None
+        if mode != "vector":
+            scored = self._lexical.score(
+                list(terms.idf.items()),
+                terms.avgdl,
+                model,
+                allowed,
+                filters.include_private,
+                pool=CANDIDATES,
+            )
+        return gather(vector, scored, terms, scope, mode)
+
+    def warm_up(self) -> None:
+        """Load what search keeps in memory (the BM25 postings, the word lists that tell jargon)
+        now, not at the first question.
+
+        A long-lived reader (the recall server) calls it at start; at 100,000 chunks it takes
+        a few seconds, which the first question would otherwise wait for.
+        """
+        load_word_lists()
+        with self._db.connection() as conn:
+            row = conn.execute("SELECT generation FROM chunk_stats").fetchone()
+            self._lexical.refresh(conn, row["generation"] if row else 0)
+
+    def embedding_spaces(self) -> list[EmbeddingSpace]:
+        """Which embedding models (and dimensions) the stored chunks were made with."""
+        with (
+            self._db.connection() as conn,
+            conn.cursor(row_factory=class_row(EmbeddingSpace)) as cur,
+        ):
+            return cur.execute(
+                """
+                SELECT embedding_model AS model, embedding_dim AS dimension,
+                       COUNT(DISTINCT session_id) AS sessions, COUNT(*) AS chunks
+                FROM indexed_chunks GROUP BY embedding_model, embedding_dim
+                ORDER BY COUNT(*) DESC, embedding_model
+                """
+            ).fetchall()
