@@ -39,13 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"librarian_dagster.cli.{name}")
-        except ModuleNotFoundError as exc:
-            # A module still being written must not take the other commands down with it.
-            if exc.name == f"librarian_dagster.cli.{name}":
-                continue
-            raise
+        module = importlib.import_module(f"librarian_dagster.cli.{name}")
         module.register(subparsers.add_parser)
     return parser
 

@@ -99,11 +99,6 @@ def _heading_and_body(section: str, joined: bool) -> tuple[str, str]:
 _PLAN_CONTEXT = re.compile(r"(context|background|problem|overview|summary|goal|why)\b", re.I)
 
 
-def headline(prompt: str) -> str:
-    """A prompt as one line: its first sentences as far as LINE_CHARS allows."""
-    return lead(prompt)
-
-
 # -- replies --------------------------------------------------------------------------------------
 
 _CODE_BLOCK = re.compile(r"```.*?(```|$)", re.DOTALL)

@@ -23,8 +23,8 @@ from librarian_dagster.core.digest.distil import (
     cut,
     error_line,
     findings,
-    headline,
     is_filler,
+    lead,
     marked,
     outcomes,
     plan_of,
@@ -208,7 +208,7 @@ def _worked_on(asked: Sequence[Exchange], plans: Sequence[Plan]) -> list[str]:
         )
         if line
     ]
-    prompts = [headline(x.prompt) for x in asked if not plan_of(x.prompt)]
+    prompts = [lead(x.prompt) for x in asked if not plan_of(x.prompt)]
     # The first ask says what the session set out to do; of the others, the longest say most.
     best = sorted(range(len(prompts)), key=lambda i: (i > 0, -len(prompts[i]), i))
     return _dedupe(lines + [prompts[i] for i in best])
@@ -249,7 +249,7 @@ def _open_items(parts: Sequence[Exchange]) -> list[str]:
         return []
     last = parts[-1]
     if last.prompt and not last.replies and not is_filler(last.prompt):
-        return ["Unanswered at the end: " + headline(last.prompt)]
+        return ["Unanswered at the end: " + lead(last.prompt)]
     # What the last exchanges' closing replies say is left: earlier ones were left and then done.
     return [s for x in parts[-2:] if x.replies for s in marked(x.replies[-1], "open")]
 
@@ -262,7 +262,7 @@ def _summary(
     elif plans:
         head = plans[0].title
     elif asked:
-        head = headline(asked[0].prompt)
+        head = lead(asked[0].prompt)
     else:
         head = "Session with no typed prompt"
     where = f" in {session.project}" if session.project else ""
