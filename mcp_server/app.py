@@ -113,6 +113,71 @@ _MAX_CURSOR = 1000
 _MAX_SESSION_ID = 200
 _MAX_PATH = 4096  # PATH_MAX on Linux
 
+# The tools' parameters: what an agent sees of each, and its bounds.
+Query = Annotated[Text, Field(min_length=1, max_length=2000, description="What to recall.")]
+AllTags = Annotated[
+    list[Tag] | None, Field(max_length=50, description="Only sessions carrying all of these tags.")
+]
+AnyTags = Annotated[
+    list[Tag] | None, Field(max_length=50, description="Only sessions carrying one of these tags.")
+]
+BranchFilter = Annotated[Text | None, Field(max_length=200, description="Only this git branch.")]
+UntilFilter = Annotated[
+    datetime | None, Field(description="Only sessions that began at or before this.")
+]
+ChunkLimit = Annotated[int, Field(ge=1, le=MAX_RESULTS, description="How many chunks.")]
+Cwd = Annotated[
+    Text | None,
+    Field(
+        max_length=_MAX_PATH,
+        description="Your working directory: its project's sessions rank first (not a filter).",
+    ),
+]
+CurrentBranch = Annotated[
+    Text | None,
+    Field(
+        max_length=200,
+        description="Your git branch: earlier work on it is preferred (not a filter; "
+        "git_branch filters).",
+    ),
+]
+SessionId = Annotated[
+    Text,
+    Field(min_length=1, max_length=_MAX_SESSION_ID, description="A session id from a result."),
+]
+FilePath = Annotated[
+    Text,
+    Field(
+        min_length=1, max_length=_MAX_PATH, description="The file: absolute, or relative to cwd."
+    ),
+]
+RepositoryCwd = Annotated[
+    Text | None,
+    Field(
+        max_length=_MAX_PATH, description="Your working directory: which repository the file is of."
+    ),
+]
+Task = Annotated[
+    Text | None,
+    Field(
+        max_length=2000,
+        description="What you are doing: the sessions nearest to it come after the most recent "
+        "one.",
+    ),
+]
+HistoryLimit = Annotated[int, Field(ge=1, le=MAX_SESSIONS, description="How many sessions.")]
+Root = Annotated[
+    Text | None, Field(max_length=_MAX_PATH, description="The repository's root, if you know it.")
+]
+OwnSession = Annotated[
+    Text | None,
+    Field(max_length=_MAX_SESSION_ID, description="Your own session's id: never returned."),
+]
+PageLimit = Annotated[int, Field(ge=1, le=100, description="Sessions per page.")]
+Cursor = Annotated[
+    Text | None, Field(max_length=_MAX_CURSOR, description="`next_cursor` of the previous page.")
+]
+
 PRIVATE_REFUSED = "the private domain needs a token with the `private` scope"
 
 
@@ -201,50 +266,37 @@ def build_server(
             raise ToolError(PRIVATE_REFUSED)
         return allowed
 
+    _add_search(server, lifespan, private_allowed, min_relevance, boosts)
+    _add_readers(server, lifespan, private_allowed)
+    return server
+
+
+def _add_search(
+    server: MCPServer,
+    lifespan: _Lifespan,
+    private_allowed: Callable[[str | None], bool],
+    min_relevance: float,
+    boosts: Boosts,
+) -> None:
     @server.tool()
     def search_chunks(
-        query: Annotated[Text, Field(min_length=1, max_length=2000, description="What to recall.")],
+        query: Query,
         project: ProjectFilter = None,
         domain: DomainFilter = None,
-        tags: Annotated[
-            list[Tag] | None,
-            Field(max_length=50, description="Only sessions carrying all of these tags."),
-        ] = None,
-        any_tags: Annotated[
-            list[Tag] | None,
-            Field(max_length=50, description="Only sessions carrying one of these tags."),
-        ] = None,
-        git_branch: Annotated[
-            Text | None, Field(max_length=200, description="Only this git branch.")
-        ] = None,
+        tags: AllTags = None,
+        any_tags: AnyTags = None,
+        git_branch: BranchFilter = None,
         since: SinceFilter = None,
-        until: Annotated[
-            datetime | None, Field(description="Only sessions that began at or before this.")
-        ] = None,
-        limit: Annotated[int, Field(ge=1, le=MAX_RESULTS, description="How many chunks.")] = 5,
-        cwd: Annotated[
-            Text | None,
-            Field(
-                max_length=_MAX_PATH,
-                description="Your working directory: its project's sessions rank first "
-                "(not a filter).",
-            ),
-        ] = None,
-        current_branch: Annotated[
-            Text | None,
-            Field(
-                max_length=200,
-                description="Your git branch: earlier work on it is preferred (not a filter; "
-                "git_branch filters).",
-            ),
-        ] = None,
+        until: UntilFilter = None,
+        limit: ChunkLimit = 5,
+        cwd: Cwd = None,
+        current_branch: CurrentBranch = None,
     ) -> SearchResult:
         """Find remembered facts from past sessions that answer a question, best first.
 
         Each result's score is its session's relevance (0 to 1); when no session is relevant
         enough the results are empty and `note` says so: then nothing was remembered about it.
         """
-        include_private = private_allowed(domain)
         filters = SearchFilters(
             project=project,
             domain=domain,
@@ -253,7 +305,7 @@ def build_server(
             git_branch=git_branch,
             since=since,
             until=until,
-            include_private=include_private,
+            include_private=private_allowed(domain),
         )
         context = RecallContext(cwd, current_branch) if cwd or current_branch else None
         served = lifespan.served()
@@ -265,15 +317,12 @@ def build_server(
         except EmbeddingSpaceMismatch as exc:
             raise ToolError(str(exc)) from None
 
+
+def _add_readers(
+    server: MCPServer, lifespan: _Lifespan, private_allowed: Callable[[str | None], bool]
+) -> None:
     @server.tool()
-    def get_digest(
-        session_id: Annotated[
-            Text,
-            Field(
-                min_length=1, max_length=_MAX_SESSION_ID, description="A session id from a result."
-            ),
-        ],
-    ) -> SessionDigest:
+    def get_digest(session_id: SessionId) -> SessionDigest:
         """The whole digest of one session: what, problem, solution, what is left open."""
         # A private session the caller may not read is answered like one that does not exist.
         memories = lifespan.served().memories
@@ -284,43 +333,12 @@ def build_server(
 
     @server.tool()
     def file_history(
-        path: Annotated[
-            Text,
-            Field(
-                min_length=1,
-                max_length=_MAX_PATH,
-                description="The file: absolute, or relative to cwd.",
-            ),
-        ],
-        cwd: Annotated[
-            Text | None,
-            Field(
-                max_length=_MAX_PATH,
-                description="Your working directory: which repository the file is of.",
-            ),
-        ] = None,
-        task: Annotated[
-            Text | None,
-            Field(
-                max_length=2000,
-                description="What you are doing: the sessions nearest to it come after the "
-                "most recent one.",
-            ),
-        ] = None,
-        limit: Annotated[
-            int, Field(ge=1, le=MAX_SESSIONS, description="How many sessions.")
-        ] = DEFAULT_SESSIONS,
-        root: Annotated[
-            Text | None,
-            Field(max_length=_MAX_PATH, description="The repository's root, if you know it."),
-        ] = None,
-        session_id: Annotated[
-            Text | None,
-            Field(
-                max_length=_MAX_SESSION_ID,
-                description="Your own session's id: never returned.",
-            ),
-        ] = None,
+        path: FilePath,
+        cwd: RepositoryCwd = None,
+        task: Task = None,
+        limit: HistoryLimit = DEFAULT_SESSIONS,
+        root: Root = None,
+        session_id: OwnSession = None,
     ) -> FileHistory:
         """The earlier sessions of this repository that changed the file (or read it), and
         why: the most recent first, then those nearest the task. Each names its session,
@@ -341,11 +359,8 @@ def build_server(
         project: ProjectFilter = None,
         domain: DomainFilter = None,
         since: SinceFilter = None,
-        limit: Annotated[int, Field(ge=1, le=100, description="Sessions per page.")] = 20,
-        cursor: Annotated[
-            Text | None,
-            Field(max_length=_MAX_CURSOR, description="`next_cursor` of the previous page."),
-        ] = None,
+        limit: PageLimit = 20,
+        cursor: Cursor = None,
     ) -> SessionList:
         """Remembered sessions, newest first, a page at a time."""
         filters = SearchFilters(
@@ -356,8 +371,6 @@ def build_server(
         except InvalidCursor as exc:
             # Any other exception reaches the agent without its message: this one is theirs.
             raise ToolError(str(exc)) from None
-
-    return server
 
 
 RECALL_PATH = "/recall"
