@@ -157,6 +157,18 @@ UNREADABLE = "unreadable file"
 moment (a mirror away, a mount gone), not a session with nothing to remember."""
 
 
+@dataclass
+class _Read:
+    """What reading a session's files gave: the main thread's turns, each agent's, and whether
+    anything was there to read."""
+
+    main: TurnBuilder
+    agents: dict[str, TurnBuilder]
+    unreadable: str | None = None
+    total_bytes: int = 0
+    any_records: bool = False
+
+
 def parse_session(
     files: SessionFiles,
     *,
@@ -165,73 +177,21 @@ def parse_session(
     """Parse one session (main file plus subagents). Never raises on bad content."""
     fingerprint = files.fingerprint()
     state = SessionState(include_thinking)
-    main_builder = TurnBuilder(state, None)
-    agents: dict[str, TurnBuilder] = {}
-    skip: str | None = None
-    total_bytes = 0
-    any_records = False
-    if files.main is not None:
-        try:
-            total_bytes += files.main.stat().st_size
-            for rec in iter_records(files.main, state.stats):
-                any_records = True
-                _process(state, rec, main_builder, True, agents)
-        except OSError as exc:
-            skip = f"{UNREADABLE} ({exc.strerror or type(exc).__name__})"
-    for path in files.subagents:
-        aid = agent_file_id(path)
-        builder = agents.get(aid) or TurnBuilder(state, aid)
-        agents[aid] = builder
-        try:
-            total_bytes += path.stat().st_size
-            for rec in iter_records(path, state.stats):
-                any_records = True
-                if isinstance(rec.get("agentId"), str) and builder.agent_id != rec["agentId"]:
-                    # Agent ids in records are authoritative (file names can be renamed copies).
-                    builder.agent_id = rec["agentId"]
-                _process(state, rec, builder, False, agents)
-        except OSError:
-            state.stats.malformed_examples.append(f"{path.name}: unreadable file")
+    read = _read_files(files, state)
+    agents = read.agents
     state.stats.subagents = sum(1 for b in agents.values() if b.turns)
 
-    turns = list(main_builder.turns)
+    turns = list(read.main.turns)
     for b in sorted((b for b in agents.values() if b.turns), key=_agent_order):
         turns.extend(b.turns)
-
-    title = None
-    matched = [text for leaf, text in state.summaries if leaf in state.uuids_seen]
-    state.stats.summaries_unmatched = len(state.summaries) - len(matched)
-    if matched:
-        title = matched[-1]
-    elif state.custom_title:
-        title = state.custom_title
 
     stats = state.stats
     stats.records_by_type = dict(state.types)
     stats.blocks_by_type = dict(state.blocks)
     stats.turns = len(turns)
     stats.tool_uses = sum(len(t.tool_uses) for t in turns)
-
-    if skip is None:
-        if files.main is None and not files.subagents:
-            skip = "no files"
-        elif total_bytes == 0:
-            skip = "empty file"
-        elif not any_records:
-            skip = "not a transcript (no JSON records)"
-        elif state.conversation_records == 0:
-            present = set(state.types) - {"<missing>"}
-            if present and present <= {"summary"}:
-                skip = "no conversation (summary-only)"
-            elif present and present <= {"file-history-snapshot"}:
-                skip = "no conversation (file-history snapshots only)"
-            elif present and present <= {"summary", "file-history-snapshot"}:
-                skip = "no conversation (summaries and file-history snapshots only)"
-            else:
-                skip = "no conversation (no user or assistant records)"
-        elif not any(t.kind in ("prompt", "text", "tool_result") for t in turns):
-            skip = "no conversation (only injected or empty messages)"
-
+    title = _title(state)
+    skip = read.unreadable or _skip_reason(files, state, read, turns)
     return Session(
         session_id=files.session_id,
         project=project_from(
@@ -254,3 +214,61 @@ def parse_session(
         files=tuple(str(p) for p in files.paths),
         fingerprint=fingerprint,
     )
+
+
+def _read_files(files: SessionFiles, state: SessionState) -> _Read:
+    read = _Read(TurnBuilder(state, None), {})
+    if files.main is not None:
+        try:
+            read.total_bytes += files.main.stat().st_size
+            for rec in iter_records(files.main, state.stats):
+                read.any_records = True
+                _process(state, rec, read.main, True, read.agents)
+        except OSError as exc:
+            read.unreadable = f"{UNREADABLE} ({exc.strerror or type(exc).__name__})"
+    for path in files.subagents:
+        aid = agent_file_id(path)
+        builder = read.agents.get(aid) or TurnBuilder(state, aid)
+        read.agents[aid] = builder
+        try:
+            read.total_bytes += path.stat().st_size
+            for rec in iter_records(path, state.stats):
+                read.any_records = True
+                if isinstance(rec.get("agentId"), str) and builder.agent_id != rec["agentId"]:
+                    # Agent ids in records are authoritative (file names can be renamed copies).
+                    builder.agent_id = rec["agentId"]
+                _process(state, rec, builder, False, read.agents)
+        except OSError:
+            state.stats.malformed_examples.append(f"{path.name}: unreadable file")
+    return read
+
+
+def _title(state: SessionState) -> str | None:
+    """The last summary of a leaf this session holds, else the title the user gave it."""
+    matched = [text for leaf, text in state.summaries if leaf in state.uuids_seen]
+    state.stats.summaries_unmatched = len(state.summaries) - len(matched)
+    return matched[-1] if matched else (state.custom_title or None)
+
+
+def _skip_reason(
+    files: SessionFiles, state: SessionState, read: _Read, turns: list[Turn]
+) -> str | None:
+    """Why a readable session holds nothing to remember, or None."""
+    if files.main is None and not files.subagents:
+        return "no files"
+    if read.total_bytes == 0:
+        return "empty file"
+    if not read.any_records:
+        return "not a transcript (no JSON records)"
+    if state.conversation_records == 0:
+        present = set(state.types) - {"<missing>"}
+        if present and present <= {"summary"}:
+            return "no conversation (summary-only)"
+        if present and present <= {"file-history-snapshot"}:
+            return "no conversation (file-history snapshots only)"
+        if present and present <= {"summary", "file-history-snapshot"}:
+            return "no conversation (summaries and file-history snapshots only)"
+        return "no conversation (no user or assistant records)"
+    if not any(t.kind in ("prompt", "text", "tool_result") for t in turns):
+        return "no conversation (only injected or empty messages)"
+    return None
