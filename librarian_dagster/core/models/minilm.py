@@ -22,11 +22,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:
+    import onnxruntime
     from tokenizers import Tokenizer
 
 __all__ = ["LocalMiniLMEmbedder", "local_embedder"]
@@ -131,7 +132,6 @@ class _MiniLM:
     """The loaded model: tokenizer, and the encoder as an ONNX Runtime session."""
 
     def __init__(self, model_dir: Path) -> None:
-        import onnxruntime
         from tokenizers import Tokenizer
 
         config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
@@ -141,34 +141,7 @@ class _MiniLM:
             if st_config_path.exists()
             else {}
         )
-        pooling_path = model_dir / "1_Pooling" / "config.json"
-        if pooling_path.exists():
-            pooling = json.loads(pooling_path.read_text(encoding="utf-8"))
-            if not pooling.get("pooling_mode_mean_tokens") or any(
-                pooling.get(k)
-                for k in (
-                    "pooling_mode_cls_token",
-                    "pooling_mode_max_tokens",
-                    "pooling_mode_mean_sqrt_len_tokens",
-                )
-            ):
-                raise ValueError(f"{pooling_path}: only mean pooling is implemented")
-        if config.get("hidden_act", "gelu") != "gelu":
-            raise ValueError(f"unsupported activation {config.get('hidden_act')!r}")
-        if config.get("position_embedding_type", "absolute") != "absolute":
-            raise ValueError("only absolute position embeddings are implemented")
-        shape = Shape(
-            hidden=config["hidden_size"],
-            heads=config["num_attention_heads"],
-            layers=config["num_hidden_layers"],
-            eps=config["layer_norm_eps"],
-        )
-        if shape != GRAPH_SHAPE:
-            raise ValueError(
-                f"{model_dir}: {shape}, but {GRAPH_FILE} is built for {GRAPH_SHAPE} "
-                "(scripts/build_minilm_graph.py)"
-            )
-
+        shape = _checked_shape(model_dir, config)
         self.hidden: int = config["hidden_size"]
         self.max_seq_length: int = min(
             st_config.get("max_seq_length", config["max_position_embeddings"]),
@@ -187,27 +160,7 @@ class _MiniLM:
         # Some exports prefix every name with the architecture ("bert."); accept both.
         if "embeddings.word_embeddings.weight" not in w:
             w = {k.removeprefix("bert."): v for k, v in w.items()}
-        options = onnxruntime.SessionOptions()
-        # One thread per call, on the caller's thread, and nothing left spinning: see
-        # _BATCH_WORKERS.
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3  # errors only: its notes on fusions are not the user's
-        weights = graph_weights(w, shape.layers)
-        del w
-        # The graph names every weight as an external initializer: the session copies these at
-        # load (ONNX Runtime's documented behaviour), so the arrays are freed once it is made:
-        # about 190 MB stay resident.
-        names = list(weights)
-        options.add_external_initializers(
-            names, [onnxruntime.OrtValue.ortvalue_from_numpy(weights[n]) for n in names]
-        )
-        graph = resources.files(__name__.rpartition(".")[0]).joinpath(GRAPH_FILE).read_bytes()
-        self.session = onnxruntime.InferenceSession(
-            graph, options, providers=["CPUExecutionProvider"]
-        )
+        self.session = _session(w, shape)
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         # sentence-transformers strips each text before tokenizing.
@@ -343,3 +296,60 @@ def local_embedder() -> LocalMiniLMEmbedder:
         if _local is None:
             _local = LocalMiniLMEmbedder()
         return _local
+
+
+def _checked_shape(model_dir: Path, config: dict[str, Any]) -> Shape:
+    """The checkpoint's shape, once it is known to be what the graph computes."""
+    pooling_path = model_dir / "1_Pooling" / "config.json"
+    if pooling_path.exists():
+        pooling = json.loads(pooling_path.read_text(encoding="utf-8"))
+        if not pooling.get("pooling_mode_mean_tokens") or any(
+            pooling.get(k)
+            for k in (
+                "pooling_mode_cls_token",
+                "pooling_mode_max_tokens",
+                "pooling_mode_mean_sqrt_len_tokens",
+            )
+        ):
+            raise ValueError(f"{pooling_path}: only mean pooling is implemented")
+    if config.get("hidden_act", "gelu") != "gelu":
+        raise ValueError(f"unsupported activation {config.get('hidden_act')!r}")
+    if config.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError("only absolute position embeddings are implemented")
+    shape = Shape(
+        hidden=config["hidden_size"],
+        heads=config["num_attention_heads"],
+        layers=config["num_hidden_layers"],
+        eps=config["layer_norm_eps"],
+    )
+    if shape != GRAPH_SHAPE:
+        raise ValueError(
+            f"{model_dir}: {shape}, but {GRAPH_FILE} is built for {GRAPH_SHAPE} "
+            "(scripts/build_minilm_graph.py)"
+        )
+    return shape
+
+
+def _session(w: dict[str, np.ndarray], shape: Shape) -> onnxruntime.InferenceSession:
+    """The forward graph's ONNX Runtime session, with the checkpoint's weights `w` in it."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    # One thread per call, on the caller's thread, and nothing left spinning: see
+    # _BATCH_WORKERS.
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3  # errors only: its notes on fusions are not the user's
+    weights = graph_weights(w, shape.layers)
+    w.clear()
+    # The graph names every weight as an external initializer: the session copies these at
+    # load (ONNX Runtime's documented behaviour), so the arrays are freed once it is made:
+    # about 190 MB stay resident.
+    names = list(weights)
+    options.add_external_initializers(
+        names, [onnxruntime.OrtValue.ortvalue_from_numpy(weights[n]) for n in names]
+    )
+    graph = resources.files(__name__.rpartition(".")[0]).joinpath(GRAPH_FILE).read_bytes()
+    return onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
