@@ -140,59 +140,75 @@ def capture_incidents(
     nothing to judge yet; with one, its last good tick (or, if it never had one, the time this
     watch began) must be recent.
     """
-    incidents = []
-    if overdue:
-        oldest = overdue[0]
-        shown = ", ".join(f"{o.session_id} ({o.project})" for o in overdue[:_SHOWN_SESSIONS])
-        more = (
-            f" and {len(overdue) - _SHOWN_SESSIONS} more" if len(overdue) > _SHOWN_SESSIONS else ""
-        )
-        incidents.append(
-            Incident(
-                INGEST_GAP,
-                f"Librarian capture gap: {len(overdue)} settled session(s) in the mirror not "
-                f"ingested after {gap_minutes:g} min, the oldest due since "
-                f"{_when(oldest.due_since)}: {shown}{more}.",
-                f"Librarian recovered: every settled session in the mirror is ingested again "
-                f"(checked {_when(now)}).",
-            )
-        )
+    found = [
+        _ingest_gap(overdue, gap_minutes, now),
+        _mirror_gap(now, mirror, mirror_exists, snapshots, watching_since, quiet_hours),
+        _sensor_gap(now, sensor_watched, last_sensor_tick, watching_since),
+    ]
+    return [incident for incident in found if incident is not None]
+
+
+def _ingest_gap(overdue: Sequence[Overdue], gap_minutes: float, now: float) -> Incident | None:
+    if not overdue:
+        return None
+    oldest = overdue[0]
+    shown = ", ".join(f"{o.session_id} ({o.project})" for o in overdue[:_SHOWN_SESSIONS])
+    more = f" and {len(overdue) - _SHOWN_SESSIONS} more" if len(overdue) > _SHOWN_SESSIONS else ""
+    return Incident(
+        INGEST_GAP,
+        f"Librarian capture gap: {len(overdue)} settled session(s) in the mirror not "
+        f"ingested after {gap_minutes:g} min, the oldest due since "
+        f"{_when(oldest.due_since)}: {shown}{more}.",
+        f"Librarian recovered: every settled session in the mirror is ingested again "
+        f"(checked {_when(now)}).",
+    )
+
+
+def _mirror_gap(
+    now: float,
+    mirror: Path,
+    mirror_exists: bool,
+    snapshots: Sequence[Snapshot],
+    watching_since: float,
+    quiet_hours: float,
+) -> Incident | None:
     if not mirror_exists:
-        incidents.append(
-            Incident(
-                MIRROR_QUIET,
-                f"Librarian capture gap: the mirror folder {mirror} does not exist; no session "
-                "can be captured (LIBRARIAN_MIRROR, or the copy from the laptop).",
-                f"Librarian recovered: the mirror folder {mirror} is back.",
-            )
+        return Incident(
+            MIRROR_QUIET,
+            f"Librarian capture gap: the mirror folder {mirror} does not exist; no session "
+            "can be captured (LIBRARIAN_MIRROR, or the copy from the laptop).",
+            f"Librarian recovered: the mirror folder {mirror} is back.",
         )
-    elif quiet_hours > 0:
-        newest = max((s.last_modified for s in snapshots), default=None)
-        quiet_since = newest if newest is not None else watching_since
-        if now - quiet_since > quiet_hours * 3600:
-            written = f"newest transcript written {_when(newest)}" if newest else "no transcripts"
-            incidents.append(
-                Incident(
-                    MIRROR_QUIET,
-                    f"Librarian capture gap: the mirror {mirror} has not changed for "
-                    f"{(now - quiet_since) / 3600:.0f} h ({written}); is the copy from the "
-                    "laptop still running?",
-                    f"Librarian recovered: the mirror {mirror} is filling again.",
-                )
-            )
+    if quiet_hours <= 0:
+        return None
+    newest = max((s.last_modified for s in snapshots), default=None)
+    quiet_since = newest if newest is not None else watching_since
+    if now - quiet_since <= quiet_hours * 3600:
+        return None
+    written = f"newest transcript written {_when(newest)}" if newest else "no transcripts"
+    return Incident(
+        MIRROR_QUIET,
+        f"Librarian capture gap: the mirror {mirror} has not changed for "
+        f"{(now - quiet_since) / 3600:.0f} h ({written}); is the copy from the "
+        "laptop still running?",
+        f"Librarian recovered: the mirror {mirror} is filling again.",
+    )
+
+
+def _sensor_gap(
+    now: float, sensor_watched: bool, last_sensor_tick: float | None, watching_since: float
+) -> Incident | None:
     silent_since = last_sensor_tick if last_sensor_tick is not None else watching_since
-    if sensor_watched and now - silent_since > SENSOR_SILENCE_SECONDS:
-        last = f"last good tick {_when(last_sensor_tick)}" if last_sensor_tick else "no good tick"
-        incidents.append(
-            Incident(
-                MIRROR_SENSOR_SILENT,
-                f"Librarian capture gap: the mirror sensor has not ticked for "
-                f"{(now - silent_since) / 60:.0f} min ({last}); new sessions are not requested. "
-                "Is it stopped in the UI, or failing (see its ticks)?",
-                "Librarian recovered: the mirror sensor is ticking again.",
-            )
-        )
-    return incidents
+    if not sensor_watched or now - silent_since <= SENSOR_SILENCE_SECONDS:
+        return None
+    last = f"last good tick {_when(last_sensor_tick)}" if last_sensor_tick else "no good tick"
+    return Incident(
+        MIRROR_SENSOR_SILENT,
+        f"Librarian capture gap: the mirror sensor has not ticked for "
+        f"{(now - silent_since) / 60:.0f} min ({last}); new sessions are not requested. "
+        "Is it stopped in the UI, or failing (see its ticks)?",
+        "Librarian recovered: the mirror sensor is ticking again.",
+    )
 
 
 # -- one alert per incident -----------------------------------------------------------------------
