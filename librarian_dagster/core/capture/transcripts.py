@@ -105,35 +105,46 @@ def _process(
         if isinstance(title, str) and title:
             state.custom_title = title
     elif rtype == "system":
-        sub = rec.get("subtype")
-        if sub == "compact_boundary":
-            state.stats.compactions += 1
-        elif sub == "away_summary" and isinstance(rec.get("content"), str):
-            builder.turns.append(
-                Turn(
-                    "assistant",
-                    "other",
-                    rec["content"],
-                    parse_ts(rec.get("timestamp")),
-                    (),
-                    builder.agent_id,
-                    uuid if isinstance(uuid, str) else None,
-                )
-            )
+        _system(state, rec, builder)
     elif rtype == "progress":
-        data = rec.get("data")
-        if isinstance(data, dict) and data.get("type") == "agent_progress":
-            # 2.1.x streams each subagent message into the parent as data.message (the
-            # normalizedMessages list repeats the whole history, so only data.message is read).
-            inner = data.get("message")
-            aid = data.get("agentId")
-            if isinstance(inner, dict) and isinstance(aid, str) and aid:
-                if aid not in agents:
-                    agents[aid] = TurnBuilder(state, aid)
-                _process_inner(state, inner, agents[aid])
+        _agent_progress(state, rec, agents)
     # Everything else (attachment, permission-mode, last-prompt, pr-link, queue-operation: typed
     # while Claude was busy, it comes again as a user record when dequeued; unknown types) is
     # counted in records_by_type and otherwise ignored.
+
+
+def _system(state: SessionState, rec: dict[str, Any], builder: TurnBuilder) -> None:
+    sub = rec.get("subtype")
+    if sub == "compact_boundary":
+        state.stats.compactions += 1
+    elif sub == "away_summary" and isinstance(rec.get("content"), str):
+        uuid = rec.get("uuid")
+        builder.turns.append(
+            Turn(
+                "assistant",
+                "other",
+                rec["content"],
+                parse_ts(rec.get("timestamp")),
+                (),
+                builder.agent_id,
+                uuid if isinstance(uuid, str) else None,
+            )
+        )
+
+
+def _agent_progress(
+    state: SessionState, rec: dict[str, Any], agents: dict[str, TurnBuilder]
+) -> None:
+    data = rec.get("data")
+    if isinstance(data, dict) and data.get("type") == "agent_progress":
+        # 2.1.x streams each subagent message into the parent as data.message (the
+        # normalizedMessages list repeats the whole history, so only data.message is read).
+        inner = data.get("message")
+        aid = data.get("agentId")
+        if isinstance(inner, dict) and isinstance(aid, str) and aid:
+            if aid not in agents:
+                agents[aid] = TurnBuilder(state, aid)
+            _process_inner(state, inner, agents[aid])
 
 
 def _process_inner(state: SessionState, rec: dict[str, Any], builder: TurnBuilder) -> None:
