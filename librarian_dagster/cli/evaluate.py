@@ -12,7 +12,7 @@ from librarian_dagster.core.commandline import AddParser
 
 if TYPE_CHECKING:
     from librarian_dagster.core.models.embeddings import Embedder
-    from librarian_dagster.core.recall.evaluation import Metrics, Report
+    from librarian_dagster.core.recall.evaluation import GoldenQuestion, Metrics, Report
     from librarian_dagster.core.recall.reference import NaiveIndex
     from librarian_dagster.core.settings import Settings
     from librarian_dagster.core.store.memories import Memories
@@ -77,38 +77,44 @@ def register(add_parser: AddParser) -> None:
     ev.set_defaults(handler=cmd_eval)
 
 
+def _questions(args: argparse.Namespace) -> "list[GoldenQuestion] | None":
+    """The golden questions the arguments name, or None once the reason was said on stderr."""
+    from librarian_dagster.core.recall.evaluation import MAX_K, GoldenFileError, load_golden
+
+    if not 1 <= args.k <= MAX_K:
+        print(f"librarian eval: --k must be between 1 and {MAX_K}", file=sys.stderr)
+        return None
+    if args.min_relevance is not None and args.min_relevance < 0:
+        print("librarian eval: --min-relevance must not be negative", file=sys.stderr)
+        return None
+    try:
+        questions = load_golden(args.golden)
+    except GoldenFileError as exc:
+        print(f"librarian eval: {exc}", file=sys.stderr)
+        return None
+    if not questions:
+        print("librarian eval: no questions in the golden file(s)", file=sys.stderr)
+        return None
+    return questions
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     # Imported here, not at parser build: the store, pydantic and numpy cost every command.
     from librarian_dagster.core.assembly.providers import configured_embedder
     from librarian_dagster.core.assembly.store import open_store
     from librarian_dagster.core.recall.evaluation import (
-        MAX_K,
         RECALL_KS,
-        GoldenFileError,
         compare_modes,
         evaluate,
-        load_golden,
         store_projects,
         with_projects,
     )
     from librarian_dagster.core.recall.ranking import Boosts
     from librarian_dagster.core.settings import Settings
 
-    if not 1 <= args.k <= MAX_K:
-        print(f"librarian eval: --k must be between 1 and {MAX_K}", file=sys.stderr)
+    questions = _questions(args)
+    if questions is None:
         return 2
-    if args.min_relevance is not None and args.min_relevance < 0:
-        print("librarian eval: --min-relevance must not be negative", file=sys.stderr)
-        return 2
-    try:
-        questions = load_golden(args.golden)
-    except GoldenFileError as exc:
-        print(f"librarian eval: {exc}", file=sys.stderr)
-        return 2
-    if not questions:
-        print("librarian eval: no questions in the golden file(s)", file=sys.stderr)
-        return 2
-
     settings = Settings.from_env()
     min_relevance = settings.recall_threshold if args.min_relevance is None else args.min_relevance
     store, embedder = open_store(settings), configured_embedder(settings)
