@@ -597,18 +597,7 @@ def serve(
     """
     host = host or settings.mcp_host
     port = port or settings.mcp_port
-    verifier = None
-    if transport == "http":
-        try:
-            verifier = verifier_for(settings)
-        except TokenFileError as exc:
-            raise SystemExit(f"librarian mcp: {exc}") from None
-        if verifier is None and host not in LOOPBACK_HOSTS:
-            raise SystemExit(
-                f"librarian mcp: refusing to serve {host} without tokens: anyone who can reach "
-                "it could read the memory; make one with `librarian token add NAME` "
-                "(or set LIBRARIAN_MCP_TOKEN), or serve 127.0.0.1"
-            )
+    verifier = _http_verifier(settings, host) if transport == "http" else None
     url, embedder = migrated_url(settings), configured_embedder(settings)
     warm = _WarmUp(threading.Event(), threading.Event()) if transport == "http" else None
     server = build_server(
@@ -624,17 +613,7 @@ def serve(
     if transport == "stdio":
         server.run("stdio")
         return
-    print(
-        f"MCP server on http://{_url_host(host)}:{port}/mcp (legacy SSE at /sse)", file=sys.stderr
-    )
-    if verifier is None:
-        print(
-            "no tokens configured: open to every process on this machine (loopback only); "
-            "the private domain is not served",
-            file=sys.stderr,
-        )
-    else:
-        print(f"bearer tokens required ({settings.tokens_file})", file=sys.stderr)
+    _say_served(settings, host, port, verifier)
     app = http_app(server, host)
     # Served alone, the server watches its database as `librarian up` does (which watches it
     # for its children, and so starts this one with `watch_database=False`).
@@ -648,6 +627,36 @@ def serve(
         warm.wait()
     if watch is not None and watch.lost:
         raise SystemExit(f"librarian mcp: {watch.lost}")
+
+
+def _http_verifier(settings: Settings, host: str) -> TokenVerifier | None:
+    """The tokens HTTP demands (None: none configured); SystemExit with one line when the
+    token file cannot be read, or when `host` is not loopback and no token is configured."""
+    try:
+        verifier = verifier_for(settings)
+    except TokenFileError as exc:
+        raise SystemExit(f"librarian mcp: {exc}") from None
+    if verifier is None and host not in LOOPBACK_HOSTS:
+        raise SystemExit(
+            f"librarian mcp: refusing to serve {host} without tokens: anyone who can reach "
+            "it could read the memory; make one with `librarian token add NAME` "
+            "(or set LIBRARIAN_MCP_TOKEN), or serve 127.0.0.1"
+        )
+    return verifier
+
+
+def _say_served(settings: Settings, host: str, port: int, verifier: TokenVerifier | None) -> None:
+    print(
+        f"MCP server on http://{_url_host(host)}:{port}/mcp (legacy SSE at /sse)", file=sys.stderr
+    )
+    if verifier is None:
+        print(
+            "no tokens configured: open to every process on this machine (loopback only); "
+            "the private domain is not served",
+            file=sys.stderr,
+        )
+    else:
+        print(f"bearer tokens required ({settings.tokens_file})", file=sys.stderr)
 
 
 def _watch(watch: Watch, stopping: threading.Event) -> None:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,7 @@ from librarian_dagster.core.commandline import AddParser, port
 if TYPE_CHECKING:
     import psutil
 
+    from librarian_dagster.core.ops.watch import Watch
     from librarian_dagster.core.settings import Settings
 
 DEFAULT_UI_PORT = 3000
@@ -135,7 +137,6 @@ def cmd_up(args: argparse.Namespace) -> int:
     from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
     from librarian_dagster.core.ops.watch import alert_here
     from librarian_dagster.core.settings import Settings
-    from librarian_dagster.core.store.database import describe_location
 
     settings = Settings.from_env()
     children: list[tuple[str, subprocess.Popen]] = []
@@ -167,36 +168,50 @@ def cmd_up(args: argparse.Namespace) -> int:
                 return 0
             children.append((name, _start_child(command, env)))
 
-        print(f"database  {describe_location(settings)}", file=sys.stderr)
-        print(f"mirror    {settings.mirror}", file=sys.stderr)
-        print(f"dagster   http://127.0.0.1:{args.ui_port}", file=sys.stderr)
-        if not args.no_mcp:
-            mcp_url = f"http://127.0.0.1:{args.mcp_port or settings.mcp_port}/mcp"
-            print(f"mcp       {mcp_url}", file=sys.stderr)
-        print("Ctrl-C stops everything.", file=sys.stderr)
+        _say_where(settings, args)
         watch, _mirror, home = _watches(settings, url, stopping)
         supervisor = _Supervisor(children, dict(commands), env, lambda t: alert_here(settings, t))
-        while not stops_asked:
-            lost = [w.lost for w in (watch, home) if w.lost]
-            if lost:
-                if home.down and not home.lost:  # a full disk is why the database could not start
-                    lost.append(f"{home.what} ({home.where}) {home.trouble}")
-                print(f"librarian up: {'; '.join(lost)}", file=sys.stderr)
-                return 1
-            if watch.healed.is_set():
-                watch.healed.clear()
-                # Their connections (and Dagster's daemon threads) died with the database.
-                print("the database is back: restarting dagster and mcp", file=sys.stderr)
-                supervisor.restart_all()
-            failed = supervisor.check(blame=not watch.down)
-            if failed:
-                print(f"librarian up: {failed}", file=sys.stderr)
-                return 1
-            time.sleep(0.2)
-        return 0
+        return _supervise(watch, home, supervisor, lambda: stops_asked > 0)
     finally:
         stopping.set()
         _stop_children(children)
+
+
+def _say_where(settings: "Settings", args: argparse.Namespace) -> None:
+    from librarian_dagster.core.store.database import describe_location
+
+    print(f"database  {describe_location(settings)}", file=sys.stderr)
+    print(f"mirror    {settings.mirror}", file=sys.stderr)
+    print(f"dagster   http://127.0.0.1:{args.ui_port}", file=sys.stderr)
+    if not args.no_mcp:
+        mcp_url = f"http://127.0.0.1:{args.mcp_port or settings.mcp_port}/mcp"
+        print(f"mcp       {mcp_url}", file=sys.stderr)
+    print("Ctrl-C stops everything.", file=sys.stderr)
+
+
+def _supervise(
+    watch: "Watch", home: "Watch", supervisor: "_Supervisor", stopped: Callable[[], bool]
+) -> int:
+    """Until a stop is asked (0), or the database, the home or a child is lost for good (1,
+    with one line that says which)."""
+    while not stopped():
+        lost = [w.lost for w in (watch, home) if w.lost]
+        if lost:
+            if home.down and not home.lost:  # a full disk is why the database could not start
+                lost.append(f"{home.what} ({home.where}) {home.trouble}")
+            print(f"librarian up: {'; '.join(lost)}", file=sys.stderr)
+            return 1
+        if watch.healed.is_set():
+            watch.healed.clear()
+            # Their connections (and Dagster's daemon threads) died with the database.
+            print("the database is back: restarting dagster and mcp", file=sys.stderr)
+            supervisor.restart_all()
+        failed = supervisor.check(blame=not watch.down)
+        if failed:
+            print(f"librarian up: {failed}", file=sys.stderr)
+            return 1
+        time.sleep(0.2)
+    return 0
 
 
 def _start_child(command: list[str], env: dict[str, str]) -> subprocess.Popen:

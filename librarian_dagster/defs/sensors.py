@@ -1,11 +1,19 @@
 import time
+from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
 
 from librarian_dagster.core.capture.files import discover_sessions
-from librarian_dagster.core.capture.mirror import is_excluded, plan_ingest, run_key, snapshot
+from librarian_dagster.core.capture.mirror import (
+    IngestPlan,
+    is_excluded,
+    plan_ingest,
+    run_key,
+    snapshot,
+)
+from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.defs.jobs import ingest_session_job
 from librarian_dagster.defs.partitions import (
     SESSIONS,
@@ -49,17 +57,7 @@ def mirror_sensor(
     # Partitions of a store from before `<project>/<month>/<id>` keys: re-keyed once.
     migrate_partition_keys(instance, memories.get(), db)
     known = keys_by_session(instance.get_dynamic_partitions(SESSIONS))
-    # Digests deferred by a spent daily token budget on an earlier day: asked again, once a day.
-    planned = {s.files.session_id for s in plan.requests}
-    today = datetime.now(UTC).date().isoformat()
-    deferred = [
-        dg.RunRequest(
-            partition_key=known.get(session_id, session_id),
-            run_key=f"{session_id}:deferred:{today}",
-        )
-        for session_id in db.due_deferrals()
-        if session_id not in planned and session_id not in skips.session_ids
-    ]
+    deferred = _deferred_requests(db, plan, known, skips.session_ids)
     if not plan.requests and not deferred:
         return dg.SensorResult(
             skip_reason=f"nothing new ({plan.waiting} session(s) still settling)",
@@ -85,3 +83,20 @@ def mirror_sensor(
         else [],
         cursor=plan.cursor,
     )
+
+
+def _deferred_requests(
+    db: Ledger, plan: IngestPlan, known: dict[str, str], skipped: Collection[str]
+) -> list[dg.RunRequest]:
+    """Digests deferred by a spent daily token budget on an earlier day: asked again, once a
+    day."""
+    planned = {s.files.session_id for s in plan.requests}
+    today = datetime.now(UTC).date().isoformat()
+    return [
+        dg.RunRequest(
+            partition_key=known.get(session_id, session_id),
+            run_key=f"{session_id}:deferred:{today}",
+        )
+        for session_id in db.due_deferrals()
+        if session_id not in planned and session_id not in skipped
+    ]

@@ -1,4 +1,5 @@
-"""The layout's promises (decision 0028): `core` is Dagster- and MCP-free, every module is short."""
+"""The layout's promises (decision 0028): `core` is Dagster- and MCP-free, every module is short,
+every function too."""
 
 import ast
 from pathlib import Path
@@ -34,3 +35,65 @@ def test_every_core_module_lives_in_a_folder_of_its_concern():
         assert ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))), (
             f"{folder.name}/__init__.py says in a docstring what the folder holds"
         )
+
+
+def test_no_function_is_longer_than_sixty_lines():
+    """docs/architecture.md: a function that needs more is split into named steps."""
+    longer = []
+    for root in (PACKAGE, PACKAGE.parent / "mcp_server"):
+        for path in root.rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if lines > 60:
+                        longer.append(f"{path.relative_to(root.parent)}:{node.lineno} {node.name}")
+    assert longer == []
+
+
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+# Bottom-up, as docs/architecture.md's table of layers reads from the foot.
+FOLDERS = ("capture", "redaction", "models", "digest", "store", "recall", "library", "ops",
+           "assembly")  # fmt: skip
+DATA_FILES = {
+    "models": {"minilm_graph.onnx": "the MiniLM forward graph, built by "
+               "scripts/build_minilm_graph.py (decision 0024)"},
+    "ops": {"dagster_instance.yaml": "the Dagster instance settings `librarian up` and "
+            "deploy/dagster.yaml share"},
+}  # fmt: skip
+BEGIN, END = "<!-- modules: begin -->", "<!-- modules: end -->"
+
+
+def _first_line(path: Path) -> str:
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    paragraph = doc.split("\n\n")[0].replace("\n", " ")
+    return paragraph.split(". ")[0].rstrip(".")
+
+
+def module_listing() -> str:
+    """Every module of core with its docstring's first line, folder by folder."""
+    out = ["**`librarian_dagster/core/`**", ""]
+    out += [f"- `{p.name}`: {_first_line(p)}" for p in sorted(CORE.glob("*.py"))
+            if p.name != "__init__.py"]  # fmt: skip
+    for folder in FOLDERS:
+        holds = _first_line(CORE / folder / "__init__.py")
+        out += ["", f"**`librarian_dagster/core/{folder}/`**: {holds}.", ""]
+        out += [f"- `{p.name}`: {_first_line(p)}" for p in sorted((CORE / folder).glob("*.py"))
+                if p.name != "__init__.py"]  # fmt: skip
+        out += [f"- `{name}`: {what}" for name, what in DATA_FILES.get(folder, {}).items()]
+    return "\n".join(out)
+
+
+def _documented() -> str:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    return text[text.index(BEGIN) + len(BEGIN) : text.index(END)].strip("\n")
+
+
+def test_the_architecture_lists_every_module_as_its_docstring_says():
+    assert set(FOLDERS) == {p.name for p in CORE.iterdir() if (p / "__init__.py").is_file()}
+    assert _documented() == module_listing(), "python -m tests.core.test_layout rewrites it"
+
+
+if __name__ == "__main__":  # rewrite docs/architecture.md's listing
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    ARCHITECTURE.write_text(f"{text[:start]}\n{module_listing()}\n{text[end:]}", encoding="utf-8")

@@ -1,1 +1,1 @@
-"""The models Librarian calls: the embedders (offline MiniLM, Gemini) and the chosen digester."""
+"""The models Librarian calls: the embedders (MiniLM, Gemini), the clients digesters call."""

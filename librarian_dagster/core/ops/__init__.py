@@ -1,1 +1,1 @@
-"""Running the service: alerts and Telegram, Dagster's home, the recall server's tokens."""
+"""Running the service: the watch of `up`, incidents, alerts, Dagster's home, tokens."""

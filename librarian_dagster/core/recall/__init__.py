@@ -1,1 +1,1 @@
-"""Answering a question: ranking, judging relevance, BM25, and measuring how well it answers."""
+"""Answering a question: terms, candidates, ranking, relevance, results, evaluation."""

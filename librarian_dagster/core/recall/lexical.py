@@ -294,39 +294,11 @@ class LexicalIndex:
         parts: list[tuple[np.ndarray, ...]] = []
         best_covered = 0.0
         for segment in self._segments:
-            held = [(idf, p) for lexeme, idf in terms if (p := segment.postings.get(lexeme))]
-            if not held:
-                continue
-            # Every posting of the question's lexemes at once, in the terms' order, each row's
-            # terms summed in that order by bincount: the same floats as adding term by term,
-            # in one pass instead of a gather and a scatter per term (1.7x at a million chunks).
-            rows = np.concatenate([posting[0] for _, posting in held])
-            tf = np.concatenate([posting[1] for _, posting in held]).astype(np.float64)
-            idfs = np.repeat([idf for idf, _ in held], [len(posting[0]) for _, posting in held])
-            norm = self._length_norm(segment, avgdl)[rows]
-            size = len(segment.ids)
-            scores = np.bincount(rows, idfs * tf * (BM25_K1 + 1) / (tf + norm), minlength=size)
-            covered = np.bincount(rows, idfs, minlength=size)
-            # The filters on the rows holding a lexeme only, not on every row of the segment.
-            rows = np.flatnonzero(covered > 0)
-            keep = segment.live[rows] & np.isin(segment.models[rows], models)
-            if allowed is not None:
-                keep &= np.isin(segment.sessions[rows], allowed)
-            if private is not None and private.any():
-                keep &= ~np.isin(segment.sessions[rows], np.flatnonzero(private))
-            rows = rows[keep]
-            if not len(rows):
-                continue
-            best_covered = max(best_covered, float(covered[rows].max()))
-            if pool is not None:
-                rows = np.concatenate([
-                    _best(rows[segment.exchange[rows] == layer], scores, pool)
-                    for layer in (True, False)
-                ])  # fmt: skip
-            parts.append((
-                segment.ids[rows], segment.sessions[rows], segment.exchange[rows],
-                scores[rows], covered[rows],
-            ))  # fmt: skip
+            scored = self._segment_scores(segment, terms, avgdl, models, allowed, private, pool)
+            if scored is not None:
+                part, covered_most = scored
+                parts.append(part)
+                best_covered = max(best_covered, covered_most)
         if not parts:
             none = np.zeros(0)
             return Scored(none.astype(np.int64), none.astype(np.int32), none.astype(bool),
@@ -334,6 +306,53 @@ class LexicalIndex:
         columns = zip(*parts, strict=True)
         ids, sessions_, exchange, scores, covered = (np.concatenate(c) for c in columns)
         return Scored(ids, sessions_, exchange, scores, covered, best_covered, self._sessions)
+
+    def _segment_scores(
+        self,
+        segment: Segment,
+        terms: Sequence[tuple[str, float]],
+        avgdl: float,
+        models: np.ndarray,
+        allowed: np.ndarray | None,
+        private: np.ndarray | None,
+        pool: int | None,
+    ) -> tuple[tuple[np.ndarray, ...], float] | None:
+        """One segment's scored rows (ids, sessions, layers, scores, idf mass held) that pass
+        the filters, and the most idf mass any of them holds; None when none does."""
+        held = [(idf, p) for lexeme, idf in terms if (p := segment.postings.get(lexeme))]
+        if not held:
+            return None
+        # Every posting of the question's lexemes at once, in the terms' order, each row's
+        # terms summed in that order by bincount: the same floats as adding term by term,
+        # in one pass instead of a gather and a scatter per term (1.7x at a million chunks).
+        rows = np.concatenate([posting[0] for _, posting in held])
+        tf = np.concatenate([posting[1] for _, posting in held]).astype(np.float64)
+        idfs = np.repeat([idf for idf, _ in held], [len(posting[0]) for _, posting in held])
+        norm = self._length_norm(segment, avgdl)[rows]
+        size = len(segment.ids)
+        scores = np.bincount(rows, idfs * tf * (BM25_K1 + 1) / (tf + norm), minlength=size)
+        covered = np.bincount(rows, idfs, minlength=size)
+        # The filters on the rows holding a lexeme only, not on every row of the segment.
+        rows = np.flatnonzero(covered > 0)
+        keep = segment.live[rows] & np.isin(segment.models[rows], models)
+        if allowed is not None:
+            keep &= np.isin(segment.sessions[rows], allowed)
+        if private is not None and private.any():
+            keep &= ~np.isin(segment.sessions[rows], np.flatnonzero(private))
+        rows = rows[keep]
+        if not len(rows):
+            return None
+        best_covered = float(covered[rows].max())
+        if pool is not None:
+            rows = np.concatenate([
+                _best(rows[segment.exchange[rows] == layer], scores, pool)
+                for layer in (True, False)
+            ])  # fmt: skip
+        part = (
+            segment.ids[rows], segment.sessions[rows], segment.exchange[rows],
+            scores[rows], covered[rows],
+        )  # fmt: skip
+        return part, best_covered
 
     def _length_norm(self, segment: Segment, avgdl: float) -> np.ndarray:
         """BM25's length normalisation of each of the segment's rows, for this mean length

@@ -1,1 +1,1 @@
-"""PostgreSQL with pgvector: where it is, its schema, the memories, search and the bookkeeping."""
+"""PostgreSQL with pgvector, database access only: schema, memories, files, bookkeeping."""

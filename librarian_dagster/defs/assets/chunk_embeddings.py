@@ -5,6 +5,7 @@ import dagster as dg
 
 from librarian_dagster.core.digest.chunking import Chunk, ChunkVectors
 from librarian_dagster.core.models.calls import ProviderError
+from librarian_dagster.core.models.embeddings import Embedder
 from librarian_dagster.defs.assets._common import GROUP, common_keys, per_session
 from librarian_dagster.defs.assets.session_digest import DIGEST_RETRY
 from librarian_dagster.defs.partitions import BATCH, session_id_of, sessions_partitions
@@ -44,15 +45,7 @@ def chunk_embeddings(
         k: db.stored_vectors(session_id_of(k), model.model_name, model.dimension) for k in keys
     }
     new = list(dict.fromkeys(t for k in keys for t in texts[k] if t not in known[k]))
-    together: dict[str, list[float]] = {}
-    together_seconds = 0.0
-    if len(keys) > 1 and new:
-        started = time.perf_counter()
-        try:
-            together = dict(zip(new, model.embed_documents(new), strict=True))
-        except ProviderError as exc:
-            context.log.warning(f"embedding the run's sessions together failed ({exc}): one by one")
-        together_seconds = time.perf_counter() - started
+    together, together_seconds = _together(context, model, new) if len(keys) > 1 else ({}, 0.0)
 
     def embed(key: str, _: str):
         missing = [t for t in dict.fromkeys(texts[key]) if t not in known[key]]
@@ -81,3 +74,19 @@ def chunk_embeddings(
     vectors = per_session(context, {k: k for k in keys}, embed)
     if vectors:
         yield dg.Output(vectors)
+
+
+def _together(
+    context: dg.AssetExecutionContext, model: Embedder, new: list[str]
+) -> tuple[dict[str, list[float]], float]:
+    """The run's new texts embedded in one call, and its seconds; nothing when it fails (each
+    session is then embedded on its own)."""
+    if not new:
+        return {}, 0.0
+    started = time.perf_counter()
+    try:
+        together = dict(zip(new, model.embed_documents(new), strict=True))
+    except ProviderError as exc:
+        context.log.warning(f"embedding the run's sessions together failed ({exc}): one by one")
+        together = {}
+    return together, time.perf_counter() - started

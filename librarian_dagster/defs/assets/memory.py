@@ -1,4 +1,5 @@
 from collections.abc import Iterator
+from typing import Any
 
 import dagster as dg
 
@@ -9,7 +10,7 @@ from librarian_dagster.core.digest.chunking import Chunk, ChunkVectors
 from librarian_dagster.core.digest.schema import DigestRecord
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.core.store.memories import ChunkRecord
-from librarian_dagster.core.store.rows import memory_of
+from librarian_dagster.core.store.rows import MemoryRecord, memory_of
 from librarian_dagster.defs.assets._common import GROUP, common_keys, per_session, source_files
 from librarian_dagster.defs.partitions import BATCH, session_id_of, sessions_partitions
 from librarian_dagster.defs.resources import LedgerResource, MemoriesResource
@@ -50,20 +51,7 @@ def memory(
             ],
             file_touches(session),
         )
-        metadata = {
-            "session_id": session.session_id,
-            "project": session.project,
-            "chunks": len(chunks),
-            "digest_chunks": len(digest_chunks[key]),
-            "exchange_chunks": len(exchange_chunks[key]),
-            "summary": digested.digest.summary,
-            # The memory readable in the UI, as get_digest returns it (`librarian forget`
-            # deletes the runs that hold it).
-            "digest": dg.MetadataValue.md(record.digest_text),
-            "files_changed": len(record.files),
-            "embedding_model": embedded.model,
-            "digest_model": digested.model,
-        }
+        metadata = _metadata(session, digested, record, len(digest_chunks[key]), len(chunks))
         return metadata, metadata
 
     written = per_session(context, {k: k for k in common_keys(*inputs)}, write)
@@ -81,6 +69,25 @@ def memory(
             f"(see each stage's `error` metadata): {', '.join(lost)}; "
             f"the other {len(written)} are",
         )
+
+
+def _metadata(
+    session: Session, digested: DigestRecord, record: MemoryRecord, bullets: int, chunks: int
+) -> dict[str, Any]:
+    return {
+        "session_id": session.session_id,
+        "project": session.project,
+        "chunks": chunks,
+        "digest_chunks": bullets,
+        "exchange_chunks": chunks - bullets,
+        "summary": digested.digest.summary,
+        # The memory readable in the UI, as get_digest returns it (`librarian forget`
+        # deletes the runs that hold it).
+        "digest": dg.MetadataValue.md(record.digest_text),
+        "files_changed": len(record.files),
+        "embedding_model": record.embedding_model,
+        "digest_model": digested.model,
+    }
 
 
 def _lost(

@@ -101,18 +101,7 @@ def transcript(
             found = _Read(files, reason)
             metadata = {"files": [str(p) for p in files.paths], "skip_reason": reason}
         else:
-            session = parse_session(files, include_thinking=mirror.include_thinking)
-            for pause in unreadable_pauses(mirror.unreadable_wait_seconds):
-                if not (session.skip_reason or "").startswith(UNREADABLE):
-                    break
-                time.sleep(pause)
-                session = parse_session(files, include_thinking=mirror.include_thinking)
-            if (session.skip_reason or "").startswith(UNREADABLE):
-                # Failed, and said: recorded as "nothing to remember" it would never be read again.
-                raise dg.Failure(
-                    f"{key}: {session.skip_reason}: the transcript cannot be read now; nothing is "
-                    "recorded of it, and it is read again when the session is run again"
-                )
+            session = _parsed(key, files, mirror)
             found, metadata = _Read(files, session), _counts(files, session)
         return found, metadata if reported else {}
 
@@ -149,6 +138,23 @@ def transcript(
     sessions = per_session(context, {k: k for k in read_by_key}, redact, asset="redacted_session")
     if sessions:
         yield dg.Output(sessions, output_name="redacted_session")
+
+
+def _parsed(key: str, files: SessionFiles, mirror: MirrorResource) -> Session:
+    """The session, read again while it cannot be read, for up to the mirror's wait."""
+    session = parse_session(files, include_thinking=mirror.include_thinking)
+    for pause in unreadable_pauses(mirror.unreadable_wait_seconds):
+        if not (session.skip_reason or "").startswith(UNREADABLE):
+            break
+        time.sleep(pause)
+        session = parse_session(files, include_thinking=mirror.include_thinking)
+    if (session.skip_reason or "").startswith(UNREADABLE):
+        # Failed, and said: recorded as "nothing to remember" it would never be read again.
+        raise dg.Failure(
+            f"{key}: {session.skip_reason}: the transcript cannot be read now; nothing is "
+            "recorded of it, and it is read again when the session is run again"
+        )
+    return session
 
 
 def _counts(files: SessionFiles, session: Session) -> dict[str, Any]:
