@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 from librarian_dagster.core.commandline import AddParser, iso_date
 
 if TYPE_CHECKING:
-    from librarian_dagster.core.recall.ranking import Boosts
     from librarian_dagster.core.settings import Settings
     from librarian_dagster.core.store.queries import SearchFilters
     from librarian_dagster.core.store.rows import SearchResult
@@ -75,6 +74,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         EmbeddingSpaceMismatch,
         recall,
     )
+    from librarian_dagster.core.recall.ranking import Boosts
     from librarian_dagster.core.settings import Settings
     from librarian_dagster.core.store.queries import SearchFilters
 
