@@ -1,9 +1,11 @@
 """Our BM25 index (core/recall/lexical.py) against tantivy, an embedded search library, on one
 store: the lists search fuses, what each costs, and what forgetting leaves behind.
 
-    uv run --with tantivy==0.27.0 python benchmarks/lexical_engines.py --home H [--golden F...]
+    uv run --with tantivy==0.27.0 python benchmarks/lexical_engines.py --home H | --url U
 
-H is a home holding a store (benchmarks/recall.py's: the three dev projects). For each engine:
+H is a home holding a store (benchmarks/recall.py's: the three dev projects); `--url U` names a
+store instead (recall_latency.py's, kept with --keep-store: 100,000 or 1,000,000 chunks), whose
+eval figures are not measured. For each engine:
 - build: ours loads its postings from the store (one full load, as a first process does);
   tantivy indexes every chunk's text (its English stemmer, one writer thread, 128 MB heap), which
   is what its write path would cost at ingest;
@@ -164,11 +166,14 @@ def percentile(values: list[float], q: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--home", type=Path, required=True)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--home", type=Path, help="a home with a store: eval figures too")
+    where.add_argument("--url", help="a store's URL (recall_latency.py's kept store): no eval")
     parser.add_argument("--golden", nargs="+", type=Path, default=list(FILES))
     args = parser.parse_args()
-    settings = Settings.from_env({**os.environ, "LIBRARIAN_HOME": str(args.home)})
-    store = Store(database_url(settings))
+    home = {"LIBRARIAN_HOME": str(args.home)} if args.home else {}
+    settings = Settings.from_env({**os.environ, **home})
+    store = Store(args.url or database_url(settings))
     embedder = configured_embedder(settings)
     with store.database.connection() as conn:
         chunks = conn.execute(
@@ -186,12 +191,31 @@ def main() -> None:
     ours_build = time.perf_counter() - started
     ours_rss = rss_mb() - before
 
+    kept = Path(tempfile.mkdtemp(prefix="postings-"))
+    with store.database.connection() as conn:
+        LexicalIndex(kept).refresh(conn, generation)  # loads in full, then writes the file
+        started = time.perf_counter()
+        mapped = LexicalIndex(kept)
+        mapped.refresh(conn, generation)
+        mapped.score([("the", 1.0)], 50.0, embedder.model_name, None, True, CANDIDATES)
+        ours_reopened = time.perf_counter() - started
+    kept_mb = sum(p.stat().st_size for p in kept.rglob("*") if p.is_file()) / 1e6
+    shutil.rmtree(kept, ignore_errors=True)
+
     folder = Path(tempfile.mkdtemp(prefix="tantivy-"))
     before = rss_mb()
     index, tantivy_build = build_tantivy(folder, chunks)
     lists = TantivyLists(index, ours)
     tantivy_rss = rss_mb() - before
     disk = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    started = time.perf_counter()
+    reopened = tantivy.Index.open(str(folder))
+    first = tantivy_top(TantivyLists(reopened, ours), "the", False, CANDIDATES, embedder.model_name)
+    tantivy_reopened = time.perf_counter() - started
+    print(
+        f"a new process's first BM25 list: ours {ours_reopened:.2f} s with its postings file "
+        f"({kept_mb:.1f} MB), tantivy {tantivy_reopened:.2f} s ({len(first)} found)"
+    )
     print(f"{len(chunks):,} chunks; ours loaded in {ours_build:.2f} s (+{ours_rss:.0f} MB peak), "
           f"tantivy built in {tantivy_build:.2f} s ({len(chunks) / tantivy_build:,.0f} chunks/s, "
           f"+{tantivy_rss:.0f} MB peak), {disk / 1e6:.1f} MB on disk")  # fmt: skip
@@ -220,21 +244,22 @@ def main() -> None:
           f"{percentile(tantivy_ms, 50):.2f} / {percentile(tantivy_ms, 95):.2f}; "
           f"top-10 overlap {statistics.mean(overlap):.3f}")  # fmt: skip
 
-    questions = with_projects(questions, store_projects(store.memories))
-    for name, search in (("ours", store.search), ("tantivy", _Asking(store, lists))):
-        report = compare_modes(
-            questions,
-            search,
-            embedder,
-            min_relevance=settings.recall_threshold,
-            boosts=Boosts.of(settings),
-            ks=(1, 5, 10),
-            modes=("hybrid",),
-        )
-        m = report["hybrid"].overall  # fmt: skip
-        print(f"eval with {name}'s BM25: recall@1 {m.recall_at[1]:.3f}, recall@5 "
-              f"{m.recall_at[5]:.3f}, MRR {m.mrr:.3f}, abstain {m.abstain_rate:.3f}, false "
-              f"abstain {m.false_abstain_rate:.3f}")  # fmt: skip
+    if args.home:  # a store of real sessions, which the golden questions are about
+        questions = with_projects(questions, store_projects(store.memories))
+        for name, search in (("ours", store.search), ("tantivy", _Asking(store, lists))):
+            report = compare_modes(
+                questions,
+                search,
+                embedder,
+                min_relevance=settings.recall_threshold,
+                boosts=Boosts.of(settings),
+                ks=(1, 5, 10),
+                modes=("hybrid",),
+            )
+            m = report["hybrid"].overall  # fmt: skip
+            print(f"eval with {name}'s BM25: recall@1 {m.recall_at[1]:.3f}, recall@5 "
+                  f"{m.recall_at[5]:.3f}, MRR {m.mrr:.3f}, abstain {m.abstain_rate:.3f}, false "
+                  f"abstain {m.false_abstain_rate:.3f}")  # fmt: skip
     forget_check(index, chunks, folder)
     shutil.rmtree(folder, ignore_errors=True)
     store.close()
