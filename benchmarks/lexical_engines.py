@@ -124,8 +124,7 @@ class _Asking:
     (the lists are asked by terms alone)."""
 
     def __init__(self, store: Store, lists: TantivyLists) -> None:
-        self.search = Search(store.database)
-        self.search._lexical = lists  # pyright: ignore[reportAttributeAccessIssue]: swapped here
+        self.search = Search(store.database, lexical=lists)
         self.lists = lists
 
     def find(self, query_text, *args, **kwargs):
@@ -275,7 +274,11 @@ def forget_check(index: tantivy.Index, chunks: list[tuple], folder: Path) -> Non
         for term in set(stems.analyze(text)):
             if len(term) >= 8 and term.isalpha():
                 held.setdefault(term, set()).add(session)
-    term, [session] = next((t, s) for t, s in sorted(held.items()) if len(s) == 1)
+    only = next(((t, s) for t, s in sorted(held.items()) if len(s) == 1), None)
+    if only is None:  # a store of copies: every term is in many sessions
+        print("forget: no term is held by one session alone here; not measured")
+        return
+    term, [session] = only
     before = index.searcher().doc_freq("text", term)
     writer = index.writer(heap_size=64_000_000, num_threads=1)
     writer.delete_documents_by_term("session", session)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from librarian_dagster.core.digest.chunking import EXCHANGE
-from librarian_dagster.core.recall.lexical import Scored
+from librarian_dagster.core.recall.lexical import BM25Lists
 from librarian_dagster.core.recall.ranking import sessions_of
 from librarian_dagster.core.recall.terms import QuestionTerms
 from librarian_dagster.core.store.pool import CANDIDATES, Database
@@ -103,7 +103,7 @@ def start_vector_lists(
 
 def gather(
     vector: tuple[Future[Ranked], ...] | None,
-    scored: Scored | None,
+    scored: BM25Lists | None,
     terms: QuestionTerms,
     scope: Scope,
     mode: SearchMode,

@@ -29,7 +29,7 @@ import threading
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, LiteralString
+from typing import Any, LiteralString, Protocol
 
 import numpy as np
 import psycopg
@@ -129,6 +129,44 @@ class Scored:
         rows = rows[np.lexsort((self.ids[rows], -self.score[rows]))][:pool]
         names = self.names.names
         return [(int(self.ids[r]), names[self.sessions[r]]) for r in rows]
+
+
+class BM25Lists(Protocol):
+    """A question's lexical lists, as search reads them."""
+
+    @property
+    def best_covered(self) -> float:
+        """The most of the question's idf mass any chunk holds (the BM25 lists' vote)."""
+        ...
+
+    def top(self, exchange: bool, pool: int) -> list[tuple[int, str]]:
+        """The `pool` best (chunk id, session id) of one layer."""
+        ...
+
+
+class LexicalLists(Protocol):
+    """What search asks of a lexical index (`LexicalIndex`; benchmarks/lexical_engines.py puts
+    tantivy behind it to measure one against the other)."""
+
+    def refresh(self, conn: psycopg.Connection[Any], generation: int) -> None:
+        """Catch up with the store, when `generation` moved."""
+        ...
+
+    def score(
+        self,
+        terms: Sequence[tuple[str, float]],
+        avgdl: float,
+        model: str,
+        sessions: Collection[str] | None = None,
+        include_private: bool = True,
+        pool: int | None = None,
+    ) -> BM25Lists: ...
+
+    def private_sessions(self) -> list[str]: ...
+
+    def session_facts(self, sessions: Collection[str]) -> dict[str, tuple[float, float]]:
+        """(importance, date in seconds since 1970) of those of `sessions` with a memory."""
+        ...
 
 
 class LexicalIndex:

@@ -26,7 +26,7 @@ from librarian_dagster.core.recall.candidates import (
     gather,
     start_vector_lists,
 )
-from librarian_dagster.core.recall.lexical import LexicalIndex
+from librarian_dagster.core.recall.lexical import LexicalIndex, LexicalLists
 from librarian_dagster.core.recall.ranking import (
     DEFAULT_BOOSTS,
     Boosts,
@@ -71,11 +71,17 @@ class Search:
     each step in turn, so searches at once never wait on each other for the pool.
     """
 
-    def __init__(self, database: Database, postings_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        database: Database,
+        postings_dir: Path | None = None,
+        lexical: LexicalLists | None = None,
+    ) -> None:
         """`postings_dir`: where the BM25 postings are kept between processes (None: nowhere,
-        each process loads them from the store)."""
+        each process loads them from the store). `lexical`: another lexical index than ours
+        (`LexicalIndex`), to measure one against the other."""
         self._db = database
-        self._lexical = LexicalIndex(postings_dir)
+        self._lexical = lexical or LexicalIndex(postings_dir)
         self._calibrations = Calibrations()
         self._reads = ThreadPoolExecutor(SIDE_READS, thread_name_prefix="librarian-read")
 
