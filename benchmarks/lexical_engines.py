@@ -51,6 +51,7 @@ from librarian_dagster.core.recall.search import Search  # noqa: E402
 from librarian_dagster.core.recall.terms import question_terms  # noqa: E402
 from librarian_dagster.core.settings import Settings  # noqa: E402
 from librarian_dagster.core.store.database import database_url  # noqa: E402
+from librarian_dagster.core.store.memories import _count_chunks as count_chunks  # noqa: E402
 from librarian_dagster.core.store.pool import CANDIDATES  # noqa: E402
 
 FILES = (GOLDEN, GOLDEN.with_name("negatives-dev.jsonl"), GOLDEN.with_name("golden-xdev.jsonl"))
@@ -260,8 +261,43 @@ def main() -> None:
                   f"{m.recall_at[5]:.3f}, MRR {m.mrr:.3f}, abstain {m.abstain_rate:.3f}, false "
                   f"abstain {m.false_abstain_rate:.3f}")  # fmt: skip
     forget_check(index, chunks, folder)
+    write_costs(store, index, chunks)
     shutil.rmtree(folder, ignore_errors=True)
     store.close()
+
+
+def write_costs(store: Store, index: tantivy.Index, chunks: list[tuple], n: int = 50) -> None:
+    """What one session's write adds for each engine: ours, the BM25 statistics updated in the
+    write's transaction (rolled back here); tantivy, its documents added and committed."""
+    by_session: dict[str, list[tuple]] = {}
+    for chunk in chunks:
+        by_session.setdefault(chunk[1], []).append(chunk)
+    sessions = sorted(by_session)[:: max(len(by_session) // n, 1)][:n]
+    ours, theirs = [], []
+    for session in sessions:
+        with store.database.connection() as conn, conn.transaction(force_rollback=True):
+            started = time.perf_counter()
+            count_chunks(conn, session, 1)
+            ours.append((time.perf_counter() - started) * 1000)
+    writer = index.writer(heap_size=64_000_000, num_threads=1)
+    for session in sessions:
+        started = time.perf_counter()
+        for chunk_id, _session, exchange, model, text in by_session[session]:
+            doc = tantivy.Document()
+            doc.add_unsigned("id", chunk_id)
+            doc.add_text("session", session)
+            doc.add_unsigned("exchange", int(exchange))
+            doc.add_text("model", model)
+            doc.add_text("text", text)
+            writer.add_document(doc)
+        writer.commit()
+        theirs.append((time.perf_counter() - started) * 1000)
+    writer.wait_merging_threads()
+    print(
+        f"a session's write, p50 / p95 ms over {len(sessions)} sessions: ours (statistics) "
+        f"{percentile(ours, 50):.1f} / {percentile(ours, 95):.1f}, tantivy (add + commit) "
+        f"{percentile(theirs, 50):.1f} / {percentile(theirs, 95):.1f}"
+    )
 
 
 def forget_check(index: tantivy.Index, chunks: list[tuple], folder: Path) -> None:
