@@ -135,6 +135,9 @@ class _Asking:
     def embedding_spaces(self):
         return self.search.embedding_spaces()
 
+    def embed_meanwhile(self, embed, text):
+        return self.search.embed_meanwhile(embed, text)
+
 
 def _words(text: str) -> str:
     return " ".join(re.findall(r"\w+", text))

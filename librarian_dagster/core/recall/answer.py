@@ -11,7 +11,6 @@ under the threshold, ranked second, is worth seeing (docs/decisions/0010, 0021).
 
 import math
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 from librarian_dagster.core.models.embeddings import Embedder
 from librarian_dagster.core.recall.ranking import DEFAULT_BOOSTS, Boosts, RecallContext
@@ -22,10 +21,6 @@ from librarian_dagster.core.store.rows import ChunkResult, EmbeddingSpace, Searc
 
 MAX_RESULTS = 50
 """The most chunks one question may ask for."""
-
-# Threads that embed questions for `recall`: as many as can usefully run on a small machine;
-# more questions at once wait their turn here rather than share the cores.
-_EMBEDDING = ThreadPoolExecutor(max_workers=4, thread_name_prefix="librarian-embed")
 
 NOTHING_RELEVANT = "nothing relevant: no remembered session reaches the relevance threshold"
 
@@ -109,7 +104,7 @@ def recall(
         raise ValueError(f"limit must be between 1 and {MAX_RESULTS}, got {limit}")
     # The question is embedded in another thread while the search scores its words (BM25 needs
     # no vector): the two overlap, numpy and psycopg release the interpreter as they work.
-    vector = _EMBEDDING.submit(embedder.embed_query, query)
+    vector = search.embed_meanwhile(embedder.embed_query, query)
     hits = search.find(
         query,
         vector.result,

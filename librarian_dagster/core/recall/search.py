@@ -10,7 +10,7 @@ names, error strings) that developers type and that a small embedding model blur
 
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -61,6 +61,10 @@ SIDE_READS = 6
 """Threads that run searches' vector lists, each on a connection of its own, while the search's
 own thread scores BM25: two searches' three lists at once."""
 
+EMBEDDERS = 4
+"""Threads that embed questions while their words are scored: as many as can usefully run on a
+small machine; more questions at once wait their turn rather than share the cores."""
+
 
 class Search:
     """Hybrid search over the shared pool, with what it keeps in memory between questions: the
@@ -84,9 +88,18 @@ class Search:
         self._lexical = lexical or LexicalIndex(postings_dir)
         self._calibrations = Calibrations()
         self._reads = ThreadPoolExecutor(SIDE_READS, thread_name_prefix="librarian-read")
+        self._embedding = ThreadPoolExecutor(EMBEDDERS, thread_name_prefix="librarian-embed")
 
     def close(self) -> None:
         self._reads.shutdown(wait=False, cancel_futures=True)
+        self._embedding.shutdown(wait=False, cancel_futures=True)
+
+    def embed_meanwhile(
+        self, embed: Callable[[str], Sequence[float]], text: str
+    ) -> Future[Sequence[float]]:
+        """`embed(text)` started on this search's embedding threads: a question's vector made
+        while its words are scored (numpy and ONNX Runtime release the interpreter)."""
+        return self._embedding.submit(embed, text)
 
     def find(
         self,
