@@ -8,6 +8,7 @@ from librarian_dagster.core.digest.chunking import EXCHANGE
 from librarian_dagster.core.recall import postings_file
 from librarian_dagster.core.recall.lexical import _MAX_SEGMENTS, BM25_B, BM25_K1, LexicalIndex
 from librarian_dagster.core.recall.postings_file import PackedPostings
+from librarian_dagster.core.recall.search import Search
 from librarian_dagster.core.recall.terms import _QUERY_TERMS
 from librarian_dagster.core.store.memories import ChunkRecord
 from librarian_dagster.core.store.queries import SearchFilters
@@ -162,16 +163,22 @@ def test_private_sessions_are_left_out_of_every_list_unless_asked_for(store):
     assert {h.session_id for h in filtered} == {"lock"}
 
 
-def test_a_session_written_private_after_the_facts_were_read_is_still_never_shown(
-    store, monkeypatch
-):
+class _StaleAfterFirst(LexicalIndex):
+    """An index that catches up once, then never again."""
+
+    def refresh(self, conn, generation):
+        if self.segments == 0:
+            super().refresh(conn, generation)
+
+
+def test_a_session_written_private_after_the_facts_were_read_is_still_never_shown(store):
     _write(store, "lock", TEXTS["lock"])
-    assert store.search.find("sqlite lock", _unit(1, 1), MODEL)
+    search = Search(store.database, lexical=_StaleAfterFirst())
+    assert search.find("sqlite lock", _unit(1, 1), MODEL)
     # As if the write below landed between a search's refresh and its vector queries: the
     # in-memory facts do not know the new session is private.
-    monkeypatch.setattr(store.search._lexical, "refresh", lambda conn, generation: None)
     _write_private(store, "diary", "sqlite lock busy timeout", _unit(1, 1))
-    hits = store.search.find("sqlite lock busy timeout", _unit(1, 1), MODEL, mode="vector")
+    hits = search.find("sqlite lock busy timeout", _unit(1, 1), MODEL, mode="vector")
     assert hits and "diary" not in {h.session_id for h in hits}
 
 
@@ -241,7 +248,6 @@ def test_packed_postings_answer_as_the_dict_they_were_packed_from():
 
 def test_a_space_measured_once_is_read_by_every_later_search(store, monkeypatch):
     from librarian_dagster.core.recall import calibration
-    from librarian_dagster.core.recall.search import Search
 
     rng = np.random.default_rng(7)
     for s in range(12):  # enough to measure: 10 sessions, 200 chunks
