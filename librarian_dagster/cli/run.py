@@ -279,7 +279,7 @@ def _watches(settings: "Settings", url: str, stopping: threading.Event):
     # A full disk stops the database's writes (and Dagster's, and the staged files) while
     # `SELECT 1` still answers; nothing here can free it, so after a minute `up` exits saying so.
     home = Watch("LIBRARIAN_HOME", str(settings.home), lambda: _full(settings.home), None, alert,
-                 trouble="is short of space", wait_s=HOME_FULL_WAIT_S)  # fmt: skip
+                 trouble="is short of space", wait_s=settings.home_full_wait_seconds)  # fmt: skip
     for watch in (database, mirror, home):
         threading.Thread(target=watch.run, args=(stopping,), daemon=True).start()
     return database, mirror, home
@@ -287,7 +287,6 @@ def _watches(settings: "Settings", url: str, stopping: threading.Event):
 
 MIN_FREE_BYTES = 64 * 1024 * 1024
 """Free space LIBRARIAN_HOME needs: a few of PostgreSQL's 16 MB WAL segments and a run's files."""
-HOME_FULL_WAIT_S = 60.0
 
 
 def _full(home: Path) -> str | None:

@@ -189,6 +189,9 @@ class Settings(BaseModel):
     unreadable_wait_seconds: Number = 200.0
     """how long a run waits, reading again, for a transcript it cannot read (the mirror away, a
     mount reconnecting) before that session fails, said: an outage shorter than this heals"""
+    home_full_wait_seconds: Number = 60.0
+    """how long `librarian up` waits, once LIBRARIAN_HOME is short of space, before it exits
+    naming it (no waiting frees a disk; a supervisor's failure alert then fires)"""
     include_thinking: Flag = False
     """include thinking blocks in the digest input"""
     mcp_host: str = "127.0.0.1"

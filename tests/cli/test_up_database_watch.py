@@ -128,7 +128,8 @@ def small_home(tmp_path):
         yield home
 
 
-def test_a_full_home_is_said_and_up_exits_naming_it(tmp_path, small_home):
+def test_a_full_home_is_said_and_up_exits_naming_it(tmp_path, small_home, monkeypatch):
+    monkeypatch.setenv("LIBRARIAN_HOME_FULL_WAIT_SECONDS", "5")  # said, then exits 5 s later
     with _up(tmp_path, stops=False) as (up, _base, telegram):
         fill(small_home)
         code = up.wait(timeout=HEAL_BOUND_S)
