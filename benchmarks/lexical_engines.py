@@ -61,6 +61,18 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def document(
+    chunk_id: int, session: str, exchange: bool, model: str, text: str
+) -> tantivy.Document:
+    doc = tantivy.Document()
+    doc.add_unsigned("id", chunk_id)
+    doc.add_text("session", session)
+    doc.add_unsigned("exchange", int(exchange))
+    doc.add_text("model", model)
+    doc.add_text("text", text)
+    return doc
+
+
 def build_tantivy(folder: Path, chunks: list[tuple]) -> tuple[tantivy.Index, float]:
     schema = tantivy.SchemaBuilder()
     schema.add_text_field("text", stored=False, tokenizer_name="en_stem")
@@ -71,14 +83,8 @@ def build_tantivy(folder: Path, chunks: list[tuple]) -> tuple[tantivy.Index, flo
     index = tantivy.Index(schema.build(), path=str(folder))
     started = time.perf_counter()
     writer = index.writer(heap_size=128_000_000, num_threads=1)
-    for chunk_id, session, exchange, model, text in chunks:
-        doc = tantivy.Document()
-        doc.add_unsigned("id", chunk_id)
-        doc.add_text("session", session)
-        doc.add_unsigned("exchange", int(exchange))
-        doc.add_text("model", model)
-        doc.add_text("text", text)
-        writer.add_document(doc)
+    for chunk in chunks:
+        writer.add_document(document(*chunk))
     writer.commit()
     writer.wait_merging_threads()
     index.reload()
@@ -285,14 +291,8 @@ def write_costs(store: Store, index: tantivy.Index, chunks: list[tuple], n: int 
     writer = index.writer(heap_size=64_000_000, num_threads=1)
     for session in sessions:
         started = time.perf_counter()
-        for chunk_id, _session, exchange, model, text in by_session[session]:
-            doc = tantivy.Document()
-            doc.add_unsigned("id", chunk_id)
-            doc.add_text("session", session)
-            doc.add_unsigned("exchange", int(exchange))
-            doc.add_text("model", model)
-            doc.add_text("text", text)
-            writer.add_document(doc)
+        for chunk in by_session[session]:
+            writer.add_document(document(*chunk))
         writer.commit()
         theirs.append((time.perf_counter() - started) * 1000)
     writer.wait_merging_threads()
