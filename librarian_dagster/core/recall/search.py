@@ -68,8 +68,8 @@ small machine; more questions at once wait their turn rather than share the core
 
 class Search:
     """Hybrid search over the shared pool, with what it keeps in memory between questions: the
-    BM25 postings, each embedding space's calibration, and the threads of its vector lists
-    (`close` ends them; the store closes its search).
+    BM25 postings, each embedding space's calibration, and the threads of its vector lists and
+    of its questions' embeddings (`close` ends them; the store closes its search).
 
     No thread holds a connection while it waits for another thread's: a search takes one for
     each step in turn, so searches at once never wait on each other for the pool.
