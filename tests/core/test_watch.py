@@ -100,3 +100,22 @@ def test_a_blip_tells_of_no_incident():
     watch.on_healed = lambda began, healed: told.append((began, healed))
     _run(watch, watch.healed, 0.3)
     assert told == []
+
+
+def test_two_watches_healing_at_once_both_keep_their_incidents(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from librarian_dagster.core.ops.incidents import Incident, read_incidents, record_incident
+
+    path, now = tmp_path / "incidents.jsonl", time.time()
+
+    def heal(what: str) -> None:
+        for n in range(40):
+            record_incident(path, Incident(what, now + n, now + n + 1), now)
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(heal, ["the database", "the mirror folder"]))
+    kept = read_incidents(path)
+    assert sorted((i.what, i.began) for i in kept) == sorted(
+        (what, now + n) for what in ("the database", "the mirror folder") for n in range(40)
+    )
