@@ -139,7 +139,6 @@ class Search:
         if not fused:
             return []
         vector = embedding()
-        scope.params["vector"] = vector_literal(vector)
         with self._db.connection() as conn:
             relations = context_relations(conn, context, list(fused)) if context else {}
             scores = boosted(
@@ -147,7 +146,9 @@ class Search:
             )
             top = best(scores, limit)
             shown = shown_chunks(candidates.chunks, top, max_per_session)
-            facts = session_facts(conn, len(vector), {**scope.params, "top": top})
+            # A copy: the vector lists' threads read scope.params too.
+            asked = {**scope.params, "vector": vector_literal(vector), "top": top}
+            facts = session_facts(conn, len(vector), asked)
             texts = chunk_texts(conn, [i for ids in shown.values() for i in ids])
             calibration = self._calibrations.of(conn, embedding_model, len(vector), terms.chunks)
         results = session_results(
