@@ -273,13 +273,15 @@ def _watches(settings: "Settings", url: str, stopping: threading.Event):
     database = database_watch(settings, url)
     # The sensor's own alert for a mirror it cannot read comes after ten minutes without a good
     # tick (and from the daemon); this one in seconds, from here.
+    every = settings.watch_interval_seconds
     mirror = Watch("the mirror folder", str(settings.mirror), lambda: unreadable(settings.mirror),
-                   None, alert, trouble="cannot be read",
+                   None, alert, every, trouble="cannot be read",
                    on_healed=recorder(settings, "the mirror folder"))  # fmt: skip
     # A full disk stops the database's writes (and Dagster's, and the staged files) while
     # `SELECT 1` still answers; nothing here can free it, so after a minute `up` exits saying so.
     home = Watch("LIBRARIAN_HOME", str(settings.home), lambda: _full(settings.home), None, alert,
-                 trouble="is short of space", wait_s=settings.home_full_wait_seconds)  # fmt: skip
+                 every, trouble="is short of space",
+                 wait_s=settings.home_full_wait_seconds)  # fmt: skip
     for watch in (database, mirror, home):
         threading.Thread(target=watch.run, args=(stopping,), daemon=True).start()
     return database, mirror, home

@@ -101,7 +101,7 @@ def _absolute(path: Path) -> Path:
 Number = Annotated[
     float,
     Field(ge=0, allow_inf_nan=False),
-    Wording("must be a number", outside="must not be negative", values="a number, at least {ge}"),
+    Wording("must be a number", outside="must be at least {ge}", values="a number, at least {ge}"),
 ]
 Share = Annotated[
     float,
@@ -189,6 +189,10 @@ class Settings(BaseModel):
     unreadable_wait_seconds: Number = 200.0
     """how long a run waits, reading again, for a transcript it cannot read (the mirror away, a
     mount reconnecting) before that session fails, said: an outage shorter than this heals"""
+    watch_interval_seconds: Number = Field(5.0, ge=0.5)
+    """how often `librarian up` and `librarian mcp` probe the database (`SELECT 1`, 5 s to answer),
+    the mirror folder and LIBRARIAN_HOME's free space; two failed probes in a row are an incident,
+    said and healed, so a death is said within about twice this"""
     home_full_wait_seconds: Number = 60.0
     """how long `librarian up` waits, once LIBRARIAN_HOME is short of space, before it exits
     naming it (no waiting frees a disk; a supervisor's failure alert then fires)"""

@@ -21,8 +21,9 @@ from tests.cli.test_up import _wait_for
 from tests.helpers import fill, free_port, tmpfs
 from tests.telegram_fake import CHAT_ID, TOKEN, FakeTelegram, fake_telegram
 
-# Not a performance figure: the watch needs two probes 5 s apart, a restart, then the
-# children's start; this only bounds a hang (benchmarks/faults.py measures).
+# Not a performance figure: the watch needs two failed probes (1 s apart here; 5 s by default), a
+# restart, then the children's start; this only bounds a hang (benchmarks/faults.py measures, at
+# the default).
 HEAL_BOUND_S = 240
 
 
@@ -56,7 +57,8 @@ def _up(
 
 
 def _env(tmp_path, telegram: FakeTelegram) -> dict[str, str]:
-    """A home and mirror of the test's own, alerts to the Telegram stand-in, the embedded store."""
+    """A home and mirror of the test's own, alerts to the Telegram stand-in, the embedded store,
+    probed every second."""
     env = {
         **os.environ,
         "LIBRARIAN_HOME": str(tmp_path / "home"),
@@ -64,6 +66,7 @@ def _env(tmp_path, telegram: FakeTelegram) -> dict[str, str]:
         "TELEGRAM_BOT_TOKEN": TOKEN,
         "TELEGRAM_CHAT_ID": CHAT_ID,
         "LIBRARIAN_TELEGRAM_BASE_URL": telegram.url,
+        "LIBRARIAN_WATCH_INTERVAL_SECONDS": "1",
     }
     env.pop("LIBRARIAN_DATABASE_URL", None)
     return env

@@ -1,18 +1,17 @@
 """`librarian up` watching what it depends on: a database that dies or hangs is restarted, or `up`
 exits saying why; a mirror folder that cannot be read is waited for; either way someone is told.
 
-A watch probes every INTERVAL_S (the database with `SELECT 1` within a timeout, which a stopped
-server never answers; the mirror folder by listing it). After DOWN_AFTER failed probes in a row
-it is an incident: one alert, sent by this process, which needs no database to send it (the
-alert sensors keep their state in the database that failed). The embedded database is then
-restarted, with a pause between tries; an external one (LIBRARIAN_DATABASE_URL), or the mirror,
-has nothing here to restart, and is watched until it answers (LIBRARIAN_HOME full, for at most
-`wait_s`: no one heals a full disk by waiting). When it answers again, one
-recovery message, the incident recorded (core/ops/incidents.py: the runs it failed are run
-again), and `healed` is set so that `up` restarts its children (their connections, and
-Dagster's daemon threads, died with the server). When every restart fails, one last alert,
-and `lost` holds the line `up` exits with: a process supervisor then restarts the whole, and
-its own failure alert fires.
+A watch probes every LIBRARIAN_WATCH_INTERVAL_SECONDS (the database with `SELECT 1` within a
+timeout, which a stopped server never answers; the mirror folder by listing it). After DOWN_AFTER
+failed probes in a row it is an incident: one alert, sent by this process, which needs no database
+to send it (the alert sensors keep their state in the database that failed). The embedded database
+is then restarted, with a pause between tries; an external one (LIBRARIAN_DATABASE_URL), or the
+mirror, has nothing here to restart, and is watched until it answers (LIBRARIAN_HOME full, for at
+most `wait_s`: no one heals a full disk by waiting). When it answers again, one recovery message,
+the incident recorded (core/ops/incidents.py: the runs it failed are run again), and `healed` is set
+so that `up` restarts its children (their connections, and Dagster's daemon threads, died with the
+server). When every restart fails, one last alert, and `lost` holds the line `up` exits with: a
+process supervisor then restarts the whole, and its own failure alert fires.
 """
 
 import sys
@@ -30,7 +29,6 @@ from librarian_dagster.core.store.database import (
     restart_embedded_server,
 )
 
-INTERVAL_S = 5.0
 DOWN_AFTER = 2
 """Failed probes in a row that make an incident: one failed probe can be a blip."""
 RESTART_PAUSES_S = (2.0, 5.0, 10.0, 20.0)
@@ -48,7 +46,7 @@ class Watch:
     restart: Callable[[], None] | None
     """Starts it again (the embedded database); None where there is nothing to restart."""
     alert: Callable[[str], object]
-    interval_s: float = INTERVAL_S
+    interval_s: float
     down_after: int = DOWN_AFTER
     pauses_s: tuple[float, ...] = RESTART_PAUSES_S
     trouble: str = "stopped answering"
@@ -152,6 +150,7 @@ def database_watch(settings: Settings, url: str) -> Watch:
         probe=lambda: probe(url),
         restart=None if settings.database_url else (lambda: restart_embedded_server(settings)),
         alert=lambda text: alert_here(settings, text),
+        interval_s=settings.watch_interval_seconds,
         on_healed=recorder(settings, "the database"),
     )
 

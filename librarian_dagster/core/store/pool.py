@@ -65,6 +65,16 @@ def configure(conn: psycopg.Connection[Any]) -> None:
     conn.execute("SET hnsw.iterative_scan = strict_order")
 
 
+def connection_lost(exc: BaseException) -> bool:
+    """Whether `exc` says the server cannot be talked to (gone, shutting down, refusing new
+    connections, the line cut), rather than that one statement failed (a timeout, a deadlock)."""
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    # No SQLSTATE: libpq's own failure (no socket, a closed connection); 08: connection
+    # exception; 57P01-57P05: the server shutting down, crashed or not accepting connections.
+    return exc.sqlstate is None or exc.sqlstate.startswith(("08", "57P"))
+
+
 def with_connect_timeout(url: str) -> dict[str, Any]:
     """Connect arguments that bound a connect, unless the URL sets its own bound."""
     return (

@@ -17,6 +17,7 @@ from librarian_dagster.core.capture.mirror import is_excluded
 from librarian_dagster.core.capture.skips import SkipList, last_active
 from librarian_dagster.core.digest.chunking import Chunk
 from librarian_dagster.core.store.ledger import Ledger
+from librarian_dagster.core.store.pool import connection_lost
 from librarian_dagster.defs.partitions import session_id_of
 
 GROUP = "sessions"
@@ -54,8 +55,9 @@ def per_session(
 ) -> dict[str, Out]:
     """`work(partition key, item)` for each session: (value, its metadata), or None for nothing.
 
-    Returns the values by partition key. Raises only when every session failed: then there is
-    nothing to hand on that could carry the failure to the `memory` stage. `asset` names which
+    Returns the values by partition key. Raises when every session failed (then there is
+    nothing to hand on that could carry the failure to the `memory` stage), and at once when the
+    database is lost. `asset` names which
     asset of a step that makes several the metadata and errors belong to.
     """
     done: dict[str, Out] = {}
@@ -77,6 +79,11 @@ def per_session(
         try:
             result = work(key, items[key])
         except Exception as exc:  # one session's error must not sink the others of its run
+            if connection_lost(exc):
+                # Unless it is the database's: every other session would fail the same way, each
+                # after Dagster's retries of its error's log line (about 11 s, the event log being
+                # on that server too). The run fails now, with the driver's reason.
+                raise
             message = first_line(exc)
             context.log.error(f"session {key}: {message}")
             context.add_asset_metadata({"error": message}, asset_key=asset, partition_key=key)
