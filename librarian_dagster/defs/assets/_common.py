@@ -57,8 +57,8 @@ def per_session(
 
     Returns the values by partition key. Raises when every session failed (then there is
     nothing to hand on that could carry the failure to the `memory` stage), and at once when the
-    database is lost. `asset` names which
-    asset of a step that makes several the metadata and errors belong to.
+    database is lost. `asset` names which asset of a step that makes several the metadata and
+    errors belong to.
     """
     done: dict[str, Out] = {}
     failed: list[str] = []  # "<key>: <first line of its error>"
