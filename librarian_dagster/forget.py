@@ -46,6 +46,38 @@ class Forgotten:
     others: tuple[str, ...]
     """Sessions of other partitions in the deleted runs: memories kept, run history gone."""
 
+    def said(self) -> str:
+        """What was removed, in one line (`librarian forget` prints it, the page shows it)."""
+        return (
+            f"forgot {len(self.sessions)} session(s): {self.memories} memories with their "
+            f"chunks, {self.staged_files} staged files, {self.search_caches} search cache "
+            f"file(s), {len(self.runs)} Dagster run(s), {self.partitions} partition(s); on the "
+            "skip list from now on"
+        )
+
+    def others_said(self) -> str:
+        """What forgetting did to the `others`, to be followed by which they are."""
+        return (
+            f"{len(self.others)} other session(s) ran in the same runs: their memories are kept, "
+            "their run history in the UI went with the runs (`librarian backfill` writes it "
+            "again)"
+        )
+
+
+def forget_everywhere(session_ids: Sequence[str], settings: Settings) -> Forgotten:
+    """`forget_sessions` on the store and the Dagster instance the settings point at, each
+    opened for it and closed after (the recall server's page forgets this way)."""
+    from librarian_dagster.core.assembly.store import open_store
+    from librarian_dagster.dagster_internals import dispose_instance
+    from librarian_dagster.ingest import open_instance
+
+    with open_store(settings) as store:
+        instance = open_instance(settings)
+        try:
+            return forget_sessions(session_ids, settings, store, instance)
+        finally:
+            dispose_instance(instance)
+
 
 def forget_sessions(
     session_ids: Sequence[str], settings: Settings, store: Store, instance: dg.DagsterInstance

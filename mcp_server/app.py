@@ -20,12 +20,12 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Literal, TypeVar
 
 import uvicorn
 from mcp.server.auth.provider import TokenVerifier
@@ -73,9 +73,11 @@ from mcp_server.auth import (
     LOOPBACK_HOSTS,
     auth_settings,
     authenticated,
+    host_name,
     may_read_private,
     verifier_for,
 )
+from mcp_server.page import Reader, page_routes
 
 INSTRUCTIONS = """\
 Librarian remembers past Claude Code sessions. Before solving a problem, ask search_chunks
@@ -84,6 +86,9 @@ read the whole session with get_digest; browse recent work with list_sessions. B
 a file, file_history says which earlier sessions changed it, and why."""
 
 Transport = Literal["http", "stdio"]
+
+if TYPE_CHECKING:
+    from librarian_dagster.forget import Forgotten
 
 logger = logging.getLogger(__name__)
 
@@ -245,11 +250,15 @@ def build_server(
     verifier: TokenVerifier | None = None,
     issuer_url: str = "http://127.0.0.1:3201",
     private_without_token: bool = False,
+    forget: "Callable[[Sequence[str]], Forgotten] | None" = None,
+    dagster_url: str | None = None,
 ) -> MCPServer:
     """The tools over what `source` is, or opens when the server starts (and closes when it
-    stops). With `verifier`, the HTTP apps demand a bearer token it accepts (`issuer_url`:
-    where the tokens come from, this server). `private_without_token`: whether a request that
-    carries no token (stdio, in-memory) sees the private domain."""
+    stops), and the page for people at the HTTP app's root (mcp_server/page.py). With
+    `verifier`, the HTTP apps demand a bearer token it accepts (`issuer_url`: where the tokens
+    come from, this server). `private_without_token`: whether a request that carries no token
+    (stdio, in-memory) sees the private domain. `forget`: how the page forgets sessions (None:
+    it does not); `dagster_url`: the Dagster UI a session's page links to."""
     lifespan = _Lifespan(source)
     server = MCPServer(
         "librarian",
@@ -268,6 +277,11 @@ def build_server(
 
     _add_search(server, lifespan, private_allowed, min_relevance, boosts)
     _add_readers(server, lifespan, private_allowed)
+    reader = Reader(lifespan.served, min_relevance, boosts, verifier, forget, dagster_url)
+    for route in page_routes(reader):
+        # The SDK's own way to serve more than MCP: in both of its HTTP apps, behind its bearer
+        # backend (the page reads the token it accepted), and required by the page itself.
+        server.custom_route(route.path, sorted(route.methods or ()))(route.endpoint)
     return server
 
 
@@ -412,13 +426,6 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-def _host_name(header: str) -> str:
-    """`127.0.0.1:3201` -> `127.0.0.1`, `[::1]:3201` -> `::1`."""
-    if header.startswith("["):
-        return header[1 : header.find("]")] if "]" in header else header
-    return header.rsplit(":", 1)[0]
-
-
 class HistoryRequest(BaseModel):
     """The body of `POST /history`: file_history's parameters, as strict as `RecallRequest`."""
 
@@ -466,7 +473,7 @@ def _tool_endpoint(
     async def endpoint(http: Request) -> Response:
         # The same DNS-rebinding guard the SDK puts on /mcp when it serves loopback: a web page
         # must not read memories through a hostname that resolves to 127.0.0.1.
-        if loopback and _host_name(http.headers.get("host", "")) not in LOOPBACK_HOSTS:
+        if loopback and host_name(http.headers.get("host", "")) not in LOOPBACK_HOSTS:
             return _error(421, "this server answers requests to localhost only")
         if auth_required and not authenticated():
             return _error(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
@@ -609,6 +616,8 @@ def serve(
         # Over stdio the user's own process started it: local and trusted. No token travels over
         # a pipe, so the private domain is returned only if LIBRARIAN_STDIO_PRIVATE says so.
         private_without_token=transport == "stdio" and settings.stdio_private,
+        forget=_forgetting(settings),
+        dagster_url=settings.ui_url,
     )
     if transport == "stdio":
         server.run("stdio")
@@ -629,6 +638,17 @@ def serve(
         raise SystemExit(f"librarian mcp: {watch.lost}")
 
 
+def _forgetting(settings: Settings) -> "Callable[[Sequence[str]], Forgotten]":
+    """`librarian forget` for the page; Dagster is imported at the first forget, not at start."""
+
+    def forget(session_ids: Sequence[str]) -> "Forgotten":
+        from librarian_dagster.forget import forget_everywhere
+
+        return forget_everywhere(session_ids, settings)
+
+    return forget
+
+
 def _http_verifier(settings: Settings, host: str) -> TokenVerifier | None:
     """The tokens HTTP demands (None: none configured); SystemExit with one line when the
     token file cannot be read, or when `host` is not loopback and no token is configured."""
@@ -647,7 +667,9 @@ def _http_verifier(settings: Settings, host: str) -> TokenVerifier | None:
 
 def _say_served(settings: Settings, host: str, port: int, verifier: TokenVerifier | None) -> None:
     print(
-        f"MCP server on http://{_url_host(host)}:{port}/mcp (legacy SSE at /sse)", file=sys.stderr
+        f"MCP server on http://{_url_host(host)}:{port}/mcp (legacy SSE at /sse; the page for "
+        "people at /)",
+        file=sys.stderr,
     )
     if verifier is None:
         print(

@@ -67,6 +67,13 @@ def _access(name: str, scopes: tuple[str, ...]) -> AccessToken:
     return AccessToken(token=name, client_id=name, scopes=list(scopes))
 
 
+def host_name(header: str) -> str:
+    """`127.0.0.1:3201` -> `127.0.0.1`, `[::1]:3201` -> `::1`."""
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0]
+
+
 def verifier_for(settings: Settings) -> TokenFileVerifier | None:
     """The verifier the settings configure, or None when no token is configured at all."""
     verifier = TokenFileVerifier(settings.tokens_file, settings.mcp_token)

@@ -54,29 +54,14 @@ def cmd_forget(args: argparse.Namespace) -> int:
         if not chosen:
             print("no remembered session matches: nothing to forget")
             return 0
-        if not args.yes and not _confirmed(chosen, args.session_ids):
-            return 1
-        from librarian_dagster.dagster_internals import dispose_instance
-        from librarian_dagster.forget import forget_sessions
-        from librarian_dagster.ingest import open_instance
+    if not args.yes and not _confirmed(chosen, args.session_ids):
+        return 1
+    from librarian_dagster.forget import forget_everywhere
 
-        instance = open_instance(settings)
-        try:
-            done = forget_sessions(chosen, settings, store, instance)
-        finally:
-            dispose_instance(instance)
-    print(
-        f"forgot {len(done.sessions)} session(s): {done.memories} memories with their chunks, "
-        f"{done.staged_files} staged files, {done.search_caches} search cache file(s), "
-        f"{len(done.runs)} Dagster run(s), "
-        f"{done.partitions} partition(s); on the skip list from now on"
-    )
+    done = forget_everywhere(chosen, settings)
+    print(done.said())
     if done.others:
-        print(
-            f"{len(done.others)} other session(s) ran in the same runs: their memories are kept, "
-            "their run history in the UI went with the runs (`librarian backfill` writes it "
-            "again): " + _listed(done.others)
-        )
+        print(done.others_said() + ": " + _listed(done.others))
     return 0
 
 

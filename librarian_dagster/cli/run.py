@@ -184,8 +184,9 @@ def _say_where(settings: "Settings", args: argparse.Namespace) -> None:
     print(f"mirror    {settings.mirror}", file=sys.stderr)
     print(f"dagster   http://127.0.0.1:{args.ui_port}", file=sys.stderr)
     if not args.no_mcp:
-        mcp_url = f"http://127.0.0.1:{args.mcp_port or settings.mcp_port}/mcp"
-        print(f"mcp       {mcp_url}", file=sys.stderr)
+        served = f"http://127.0.0.1:{args.mcp_port or settings.mcp_port}"
+        print(f"mcp       {served}/mcp", file=sys.stderr)
+        print(f"page      {served}/  (search, read and forget the memory)", file=sys.stderr)
     print("Ctrl-C stops everything.", file=sys.stderr)
 
 

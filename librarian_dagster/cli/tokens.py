@@ -17,7 +17,8 @@ def register(add_parser: AddParser) -> None:
     add.add_argument(
         "--scope",
         choices=tokens.SCOPES,
-        help="private: also the private domain (default read: every other domain)",
+        help="private: also the private domain; forget: that, and forgetting sessions from the "
+        "recall server's page (default read: every domain but private)",
     )
     add.set_defaults(handler=cmd_add)
     listing = actions.add_parser("list", help="names, scopes and dates (never the tokens)")

@@ -8,13 +8,13 @@ Stores from before keep bare session ids as keys: read both ways, and `migrate_p
 re-keys them once (the mirror sensor's first tick, `librarian ingest` or `backfill`).
 """
 
-import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 import dagster as dg
 
 from librarian_dagster.core.capture.files import SessionFiles, session_head
+from librarian_dagster.core.capture.keys import partition_key, session_id_of
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.core.store.memories import Memories
 
@@ -36,22 +36,6 @@ STAGES = (
     "chunk_embeddings",
     "memory",
 )
-
-# A project label keeps to what the UI's selection text reads as one term: no `/` (the key's
-# separator), `,` (between terms), `*` (the wildcard), `[`, `]` or `...` (ranges), no spaces.
-_NOT_LABEL = re.compile(r"[^A-Za-z0-9._-]+")
-UNDATED = "undated"
-
-
-def session_id_of(partition_key: str) -> str:
-    """The session id a partition key names: its last segment (a bare id is its own)."""
-    return partition_key.rsplit("/", 1)[-1]
-
-
-def partition_key(session_id: str, project: str, started_at: datetime | None) -> str:
-    label = re.sub(r"\.{2,}", ".", _NOT_LABEL.sub("-", project)).strip("-.") or "unknown"
-    month = started_at.astimezone(UTC).strftime("%Y-%m") if started_at else UNDATED
-    return f"{label}/{month}/{session_id}"
 
 
 def partition_key_for(files: SessionFiles) -> str:

@@ -62,6 +62,9 @@ def test_up_serves_ui_and_mcp_and_sigterm_stops_everything(tmp_path):
     try:
         _wait_for(f"http://127.0.0.1:{mcp_port}/mcp", 300, proc)
         _wait_for(f"http://127.0.0.1:{ui_port}/server_info", 300, proc)
+        page = httpx.get(f"http://127.0.0.1:{mcp_port}/projects", timeout=30)
+        assert page.status_code == 200 and "<h1>Projects</h1>" in page.text  # the page is served
+        assert "default-src 'none'" in page.headers["content-security-policy"]
         children = psutil.Process(proc.pid).children(recursive=True)
         assert len(children) >= 2
         assert _descendants_and_servers(home), "the embedded PostgreSQL should be running"

@@ -26,7 +26,10 @@ READ = "read"
 """The default scope: every memory outside the `private` domain."""
 PRIVATE = "private"
 """Also the `private` domain."""
-SCOPES = (READ, PRIVATE)
+FORGET = "forget"
+"""Also forgetting sessions from the recall server's page (and so the private domain: what is
+to be taken out must first be seen)."""
+SCOPES = (READ, PRIVATE, FORGET)
 
 TOKEN_PREFIX = "lbr_"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -68,11 +71,14 @@ def new_token() -> str:
 
 
 def scopes_for(scope: str | None) -> tuple[str, ...]:
-    """The scopes a token made with `--scope` gets: `read` always, `private` on request."""
+    """The scopes a token made with `--scope` gets: `read` always, `private` and `forget` on
+    request (`forget` with `private`)."""
     if scope is None or scope == READ:
         return (READ,)
     if scope == PRIVATE:
         return (READ, PRIVATE)
+    if scope == FORGET:
+        return (READ, PRIVATE, FORGET)
     raise TokenFileError(f"unknown scope {scope!r}: use one of {', '.join(SCOPES)}")
 
 

@@ -6,6 +6,7 @@ the prompt hook renders its own, with the standard library only (hooks/librarian
 """
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from librarian_dagster.core.digest.distil import cut
@@ -27,7 +28,7 @@ def render_history(history: FileHistory) -> str:
         where = " · ".join(
             part
             for part in (
-                entry.project, entry.git_branch, _dates(entry.started_at, entry.date), touched,
+                entry.project, entry.git_branch, dates(entry.started_at, entry.date), touched,
                 entry.changed_since,
             )
             if part
@@ -42,19 +43,32 @@ def render_history(history: FileHistory) -> str:
     return "\n\n".join(cards)
 
 
-def render_cards(results: Sequence[ChunkResult]) -> str:
-    """One card per session, best first; a session's matched chunks under its card."""
+@dataclass(frozen=True)
+class SessionCard:
+    """One session of an answer: its best result (the session's facts) and every result of it."""
+
+    first: ChunkResult
+    matched: list[ChunkResult]
+
+    @property
+    def dates(self) -> str:
+        return dates(self.first.started_at, self.first.date)
+
+
+def session_cards(results: Sequence[ChunkResult]) -> list[SessionCard]:
+    """The results grouped by session, best session first."""
     by_session: dict[str, list[ChunkResult]] = {}
     for hit in results:
         by_session.setdefault(hit.session_id, []).append(hit)
+    return [SessionCard(hits[0], hits) for hits in by_session.values()]
+
+
+def render_cards(results: Sequence[ChunkResult]) -> str:
+    """One card per session, best first; a session's matched chunks under its card."""
     cards = []
-    for rank, hits in enumerate(by_session.values(), 1):
-        first = hits[0]
-        where = " · ".join(
-            part
-            for part in (first.project, first.git_branch, _dates(first.started_at, first.date))
-            if part
-        )
+    for rank, card in enumerate(session_cards(results), 1):
+        first = card.first
+        where = " · ".join(part for part in (first.project, first.git_branch, card.dates) if part)
         lines = [f"{rank}. {where} · relevance {first.score:.2f}"]
         lines.append(f"   {first.title or first.summary}")
         if first.title and first.summary:
@@ -67,14 +81,14 @@ def render_cards(results: Sequence[ChunkResult]) -> str:
                 + ", ".join(first.files[:SHOWN_FILES])
                 + (f" (+{more} more)" if more > 0 else "")
             )
-        for hit in hits:
+        for hit in card.matched:
             lines.append(f"   matched ({hit.section}): {cut(hit.text, MATCH_CHARS)}")
         lines.append(f"   session {first.session_id}")
         cards.append("\n".join(lines))
     return "\n\n".join(cards)
 
 
-def _dates(started: datetime | None, ended: datetime | None) -> str:
+def dates(started: datetime | None, ended: datetime | None) -> str:
     days = [d.date().isoformat() for d in (started, ended) if d is not None]
     if len(days) == 2 and days[0] == days[1]:
         days = days[:1]

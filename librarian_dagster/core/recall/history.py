@@ -228,6 +228,34 @@ def _naming(digest: dict[str, Any], names: set[str]) -> list[str]:
     return found
 
 
+def changed_since(
+    cwd: str | None, files: Sequence[str], since: datetime | None, timeout: float = 1.0
+) -> dict[str, str | None]:
+    """For each of a session's files (relative to its `cwd`, or absolute): whether it changed
+    since `since` ("unchanged since", "3 commits since"), or None where git cannot say (the
+    repository is not on this machine)."""
+    unknown: dict[str, str | None] = dict.fromkeys(files)
+    if not cwd or since is None or not os.path.isdir(cwd):
+        return unknown
+    try:
+        top = subprocess.run(
+            ["git", "-C", cwd, "rev-parse", "--show-toplevel"],
+            capture_output=True, text=True, timeout=timeout, check=False,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return unknown
+    root = top.stdout.strip()
+    if top.returncode != 0 or not root:
+        return unknown
+    said: dict[str, str | None] = {}
+    for name in files:
+        rel = os.path.relpath(os.path.join(cwd, name), root)
+        log = None if rel.startswith("..") else _git_log(root, rel, since, timeout)
+        said[name] = log.since(since) if log else None
+    return said
+
+
 def _git_log(root: str, rel: str, since: datetime | None, timeout: float) -> GitLog | None:
     """The file's commits since `since`, following renames; None where git cannot say (no
     repository here, no git, or not within `timeout`)."""

@@ -46,6 +46,20 @@ class ChunkRecord:
     embedding: Sequence[float]
 
 
+@dataclass(frozen=True)
+class ProjectCount:
+    project: str
+    sessions: int
+    last_active: datetime
+
+
+@dataclass(frozen=True)
+class IndexedChunk:
+    section: str
+    position: int
+    text: str
+
+
 class InvalidCursor(ValueError):
     """A listing cursor that `list_sessions` did not hand out."""
 
@@ -271,6 +285,34 @@ class Memories:
         for r in rows:
             texts.setdefault(r["session_id"], []).append(r["text"])
         return texts
+
+    def projects(self, include_private: bool = False, limit: int = 500) -> list[ProjectCount]:
+        """The projects with remembered sessions, the most recently active first."""
+        with (
+            self._db.connection() as conn,
+            conn.cursor(row_factory=class_row(ProjectCount)) as cur,
+        ):
+            return cur.execute(
+                """
+                SELECT project, COUNT(*) AS sessions,
+                       MAX(COALESCE(ended_at, ingested_at)) AS last_active
+                FROM memories WHERE %s OR domain <> %s
+                GROUP BY project ORDER BY last_active DESC, project LIMIT %s
+                """,
+                (include_private, PRIVATE_DOMAIN, limit),
+            ).fetchall()
+
+    def indexed_chunks(self, session_id: str) -> list[IndexedChunk]:
+        """What search reads of one session: its chunks, by section and place."""
+        with (
+            self._db.connection() as conn,
+            conn.cursor(row_factory=class_row(IndexedChunk)) as cur,
+        ):
+            return cur.execute(
+                "SELECT section, position, text FROM indexed_chunks WHERE session_id = %s"
+                " ORDER BY section, position",
+                (session_id,),
+            ).fetchall()
 
     def top_tags(self, limit: int = 30) -> list[str]:
         """The most used tags, most used first: offered to the LLM so the vocabulary converges."""

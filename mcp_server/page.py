@@ -1,0 +1,341 @@
+"""The memory as a page for people, at the recall server's root URL: search, a session in full, the
+projects and their sessions. Server-rendered HTML (Jinja2, autoescaped), no script, its one style
+sheet shipped in the package.
+
+Who may see it follows the server's rules for /mcp and /recall: an open server (no tokens, which
+`serve` allows on loopback only) shows it to this machine only (a Host header other than loopback
+is refused, as the SDK refuses it on /mcp: a web page must not read it through a name that
+resolves to 127.0.0.1); with tokens, a request needs one, as `Authorization: Bearer` (scripts) or
+as the HttpOnly, SameSite=Strict cookie the login form sets. The private domain shows only to a
+token with the `private` scope (an open server never shows it, as it never serves it on /mcp).
+
+Forgetting is `librarian forget` itself (librarian_dagster/forget.py), behind a confirmation page
+whose form carries a token only this server can make (an HMAC of the session and the viewer, with
+a key drawn at start) and a same-origin check: another site cannot make a browser forget. It needs
+a token with the `forget` scope, or an open server.
+
+Transcripts hold anything: every field is escaped by the templates, stripped of terminal escapes
+and control characters, and cut at FIELD_CHARS with a link to the whole; the headers forbid
+script, framing and sniffing (CSP `default-src 'none'`).
+"""
+
+import hashlib
+import hmac
+import re
+import secrets
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import resources
+from typing import TYPE_CHECKING
+from urllib.parse import quote, urlsplit
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import TokenVerifier
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from librarian_dagster.core.capture.keys import partition_key
+from librarian_dagster.core.capture.skips import valid_session_id
+from librarian_dagster.core.digest.schema import SECTIONS
+from librarian_dagster.core.ops.tokens import FORGET, PRIVATE
+from librarian_dagster.core.recall.answer import recall
+from librarian_dagster.core.recall.cards import dates, session_cards
+from librarian_dagster.core.recall.history import changed_since
+from librarian_dagster.core.recall.ranking import Boosts
+from librarian_dagster.core.store.memories import InvalidCursor
+from librarian_dagster.core.store.queries import SearchFilters
+from mcp_server.auth import LOOPBACK_HOSTS, host_name
+
+if TYPE_CHECKING:
+    from librarian_dagster.core.store.rows import SessionDigest
+    from librarian_dagster.forget import Forgotten
+    from mcp_server.app import Served
+
+COOKIE = "librarian_token"
+FIELD_CHARS = 2000
+"""A field longer than this is cut, with a link to the whole (a transcript line can be 5 MB)."""
+SESSIONS_PER_PAGE = 25
+RESULTS = 5
+"""Results a search asks for, as `librarian search` does (twice as many cost 3x the time at a
+million chunks: benchmarks/page_latency.py)."""
+QUERY_CHARS = 2000
+HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    # Same-origin: the forget form's POST carries its Origin (with no-referrer, Chromium sends
+    # "null"), and no other site learns a URL of the page, which holds the question asked.
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+# Terminal escapes (CSI and OSC sequences), then what is left of the C0/C1 controls but
+# newline and tab: a transcript's `ls --color` output shows as its text.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def plain(text: object, limit: int | None = FIELD_CHARS) -> str:
+    """`text` as it may be shown: no terminal escapes or control characters, at most `limit`."""
+    shown = _CONTROLS.sub("", _ESCAPES.sub("", str(text)))
+    return shown if limit is None or len(shown) <= limit else shown[:limit] + "…"
+
+
+_templates = Environment(
+    loader=PackageLoader("mcp_server", "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+_templates.filters["plain"] = plain
+_templates.filters["pathpart"] = lambda text: quote(str(text), safe="")
+_templates.filters["dates"] = lambda s: dates(s.started_at, s.ended_at)
+
+
+@dataclass(frozen=True)
+class Reader:
+    """What the page reads, as the tools read it: the served store, the answer's threshold and
+    boosts, and the tokens (None: an open server)."""
+
+    served: "Callable[[], Served]"
+    min_relevance: float
+    boosts: Boosts
+    verifier: TokenVerifier | None
+    forget: "Callable[[Sequence[str]], Forgotten] | None" = None
+    """`librarian forget` of these sessions (None: the page offers no forgetting)."""
+    dagster_url: str | None = None
+    """The Dagster UI the session page links to (None: no links)."""
+    _csrf_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+
+    def csrf(self, session_id: str, viewer: "Viewer") -> str:
+        """The forget form's token: made only here, for this session and this viewer."""
+        said = f"{session_id}\0{viewer.who}".encode()
+        return hmac.new(self._csrf_key, said, hashlib.sha256).hexdigest()
+
+
+@dataclass(frozen=True)
+class Viewer:
+    scopes: frozenset[str]
+    who: str
+    """Whose request: the token's name, or "" on an open server."""
+    open: bool
+
+    @property
+    def private(self) -> bool:
+        return PRIVATE in self.scopes
+
+    @property
+    def may_forget(self) -> bool:
+        return self.open or FORGET in self.scopes
+
+
+async def _viewer(http: Request, reader: Reader) -> Viewer | None:
+    """Who asks: a bearer token the SDK's backend accepted, the login cookie's token, or anyone
+    on this machine when no token is configured; None when a token is needed and missing."""
+    if reader.verifier is None:
+        return Viewer(frozenset(), "", open=True)
+    access = get_access_token()
+    if access is None:
+        cookie = http.cookies.get(COOKIE)
+        access = await reader.verifier.verify_token(cookie) if cookie else None
+        if access is None:
+            return None
+    return Viewer(frozenset(access.scopes), access.client_id, open=False)
+
+
+def _html(template: str, status: int = 200, /, **values: object) -> HTMLResponse:
+    body = _templates.get_template(template).render(**values)
+    return HTMLResponse(body, status_code=status, headers=HEADERS)
+
+
+View = Callable[[Reader, Request, Viewer], Awaitable[Response]]
+
+
+def _page(reader: Reader, view: View):
+    """An endpoint of the page: the open server's loopback guard, then the viewer, the view."""
+
+    async def endpoint(http: Request) -> Response:
+        if _foreign(http, reader):
+            return Response("this server answers requests to localhost only", 421, HEADERS)
+        viewer = await _viewer(http, reader)
+        if viewer is None:
+            back = http.url.path + (f"?{http.url.query}" if http.url.query else "")
+            return _html("login.html", 401, wrong=False, next=back)
+        return await view(reader, http, viewer)
+
+    return endpoint
+
+
+def _foreign(http: Request, reader: Reader) -> bool:
+    """An open server's request by a name other than loopback's (DNS rebinding). With tokens,
+    the name does not matter: a page of another name has neither the token nor the cookie."""
+    host = host_name(http.headers.get("host", ""))
+    return reader.verifier is None and host not in LOOPBACK_HOSTS
+
+
+def _same_origin(http: Request) -> bool:
+    """Whether a form's POST comes from a page of this server: its Origin (or, without one, its
+    Referer; browsers send one of them with every POST) names this server's host."""
+    source = http.headers.get("origin") or http.headers.get("referer")
+    return source is not None and urlsplit(source).netloc == http.headers.get("host")
+
+
+def _day(text: str | None) -> datetime | None:
+    try:
+        return datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=UTC) if text else None
+    except ValueError:
+        return None
+
+
+async def _search(reader: Reader, http: Request, viewer: Viewer) -> Response:
+    """`/?q=...&project=&branch=&since=&until=`: the answer as session cards, or "nothing
+    relevant" when recall abstains; the box alone without `q`."""
+    asked = {k: http.query_params.get(k, "").strip() for k in ("q", "project", "branch")}
+    days = {k: http.query_params.get(k, "").strip() for k in ("since", "until")}
+    values: dict[str, object] = {**asked, **days, "cards": None, "note": None}
+    if asked["q"]:
+        filters = SearchFilters(
+            project=asked["project"] or None, git_branch=asked["branch"] or None,
+            since=_day(days["since"]), until=_day(days["until"]), include_private=viewer.private,
+        )  # fmt: skip
+        served = reader.served()
+        result = await run_in_threadpool(
+            recall, served.search, served.embedder, asked["q"][:QUERY_CHARS], filters, RESULTS,
+            min_relevance=reader.min_relevance, boosts=reader.boosts,
+        )  # fmt: skip
+        values["cards"] = session_cards(result.results)
+        values["note"] = result.note
+    return _html("search.html", **values)
+
+
+async def _remembered(reader: Reader, session_id: str, viewer: Viewer) -> "SessionDigest | None":
+    if not valid_session_id(session_id):
+        return None
+    memories = reader.served().memories
+    return await run_in_threadpool(memories.get_memory, session_id, viewer.private)
+
+
+def _missing(session_id: str) -> HTMLResponse:
+    return _html("missing.html", 404, what=f"no session {session_id} in memory")
+
+
+async def _session(reader: Reader, http: Request, viewer: Viewer) -> Response:
+    """`/session/<id>`: the digest in full, its files and whether each changed since, its
+    indexed chunks, its Dagster partition and runs; `?whole=1` shows no field cut."""
+    session_id = http.path_params["session_id"]
+    memory = await _remembered(reader, session_id, viewer)
+    if memory is None:
+        return _missing(session_id)
+    chunks = await run_in_threadpool(reader.served().memories.indexed_chunks, session_id)
+    files = await run_in_threadpool(changed_since, memory.cwd, memory.files, memory.ended_at)
+    texts = [memory.title or "", memory.summary, memory.cwd or "", *memory.files]
+    texts += [line for key, _ in SECTIONS for line in getattr(memory.digest, key)]
+    texts += [c.text for c in chunks]
+    return _html(
+        "session.html", memory=memory, chunks=chunks, files=files, sections=SECTIONS,
+        dates=dates(memory.started_at, memory.ended_at), whole=bool(http.query_params.get("whole")),
+        cut=any(len(t) > FIELD_CHARS for t in texts), dagster=_dagster_links(reader, memory),
+        may_forget=reader.forget is not None and viewer.may_forget,
+    )  # fmt: skip
+
+
+def _dagster_links(reader: Reader, memory: "SessionDigest") -> dict[str, str] | None:
+    """The session's partition of its last stage, and the runs of that partition, in the UI."""
+    if reader.dagster_url is None:
+        return None
+    ui = reader.dagster_url.rstrip("/")
+    key = partition_key(memory.session_id, memory.project, memory.started_at)
+    return {
+        "partition": f"{ui}/assets/memory?view=partitions&partition={quote(key, safe='')}",
+        "runs": f"{ui}/runs?q%5B%5D={quote(f'tag:dagster/partition={key}', safe='')}",
+    }
+
+
+async def _forget(reader: Reader, http: Request, viewer: Viewer) -> Response:
+    """GET: the confirmation, with the form's token. POST (from this server's page, with that
+    token): `librarian forget` of the session, and what it removed."""
+    session_id = http.path_params["session_id"]
+    if reader.forget is None or not viewer.may_forget:
+        return _html("missing.html", 403, what="forgetting needs a token with the forget scope")
+    memory = await _remembered(reader, session_id, viewer)
+    if memory is None:
+        return _missing(session_id)
+    if http.method == "GET":
+        when = dates(memory.started_at, memory.ended_at)
+        return _html("forget.html", memory=memory, dates=when, csrf=reader.csrf(session_id, viewer))
+    form = await http.form()
+    sent = str(form.get("csrf", ""))
+    if not _same_origin(http) or not hmac.compare_digest(sent, reader.csrf(session_id, viewer)):
+        refused = "that form was not this server's: nothing was forgotten"
+        return _html("missing.html", 403, what=refused)
+    done = await run_in_threadpool(reader.forget, [session_id])
+    shown = ", ".join(done.others[:SESSIONS_PER_PAGE])
+    others = f"{done.others_said()}: {shown}" if done.others else None
+    return _html("forgotten.html", said=done.said(), others=others)
+
+
+async def _projects(reader: Reader, _http: Request, viewer: Viewer) -> Response:
+    found = await run_in_threadpool(reader.served().memories.projects, viewer.private)
+    return _html("projects.html", projects=found)
+
+
+async def _project(reader: Reader, http: Request, viewer: Viewer) -> Response:
+    """A project's sessions, newest first, SESSIONS_PER_PAGE at a time (a cursor, not offsets:
+    a page costs the same however deep)."""
+    name = http.path_params["project"]
+    filters = SearchFilters(project=name, include_private=viewer.private)
+    memories = reader.served().memories
+    try:
+        listed = await run_in_threadpool(
+            memories.list_sessions, filters, SESSIONS_PER_PAGE, http.query_params.get("cursor")
+        )
+    except InvalidCursor:
+        return _html("missing.html", 400, what="that page link is not one this server made")
+    return _html("project.html", project=name, listed=listed)
+
+
+def _login(reader: Reader):
+    async def login(http: Request) -> Response:
+        if _foreign(http, reader):
+            return Response("this server answers requests to localhost only", 421, HEADERS)
+        if http.method == "GET":
+            return _html("login.html", wrong=False, next=_back(http.query_params.get("next")))
+        form = await http.form()
+        token, back = str(form.get("token", "")), _back(str(form.get("next", "/")))
+        access = await reader.verifier.verify_token(token) if reader.verifier and token else None
+        if access is None:
+            return _html("login.html", 401, wrong=True, next=back)
+        done = RedirectResponse(back, status_code=303, headers=HEADERS)
+        done.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
+        return done
+
+    return login
+
+
+def _back(path: str | None) -> str:
+    """Where the login goes back to: a path of this server only (never `//elsewhere`)."""
+    return path if path and path.startswith("/") and not path.startswith("//") else "/"
+
+
+async def _style(_http: Request) -> Response:
+    css = resources.files("mcp_server").joinpath("static/page.css").read_text("utf-8")
+    return Response(css, media_type="text/css", headers=HEADERS)
+
+
+def page_routes(reader: Reader) -> list[Route]:
+    """The page's routes, for the recall server's app."""
+    return [
+        Route("/", _page(reader, _search), methods=["GET"]),
+        Route("/session/{session_id}", _page(reader, _session), methods=["GET"]),
+        Route("/session/{session_id}/forget", _page(reader, _forget), methods=["GET", "POST"]),
+        Route("/projects", _page(reader, _projects), methods=["GET"]),
+        Route("/projects/{project:path}", _page(reader, _project), methods=["GET"]),
+        Route("/login", _login(reader), methods=["GET", "POST"]),
+        Route("/static/page.css", _style, methods=["GET"]),
+    ]
