@@ -60,13 +60,16 @@ class Progress:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
+    from librarian_dagster.cli.run import end_with_the_embedded_server
     from librarian_dagster.core.settings import Settings
     from librarian_dagster.defs.partitions import SESSIONS_PER_RUN
     from librarian_dagster.ingest import backfill
 
+    settings = Settings.from_env()
+    end_with_the_embedded_server(settings, "backfill")
     progress = Progress(sys.stderr)
     outcomes = backfill(
-        Settings.from_env(),
+        settings,
         project=args.project,
         since=args.since,
         reembed=args.reembed,

@@ -58,6 +58,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(f"librarian ingest: no such file or folder: {missing[0]}", file=sys.stderr)
         return 2
     settings = Settings.from_env()
+    end_with_the_embedded_server(settings, "ingest")
     outcomes = ingest_paths(args.paths, settings)
     if not outcomes:
         print("no session transcripts (*.jsonl) found", file=sys.stderr)
@@ -71,6 +72,16 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     }
     print(", ".join(f"{n} {s}" for s, n in counts.items()))
     return 1 if counts["failed"] else 0
+
+
+def end_with_the_embedded_server(settings: "Settings", command: str) -> None:
+    """The command ends at once, saying so, if the embedded database stops under it."""
+    from librarian_dagster.core.commandline import exit_now
+    from librarian_dagster.core.store.database import on_embedded_server_stop, unreachable
+
+    on_embedded_server_stop(
+        settings, lambda reason: exit_now(command, str(unreachable(settings, RuntimeError(reason))))
+    )
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ In core, not in cli/, because the MCP server must not import the `librarian` com
 """
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -84,3 +85,13 @@ def report(prog: str, exc: BaseException) -> int:
     """Print the one line and return the exit code: 2 for a bad setting, 1 otherwise."""
     print(f"{prog}: {describe(exc)}", file=sys.stderr)
     return 2 if isinstance(exc, tuple(_loaded((_SETTINGS_ERROR,)))) else 1
+
+
+def exit_now(command: str, message: str) -> NoReturn:
+    """End the process at once with one line, from any thread: for a resource lost under a
+    command (its embedded database stopped), where waiting on would only wait out retries of
+    writes that cannot succeed. Nothing is half written: a memory is stored in one transaction,
+    and the next command ends the run this one leaves "started" (decision 0020)."""
+    print(f"librarian {command}: {message}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(1)

@@ -307,6 +307,10 @@ class Settings(BaseModel):
     """the longest wait, `Retry-After` included (a server asking for more fails the call now)"""
     llm_timeout_seconds: Number = 120.0
     """one request's timeout (a timeout is retried)"""
+    llm_step_retry_seconds: Number = Field(10.0, ge=0)
+    """once a digest or embedding step's tries are spent on a model service that may come back
+    (429, 5xx, timeouts), how long Dagster waits before running the step again; twice that
+    before the last of its 2 more runs"""
     digest_input_tokens: Whole = Field(200_000, ge=1000)
     """the most (estimated) tokens of session one digest request carries; longer sessions are
     digested in segments and merged"""

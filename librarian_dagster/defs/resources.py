@@ -182,6 +182,8 @@ class _ProviderResource(dg.ConfigurableResource):
     backoff_seconds: float = _DEFAULT.backoff_seconds
     max_wait_seconds: float = _DEFAULT.max_wait_seconds
     timeout_seconds: float = _DEFAULT.timeout_seconds
+    step_retry_seconds: float = 10.0
+    """LIBRARIAN_LLM_STEP_RETRY_SECONDS: read by `retried` (defs/assets/_common.py)."""
 
     @classmethod
     def from_config(cls, config: ProviderConfig, key_variable: str | None, **own) -> Self:
@@ -298,9 +300,12 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | d
             if settings.digest_provider == "anthropic"
             else settings.gemini_api_key_variable,
             daily_token_budget=settings.daily_token_budget,
+            step_retry_seconds=settings.llm_step_retry_seconds,
         ),
         "embedder": EmbedderResource.from_config(
-            embed_config(settings), settings.gemini_api_key_variable
+            embed_config(settings),
+            settings.gemini_api_key_variable,
+            step_retry_seconds=settings.llm_step_retry_seconds,
         ),
         "quality": QualityResource(
             eval_dir=str(settings.eval_dir),

@@ -18,7 +18,7 @@ from librarian_dagster.defs.resources import (
 
 KEY_VARIABLE = "LIBRARIAN_TEST_PROVIDER_KEY"
 # The resource's own fields: what is not the provider's (how many tokens a day may be spent).
-OWN = {"daily_token_budget"}
+OWN = {"daily_token_budget", "step_retry_seconds"}  # the resources' own: the step, not the calls
 CONFIG = ProviderConfig(
     provider="vertex",
     model="some-model",

@@ -7,7 +7,7 @@ prompts of `digest_prompt.py`, and the store's most used tags offered so the voc
 converges. Bounded and loud, whoever serves it:
 
 - 429, 5xx and timeouts are retried as `calls.call_with_backoff` allows, then the step fails
-  (`ProviderUnavailable`, which the asset's Dagster retry policy may try again later);
+  (`ProviderUnavailable`, which the asset runs again later: `retried` in defs/assets/_common.py);
 - a reply that does not parse into the schema gets one repair request; a second miss fails with
   the reason (`DigestRejected`);
 - a reply that parses but is not a digest (an error or rate-limit text, a refusal, empty

@@ -19,7 +19,7 @@ import os
 import re
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -233,6 +233,30 @@ def restart_embedded_server(settings: Settings) -> None:
                         process.kill()
                 psutil.wait_procs([postmaster], timeout=5)
     server.start()
+
+
+POSTMASTER_CHECK_S = 0.25
+"""How often `on_embedded_server_stop` looks for the postmaster: a process table lookup."""
+
+
+def on_embedded_server_stop(settings: Settings, stopped: Callable[[str], None]) -> None:
+    """Call `stopped(reason)` once, from a daemon thread, if the embedded server this process
+    holds stops (its postmaster is gone); nothing for LIBRARIAN_DATABASE_URL, which no process
+    here runs. For a command that would otherwise learn it only through Dagster's storage: each
+    event of the run's end retries its write for about 6 s, 20 s or more in all (decision 0019)."""
+    if settings.database_url:
+        return
+    embedded_server(settings)
+    pid = _postmaster_pid(settings.pgdata)
+    if pid is None:
+        return
+
+    def watch() -> None:
+        while psutil.pid_exists(pid):
+            threading.Event().wait(POSTMASTER_CHECK_S)
+        stopped(f"the server stopped while this ran (its postmaster, pid {pid}, is gone)")
+
+    threading.Thread(target=watch, name="embedded-server-watch", daemon=True).start()
 
 
 def _postmaster_pid(pgdata: Path) -> int | None:

@@ -7,6 +7,7 @@ drops out of what the stage hands on, and the others go on to their memories. Th
 fails the run at the end if any session of it was lost on the way, so no failure goes unseen.
 """
 
+import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -97,7 +98,7 @@ def per_session(
     if failed and not done:
         if len(errors) == 1:
             # A run of one session (the sensor's) fails exactly as the stage raised: its
-            # description, metadata and whether a retry could help (the retry policy) stand.
+            # description, metadata and whether a retry could help (`retried`) stand.
             raise errors[0]
         raise dg.Failure(
             f"{len(failed)} session(s) failed at {asset or context.asset_key.to_user_string()}: "
@@ -107,6 +108,27 @@ def per_session(
             allow_retries=all(_retryable(e) for e in errors),
         )
     return done
+
+
+STEP_RETRIES = 2
+"""How many more runs a model step gets once the tries inside it are spent (`retried`)."""
+
+
+def retried(context: dg.AssetExecutionContext, wait_s: float, work: Callable[[], Out]) -> Out:
+    """`work()`; should it raise what another try could fix (a model service down, not a reply
+    that is no digest: `dg.Failure(allow_retries=False)`), Dagster runs the step again, up to
+    STEP_RETRIES times, `wait_s` then twice that later (plus or minus a quarter, so that the
+    steps of many runs do not all come back at once). A Dagster retry policy would do the same
+    with a wait fixed when the code is loaded; this one is a setting
+    (LIBRARIAN_LLM_STEP_RETRY_SECONDS). An outage longer than that fails the run; the sensor or
+    a backfill runs it again."""
+    try:
+        return work()
+    except Exception as exc:
+        if not _retryable(exc):
+            raise
+        wait = wait_s * 2**context.retry_number * random.uniform(0.75, 1.25)
+        raise dg.RetryRequested(max_retries=STEP_RETRIES, seconds_to_wait=wait) from exc
 
 
 def _retryable(exc: Exception) -> bool:

@@ -6,8 +6,7 @@ import dagster as dg
 from librarian_dagster.core.digest.chunking import Chunk, ChunkVectors
 from librarian_dagster.core.models.calls import ProviderError
 from librarian_dagster.core.models.embeddings import Embedder
-from librarian_dagster.defs.assets._common import GROUP, common_keys, per_session
-from librarian_dagster.defs.assets.session_digest import DIGEST_RETRY
+from librarian_dagster.defs.assets._common import GROUP, common_keys, per_session, retried
 from librarian_dagster.defs.partitions import BATCH, session_id_of, sessions_partitions
 from librarian_dagster.defs.resources import EmbedderResource, MemoriesResource
 
@@ -17,8 +16,6 @@ from librarian_dagster.defs.resources import EmbedderResource, MemoriesResource
     kinds={"python"},
     group_name=GROUP,
     output_required=False,
-    # A remote embedder down for longer than its in-step backoff gets the digest's later tries.
-    retry_policy=DIGEST_RETRY,
     backfill_policy=BATCH,
 )
 def chunk_embeddings(
@@ -71,7 +68,12 @@ def chunk_embeddings(
             "seconds": round(seconds, 3),
         }
 
-    vectors = per_session(context, {k: k for k in keys}, embed)
+    # A remote embedder down for longer than its in-step backoff gets the step run again.
+    vectors = retried(
+        context,
+        embedder.step_retry_seconds,
+        lambda: per_session(context, {k: k for k in keys}, embed),
+    )
     if vectors:
         yield dg.Output(vectors)
 

@@ -6,19 +6,9 @@ import dagster as dg
 from librarian_dagster.core.capture.transcripts import Session
 from librarian_dagster.core.digest.policy import Deferred, Digested, DigestFailed, DigestPolicy
 from librarian_dagster.core.digest.schema import SECTIONS, DigestRecord
-from librarian_dagster.defs.assets._common import GROUP, per_session
+from librarian_dagster.defs.assets._common import GROUP, per_session, retried
 from librarian_dagster.defs.partitions import BATCH, session_id_of, sessions_partitions
 from librarian_dagster.defs.resources import DigesterResource, LedgerResource, MemoriesResource
-
-# A model service still failing after the in-step backoff (LIBRARIAN_LLM_ATTEMPTS tries, which
-# honour Retry-After) gets the step run twice more, about 10 and 20 s later. Failures another try
-# cannot fix (a reply that is no digest, a bad key) are raised with allow_retries=False and fail
-# at once. An outage longer than that fails the run; the sensor or a backfill runs it again.
-# In a run of many sessions, one session's failure drops only that session (`per_session`); the
-# step is retried only when every session of it failed and another try could help.
-DIGEST_RETRY = dg.RetryPolicy(
-    max_retries=2, delay=10, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
-)
 
 
 @dg.asset(
@@ -28,7 +18,6 @@ DIGEST_RETRY = dg.RetryPolicy(
     # Every LLM call of the code location shares this pool: its limit (dagster.yaml
     # `concurrency: pools: default_limit`, or the UI) caps parallel calls.
     pool="llm",
-    retry_policy=DIGEST_RETRY,
     # Nothing is handed on for a session whose digest waits for the next day's token budget, or
     # for a session that failed (the others of its run go on).
     output_required=False,
@@ -70,7 +59,15 @@ def session_digest(
             return None
         return outcome.record, _metadata(outcome)
 
-    records = per_session(context, redacted_session, digest_one)
+    # A model service still failing after the in-step backoff (LIBRARIAN_LLM_ATTEMPTS tries, which
+    # honour Retry-After) gets the step run again (`retried`). In a run of many sessions, one
+    # session's failure drops only that session (`per_session`); the step is run again only when
+    # every session of it failed and another try could help.
+    records = retried(
+        context,
+        digester.step_retry_seconds,
+        lambda: per_session(context, redacted_session, digest_one),
+    )
     if records:
         yield dg.Output(records)
 
