@@ -25,7 +25,7 @@ import re
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit
@@ -193,6 +193,11 @@ def _day(text: str | None) -> datetime | None:
         return None
 
 
+def _end_of(day: datetime | None) -> datetime | None:
+    """The date box's `until` takes in its whole day: sessions that began on it too."""
+    return day + timedelta(days=1, microseconds=-1) if day else None
+
+
 async def _search(reader: Reader, http: Request, viewer: Viewer) -> Response:
     """`/?q=...&project=&branch=&since=&until=`: the answer as session cards, or "nothing
     relevant" when recall abstains; the box alone without `q`."""
@@ -202,7 +207,8 @@ async def _search(reader: Reader, http: Request, viewer: Viewer) -> Response:
     if asked["q"]:
         filters = SearchFilters(
             project=asked["project"] or None, git_branch=asked["branch"] or None,
-            since=_day(days["since"]), until=_day(days["until"]), include_private=viewer.private,
+            since=_day(days["since"]), until=_end_of(_day(days["until"])),
+            include_private=viewer.private,
         )  # fmt: skip
         served = reader.served()
         result = await run_in_threadpool(

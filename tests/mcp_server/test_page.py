@@ -57,6 +57,12 @@ def test_a_search_shows_session_cards_and_says_nothing_relevant(store):
     read = _text(found.text)
     assert "Fix the lock" in read and "retry the sqlite lock" in read and "alpha" in read
     assert "relevance" in read
+    # The dates take in their whole day: the session ran from 2026-10-31 23:00 to midnight.
+    for since, until, found in (
+        ("2026-10-31", "2026-10-31", True), ("2026-11-02", "", False), ("", "2026-10-30", False),
+    ):  # fmt: skip
+        dated = page.get("/", params={"q": "sqlite lock", "since": since, "until": until})
+        assert (f'href="/session/{SESSION}"' in dated.text) is found, (since, until)
     missed = page.get("/", params={"q": "sqlite lock", "project": "elsewhere"})
     assert "Nothing relevant" in missed.text and SESSION not in missed.text
     empty = page.get("/")
