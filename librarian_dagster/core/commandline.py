@@ -91,7 +91,14 @@ def exit_now(command: str, message: str) -> NoReturn:
     """End the process at once with one line, from any thread: for a resource lost under a
     command (its embedded database stopped), where waiting on would only wait out retries of
     writes that cannot succeed. Nothing is half written: a memory is stored in one transaction,
-    and the next command ends the run this one leaves "started" (decision 0020)."""
-    print(f"librarian {command}: {message}", file=sys.stderr, flush=True)
+    and the next command ends the run this one leaves "started" (decision 0020).
+
+    The line is the last thing on stderr: the other threads (a connection pool's warnings)
+    write to /dev/null from the moment before it is written."""
     sys.stdout.flush()
+    sys.stderr.flush()
+    ours = os.dup(2)
+    nowhere = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(nowhere, 2)
+    os.write(ours, f"librarian {command}: {message}\n".encode())
     os._exit(1)
