@@ -71,10 +71,11 @@ from librarian_dagster.core.store.rows import (
 )
 from mcp_server.auth import (
     LOOPBACK_HOSTS,
+    REBOUND,
     auth_settings,
     authenticated,
-    host_name,
     may_read_private,
+    named_elsewhere,
     verifier_for,
 )
 from mcp_server.page import Reader, page_routes
@@ -473,8 +474,8 @@ def _tool_endpoint(
     async def endpoint(http: Request) -> Response:
         # The same DNS-rebinding guard the SDK puts on /mcp when it serves loopback: a web page
         # must not read memories through a hostname that resolves to 127.0.0.1.
-        if loopback and host_name(http.headers.get("host", "")) not in LOOPBACK_HOSTS:
-            return _error(421, "this server answers requests to localhost only")
+        if loopback and named_elsewhere(http.headers.get("host", "")):
+            return _error(421, REBOUND)
         if auth_required and not authenticated():
             return _error(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
         # JSON only: a browser cannot send it cross-origin without a preflight we never allow.

@@ -67,6 +67,17 @@ def _access(name: str, scopes: tuple[str, ...]) -> AccessToken:
     return AccessToken(token=name, client_id=name, scopes=list(scopes))
 
 
+REBOUND = "this server answers requests to localhost only"
+"""What a loopback server answers (421) a request that names another host."""
+
+
+def named_elsewhere(host_header: str) -> bool:
+    """Whether a request's Host names something other than loopback: on a loopback server, a
+    web page reaching 127.0.0.1 through a name of its own (DNS rebinding), as the SDK refuses
+    it on /mcp."""
+    return host_name(host_header) not in LOOPBACK_HOSTS
+
+
 def host_name(header: str) -> str:
     """`127.0.0.1:3201` -> `127.0.0.1`, `[::1]:3201` -> `::1`."""
     if header.startswith("["):

@@ -48,7 +48,7 @@ from librarian_dagster.core.recall.history import changed_since
 from librarian_dagster.core.recall.ranking import Boosts
 from librarian_dagster.core.store.memories import InvalidCursor
 from librarian_dagster.core.store.queries import SearchFilters
-from mcp_server.auth import LOOPBACK_HOSTS, host_name
+from mcp_server.auth import REBOUND, named_elsewhere
 
 if TYPE_CHECKING:
     from librarian_dagster.core.store.rows import SessionDigest
@@ -95,6 +95,7 @@ _templates = Environment(
 )
 _templates.filters["plain"] = plain
 _templates.filters["pathpart"] = lambda text: quote(str(text), safe="")
+# A session's dates, as `librarian search` prints them ("2026-11-01", or "a to b").
 _templates.filters["dates"] = lambda s: dates(s.started_at, s.ended_at)
 
 
@@ -162,7 +163,7 @@ def _page(reader: Reader, view: View):
 
     async def endpoint(http: Request) -> Response:
         if _foreign(http, reader):
-            return Response("this server answers requests to localhost only", 421, HEADERS)
+            return Response(REBOUND, 421, HEADERS)
         viewer = await _viewer(http, reader)
         if viewer is None:
             back = http.url.path + (f"?{http.url.query}" if http.url.query else "")
@@ -175,8 +176,7 @@ def _page(reader: Reader, view: View):
 def _foreign(http: Request, reader: Reader) -> bool:
     """An open server's request by a name other than loopback's (DNS rebinding). With tokens,
     the name does not matter: a page of another name has neither the token nor the cookie."""
-    host = host_name(http.headers.get("host", ""))
-    return reader.verifier is None and host not in LOOPBACK_HOSTS
+    return reader.verifier is None and named_elsewhere(http.headers.get("host", ""))
 
 
 def _same_origin(http: Request) -> bool:
@@ -245,7 +245,7 @@ async def _session(reader: Reader, http: Request, viewer: Viewer) -> Response:
     texts += [c.text for c in chunks]
     return _html(
         "session.html", memory=memory, chunks=chunks, files=files, sections=SECTIONS,
-        dates=dates(memory.started_at, memory.ended_at), whole=bool(http.query_params.get("whole")),
+        whole=bool(http.query_params.get("whole")),
         cut=any(len(t) > FIELD_CHARS for t in texts), dagster=_dagster_links(reader, memory),
         may_forget=reader.forget is not None and viewer.may_forget,
     )  # fmt: skip
@@ -273,8 +273,7 @@ async def _forget(reader: Reader, http: Request, viewer: Viewer) -> Response:
     if memory is None:
         return _missing(session_id)
     if http.method == "GET":
-        when = dates(memory.started_at, memory.ended_at)
-        return _html("forget.html", memory=memory, dates=when, csrf=reader.csrf(session_id, viewer))
+        return _html("forget.html", memory=memory, csrf=reader.csrf(session_id, viewer))
     form = await http.form()
     sent = str(form.get("csrf", ""))
     if not _same_origin(http) or not hmac.compare_digest(sent, reader.csrf(session_id, viewer)):
@@ -309,7 +308,7 @@ async def _project(reader: Reader, http: Request, viewer: Viewer) -> Response:
 def _login(reader: Reader):
     async def login(http: Request) -> Response:
         if _foreign(http, reader):
-            return Response("this server answers requests to localhost only", 421, HEADERS)
+            return Response(REBOUND, 421, HEADERS)
         if http.method == "GET":
             return _html("login.html", wrong=False, next=_back(http.query_params.get("next")))
         form = await http.form()

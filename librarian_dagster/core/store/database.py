@@ -19,6 +19,7 @@ import os
 import re
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -253,7 +254,7 @@ def on_embedded_server_stop(settings: Settings, stopped: Callable[[str], None]) 
 
     def watch() -> None:
         while psutil.pid_exists(pid):
-            threading.Event().wait(POSTMASTER_CHECK_S)
+            time.sleep(POSTMASTER_CHECK_S)
         stopped(f"the server stopped while this ran (its postmaster, pid {pid}, is gone)")
 
     threading.Thread(target=watch, name="embedded-server-watch", daemon=True).start()
