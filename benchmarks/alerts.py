@@ -33,7 +33,7 @@ def main() -> None:
     import dagster as dg
 
     from librarian_dagster.core.assembly.store import open_store
-    from librarian_dagster.core.capture.files import discover_sessions
+    from librarian_dagster.core.capture.claude_code.files import discover_sessions
     from librarian_dagster.core.settings import Settings
     from librarian_dagster.dagster_internals import dispose_instance
     from librarian_dagster.definitions import build_definitions

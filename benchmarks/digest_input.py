@@ -12,8 +12,7 @@ import statistics
 
 from _corpus import unpack_corpus
 
-from librarian_dagster.core.capture.files import session_files_for
-from librarian_dagster.core.capture.transcripts import parse_session
+from librarian_dagster.core.capture.readers import parse_session, session_files_for
 from librarian_dagster.core.digest.llm import CHARS_PER_TOKEN, digest_input
 from librarian_dagster.core.redaction.scan import redact_session
 

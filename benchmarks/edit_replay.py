@@ -48,6 +48,8 @@ from pathlib import Path
 from typing import TextIO
 
 from librarian_dagster.core.capture.files import SessionFiles
+from librarian_dagster.core.capture.readers import parse_session
+from librarian_dagster.core.capture.session import Session
 from librarian_dagster.core.capture.touches import (
     CHANGE_TOOLS,
     READ_TOOLS,
@@ -55,7 +57,6 @@ from librarian_dagster.core.capture.touches import (
     file_touches,
     normal_path,
 )
-from librarian_dagster.core.capture.transcripts import Session, parse_session
 from librarian_dagster.core.recall.file_match import root_of, same_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

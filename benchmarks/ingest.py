@@ -29,7 +29,8 @@ from pathlib import Path
 from _corpus import unpack_corpus
 
 from librarian_dagster.core.assembly.store import open_store
-from librarian_dagster.core.capture.files import SessionFiles, session_files_for
+from librarian_dagster.core.capture.files import SessionFiles
+from librarian_dagster.core.capture.readers import session_files_for
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.database import release_embedded_server
 from librarian_dagster.dagster_internals import dispose_instance

@@ -45,8 +45,7 @@ from mcp.client.streamable_http import streamable_http_client
 from recall_latency import free_port, start_server
 
 from librarian_dagster.core.assembly.store import Store
-from librarian_dagster.core.capture.files import session_files_for
-from librarian_dagster.core.capture.transcripts import parse_session
+from librarian_dagster.core.capture.readers import parse_session, session_files_for
 from librarian_dagster.core.digest.chunking import chunk_digest, chunk_exchanges
 from librarian_dagster.core.digest.offline import OfflineDigester
 from librarian_dagster.core.digest.schema import DigestRecord, content_hash

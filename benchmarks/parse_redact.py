@@ -18,8 +18,8 @@ from pathlib import Path
 
 from _corpus import TARBALL, extract
 
-from librarian_dagster.core.capture.files import discover_sessions
-from librarian_dagster.core.capture.transcripts import parse_session
+from librarian_dagster.core.capture.claude_code.files import discover_sessions
+from librarian_dagster.core.capture.readers import parse_session
 from librarian_dagster.core.redaction.scan import redact_session
 
 DEFAULT_CORPUS = TARBALL

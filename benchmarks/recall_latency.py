@@ -68,8 +68,7 @@ from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
 
 from librarian_dagster.core.assembly.store import Store
-from librarian_dagster.core.capture.files import session_files_for
-from librarian_dagster.core.capture.transcripts import parse_session
+from librarian_dagster.core.capture.readers import parse_session, session_files_for
 from librarian_dagster.core.digest.chunking import chunk_digest, chunk_exchanges
 from librarian_dagster.core.digest.offline import OfflineDigester
 from librarian_dagster.core.digest.schema import DigestRecord, content_hash

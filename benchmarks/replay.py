@@ -39,8 +39,8 @@ from pathlib import Path
 from librarian_dagster.core.assembly.providers import configured_embedder
 from librarian_dagster.core.assembly.store import Store
 from librarian_dagster.core.capture.files import SessionFiles
+from librarian_dagster.core.capture.readers import parse_session
 from librarian_dagster.core.capture.records import iter_records
-from librarian_dagster.core.capture.transcripts import parse_session
 from librarian_dagster.core.digest.offline import exchanges
 from librarian_dagster.core.models.embeddings import Embedder
 from librarian_dagster.core.recall import answer as recall_module

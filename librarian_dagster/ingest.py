@@ -25,8 +25,9 @@ from typing import Literal
 import dagster as dg
 
 from librarian_dagster.core.assembly.store import open_store
-from librarian_dagster.core.capture.files import SessionFiles, session_files_for
+from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.mirror import is_excluded
+from librarian_dagster.core.capture.readers import find, not_a_transcript
 from librarian_dagster.core.capture.skips import SkipList, last_active
 from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
 from librarian_dagster.core.settings import Settings
@@ -85,16 +86,14 @@ def ingest_paths(
     paths: Iterable[Path], settings: Settings, per_run: int = SESSIONS_PER_RUN
 ) -> list[IngestOutcome]:
     # Absolute, as the sensor sees the mirror: the fingerprint names the files' paths.
-    found = [
-        s
-        for s in session_files_for(Path(p).absolute() for p in paths)
-        if not is_excluded(s, settings.exclude)
-    ]
+    given = find(Path(p).absolute() for p in paths)
+    found = [s for s in given.sessions if not is_excluded(s, settings.exclude)]
     skips = SkipList()
     if found:
         with open_store(settings) as store:
             skips = store.ledger.skip_list()
-    skipped, sessions = [], []
+    skipped = [IngestOutcome(str(p), "skipped", not_a_transcript(), 0, 0.0) for p in given.unknown]
+    sessions = []
     for files in found:
         reason = skips.reason(files.session_id, last_active(files))
         if reason:

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from librarian_dagster.core.capture.files import session_files_for
-from librarian_dagster.core.capture.transcripts import Session, parse_session
+from librarian_dagster.core.capture.readers import find, not_a_transcript, parse_session
+from librarian_dagster.core.capture.session import Session
 from librarian_dagster.core.commandline import AddParser
 from librarian_dagster.core.redaction.scan import redact_session
 
@@ -20,9 +20,12 @@ def register(add_parser: AddParser) -> None:
     p = add_parser(
         "parse",
         help="parse transcripts and report what was found (and why a session is skipped)",
-        description="Parse Claude Code transcripts (files or folders) and print per-session stats.",
+        description="Parse session transcripts of any agent Librarian reads (files or folders; "
+        "the agent is told from each file's content) and print per-session stats.",
     )
-    p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="a .jsonl file or folder")
+    p.add_argument(
+        "paths", nargs="+", type=Path, metavar="PATH", help="a transcript file or folder"
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per session, per line")
     p.add_argument("--include-thinking", action="store_true", help="keep thinking blocks")
     p.set_defaults(handler=run)
@@ -33,6 +36,7 @@ def session_report(session: Session, redactions: dict[str, int]) -> dict[str, An
     return {
         "session_id": session.session_id,
         "project": session.project,
+        "agent": session.agent,
         "files": list(session.files),
         "skip_reason": session.skip_reason,
         "title": session.title,
@@ -49,6 +53,7 @@ def session_report(session: Session, redactions: dict[str, int]) -> dict[str, An
         "subagents": st.subagents,
         "compactions": st.compactions,
         "duplicate_records": st.duplicate_records,
+        "skipped_by_kind": dict(sorted(st.skipped_by_kind.items())),
         "tokens": {
             "input": session.input_tokens,
             "output": session.output_tokens,
@@ -68,7 +73,7 @@ def _turns_by_kind(session: Session) -> dict[str, int]:
 
 def _print_text(rep: dict[str, Any]) -> None:
     status = f"SKIPPED: {rep['skip_reason']}" if rep["skip_reason"] else "ok"
-    print(f"{rep['session_id']}  [{rep['project']}]  {status}")
+    print(f"{rep['session_id']}  [{rep['project']}, {rep['agent']}]  {status}")
     if rep["title"]:
         print(f"  title:        {rep['title']}")
     for f in rep["files"]:
@@ -80,6 +85,8 @@ def _print_text(rep: dict[str, Any]) -> None:
     print(f"  tool uses:    {rep['tool_uses']}")
     print(f"  subagents:    {rep['subagents']}   compactions: {rep['compactions']}")
     print(f"  malformed:    {rep['malformed_lines']}")
+    skipped = ", ".join(f"{k}={v}" for k, v in rep["skipped_by_kind"].items()) or "none"
+    print(f"  skipped:      {skipped} (records of a shape the reader does not know)")
     for ex in rep["malformed_examples"]:
         print(f"    - {ex}")
     red = ", ".join(f"{k}={v}" for k, v in rep["redactions"].items()) or "none"
@@ -90,9 +97,12 @@ def run(args: argparse.Namespace) -> int:
     missing = [p for p in args.paths if not p.exists()]
     for p in missing:
         print(f"librarian parse: no such file or folder: {p}", file=sys.stderr)
-    sessions = session_files_for(p for p in args.paths if p.exists())
-    if not sessions and not missing:
-        print("librarian parse: no .jsonl transcripts found", file=sys.stderr)
+    found = find(p for p in args.paths if p.exists())
+    for p in found.unknown:
+        print(f"librarian parse: {p}: {not_a_transcript()}", file=sys.stderr)
+    sessions = found.sessions
+    if not sessions and not missing and not found.unknown:
+        print("librarian parse: no session transcripts found", file=sys.stderr)
     for files in sessions:
         session = parse_session(files, include_thinking=args.include_thinking)
         # Report from the redacted copy: the title and project are printed too.
@@ -102,4 +112,4 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(rep, ensure_ascii=False))
         else:
             _print_text(rep)
-    return 1 if missing else 0
+    return 1 if missing or found.unknown else 0

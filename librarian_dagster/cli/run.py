@@ -61,7 +61,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     end_with_the_embedded_server(settings, "ingest")
     outcomes = ingest_paths(args.paths, settings)
     if not outcomes:
-        print("no session transcripts (*.jsonl) found", file=sys.stderr)
+        print("no session transcripts found", file=sys.stderr)
         return 1
     for o in outcomes:
         extra = f" ({o.chunks} chunks)" if o.status == "ingested" else ""

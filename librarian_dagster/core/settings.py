@@ -174,8 +174,22 @@ class Settings(BaseModel):
     """embedded database files (`pgdata/`), `DAGSTER_HOME` (`dagster/`), staged stage outputs
     (`staging/`, redacted only), golden question files (`eval/*.jsonl`), logs"""
     mirror: Location = Path("~/.claude/projects")
-    """the transcripts folder the sensor watches (recursive `*.jsonl`; `<session>/subagents/`
-    belong to their parent)"""
+    """Claude Code's transcripts folder the sensor watches (recursive `*.jsonl`;
+    `<session>/subagents/` belong to their parent)"""
+    codex_sessions: Location = Path("~/.codex/sessions")
+    """Codex's sessions folder the sensor watches (`YYYY/MM/DD/rollout-*.jsonl`); unset, and
+    `CODEX_HOME` set: `$CODEX_HOME/sessions`. A folder not there is skipped"""
+    gemini_sessions: Location = Path("~/.gemini/tmp")
+    """Gemini CLI's folder the sensor watches (`<project>/chats/`); a folder not there is skipped"""
+    opencode_data: Location = Path("~/.local/share/opencode")
+    """OpenCode's data folder the sensor watches (its `opencode.db`, or the older `storage/`);
+    a folder not there is skipped"""
+    copilot_sessions: Location = Path("~/.copilot/session-state")
+    """Copilot CLI's session state the sensor watches (`<session>/events.jsonl`); a folder not
+    there is skipped"""
+    pi_sessions: Location = Path("~/.pi/agent/sessions")
+    """Pi's sessions folder the sensor watches (`<cwd>/<time>_<id>.jsonl`); a folder not there
+    is skipped"""
     database_url: str | None = _secret()
     """unset: the embedded server under `LIBRARIAN_HOME`. An external PostgreSQL with the `vector`
     extension, e.g. `postgresql://user:pw@host/db`; a server without pgvector is refused with a
@@ -345,6 +359,10 @@ class Settings(BaseModel):
         blank is one that is unset. A bad value is a SettingsError of one line naming it."""
         env = os.environ if env is None else env
         given = {name: value.strip() for name in VARIABLES if (value := env.get(name, "").strip())}
+        codex_home = env.get("CODEX_HOME", "").strip()
+        if codex_home and PREFIX + "CODEX_SESSIONS" not in given:
+            # Codex's own variable for its home, where it keeps `sessions/`.
+            given[PREFIX + "CODEX_SESSIONS"] = str(Path(codex_home) / "sessions")
         key_variable = next((name for name in KEY_VARIABLES if name in given), None)
         try:
             return cls.model_validate({**given, "gemini_api_key_variable": key_variable})
@@ -368,6 +386,18 @@ class Settings(BaseModel):
     @property
     def uses_vertex(self) -> bool:
         return "vertex" in (self.digest_provider, self.embed_provider)
+
+    @property
+    def agent_folders(self) -> dict[str, Path]:
+        """Each agent's name (core/capture/readers.py) -> the folder it writes its sessions to."""
+        return {
+            "claude-code": self.mirror,
+            "codex": self.codex_sessions,
+            "gemini": self.gemini_sessions,
+            "opencode": self.opencode_data,
+            "copilot": self.copilot_sessions,
+            "pi": self.pi_sessions,
+        }
 
     @property
     def pgdata(self) -> Path:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from librarian_dagster.core.capture.files import discover_sessions
 from librarian_dagster.core.capture.mirror import snapshot
+from librarian_dagster.core.capture.readers import discover
 from librarian_dagster.core.ops.alerts import (
     GapState,
     advance,
@@ -156,7 +156,8 @@ def capture_gap_alerts(
     state = GapState.from_cursor(context.cursor, now)
     root = Path(mirror.path)
     exists = root.is_dir()
-    snapshots = snapshot(discover_sessions(root)) if exists else []
+    # Every agent's sessions can go uncaptured; the mirror's own absence is Claude Code's folder.
+    snapshots = snapshot(discover({a: f for a, f in mirror.folders().items() if f.is_dir()}))
     db = store.database()
     handled, requested = ingested_at(db), requested_at(db)
     settings = {

@@ -13,8 +13,9 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from librarian_dagster.core.capture.files import SessionFiles, session_head
+from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.keys import partition_key, session_id_of
+from librarian_dagster.core.capture.readers import session_head
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.core.store.memories import Memories
 

@@ -140,14 +140,24 @@ def _migrated(home: str, url: str | None) -> str:
 
 
 class MirrorResource(dg.ConfigurableResource):
-    """The folder of Claude Code transcripts and how the parser reads it."""
+    """The folders the agents write their sessions to, and how the parser reads them."""
 
     path: str
+    """Claude Code's (LIBRARIAN_MIRROR)."""
+    agent_folders: dict[str, str] | None = None
+    """Every other agent's: its name -> its folder (LIBRARIAN_CODEX_SESSIONS, ...)."""
     settle_seconds: float = default("settle_seconds")
     unreadable_wait_seconds: float = default("unreadable_wait_seconds")
     include_thinking: bool = default("include_thinking")
     exclude: list[str] | None = None
     """LIBRARIAN_EXCLUDE: globs over project folder names or paths, never ingested."""
+
+    def folders(self) -> dict[str, Path]:
+        """Every agent's folder, Claude Code's first."""
+        return {
+            "claude-code": Path(self.path),
+            **{a: Path(f) for a, f in (self.agent_folders or {}).items()},
+        }
 
 
 class IncidentsResource(dg.ConfigurableResource):
@@ -289,6 +299,11 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | d
         "io_manager": StagingIOManager(home=str(settings.home)),
         "mirror": MirrorResource(
             path=str(settings.mirror),
+            agent_folders={
+                agent: str(folder)
+                for agent, folder in settings.agent_folders.items()
+                if agent != "claude-code"
+            },
             settle_seconds=settings.settle_seconds,
             unreadable_wait_seconds=settings.unreadable_wait_seconds,
             include_thinking=settings.include_thinking,

@@ -1,11 +1,9 @@
 import time
 from collections.abc import Collection
 from datetime import UTC, datetime
-from pathlib import Path
 
 import dagster as dg
 
-from librarian_dagster.core.capture.files import discover_sessions
 from librarian_dagster.core.capture.mirror import (
     IngestPlan,
     is_excluded,
@@ -13,6 +11,7 @@ from librarian_dagster.core.capture.mirror import (
     run_key,
     snapshot,
 )
+from librarian_dagster.core.capture.readers import discover
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.defs.jobs import ingest_session_job
 from librarian_dagster.defs.partitions import (
@@ -36,16 +35,20 @@ def mirror_sensor(
     ledger: LedgerResource,
     memories: MemoriesResource,
 ):
-    """Requests an ingest run for each session in the mirror that is new or grew, once settled."""
-    root = Path(mirror.path)
-    if not root.is_dir():
-        return dg.SkipReason(f"mirror folder {root} does not exist (set LIBRARIAN_MIRROR)")
+    """Requests an ingest run for each session, of any agent, that is new or grew, once
+    settled."""
+    folders = {agent: root for agent, root in mirror.folders().items() if root.is_dir()}
+    if not folders:
+        return dg.SkipReason(
+            f"no agent's folder exists: Claude Code's {mirror.path} (set LIBRARIAN_MIRROR), "
+            "nor any other agent's (LIBRARIAN_CODEX_SESSIONS, ...)"
+        )
     db = ledger.get()
     skips = db.skip_list()
     plan = plan_ingest(
         snapshot(
             s
-            for s in discover_sessions(root)
+            for s in discover(folders)
             if not is_excluded(s, mirror.exclude or ()) and not skips.skips(s)
         ),
         context.cursor,

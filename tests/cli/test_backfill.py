@@ -3,7 +3,7 @@
 import dagster as dg
 
 from librarian_dagster.cli.main import main
-from librarian_dagster.core.capture.files import session_files_for
+from librarian_dagster.core.capture.readers import session_files_for
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.defs.partitions import session_id_of
 from librarian_dagster.ingest import ingest_sessions, open_instance

@@ -23,7 +23,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from librarian_dagster.core.capture.files import session_files_for
+from librarian_dagster.core.capture.readers import session_files_for
 from librarian_dagster.core.store.schema import migrate
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.ingest import ingest_sessions, open_instance

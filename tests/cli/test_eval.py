@@ -8,8 +8,7 @@ from pydantic import TypeAdapter
 
 from librarian_dagster.cli.evaluate import progress_bar
 from librarian_dagster.cli.main import main
-from librarian_dagster.core.capture.transcripts import Session
-from librarian_dagster.core.capture.turns import Turn
+from librarian_dagster.core.capture.session import Session, Turn
 from librarian_dagster.defs.staging import StagingIOManager
 
 # `remembered`: the sessions "sqlite" and "css", one bullet each, embedded with the real model.

@@ -8,7 +8,7 @@ import dagster as dg
 import psycopg
 
 from librarian_dagster.core.assembly.store import Store
-from librarian_dagster.core.capture.files import session_files_for
+from librarian_dagster.core.capture.readers import session_files_for
 from librarian_dagster.core.models.minilm import local_embedder
 from librarian_dagster.core.recall.answer import recall
 from librarian_dagster.core.store.queries import SearchFilters

@@ -78,7 +78,7 @@ def test_a_backfill_over_a_skipped_partition_stores_nothing_and_fails_nothing(en
     settings, instance, mirror = env
     for sid in (KEPT, SKIPPED):
         age(write_transcript(mirror / "-work-app", sid, f"Question {sid}?", "Answer."), 600)
-    from librarian_dagster.core.capture.files import session_files_for
+    from librarian_dagster.core.capture.readers import session_files_for
     from librarian_dagster.ingest import ingest_sessions
 
     # As a backfill from the UI would: the partition exists and the skip list grew since.

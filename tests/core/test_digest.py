@@ -1,8 +1,7 @@
 from datetime import UTC, datetime
 
-from librarian_dagster.core.capture.files import session_files_for
-from librarian_dagster.core.capture.transcripts import Session, parse_session
-from librarian_dagster.core.capture.turns import ToolUse, Turn
+from librarian_dagster.core.capture.readers import parse_session, session_files_for
+from librarian_dagster.core.capture.session import CHANGE, RUN, Session, ToolUse, Turn
 from librarian_dagster.core.digest.chunking import chunk_digest
 from librarian_dagster.core.digest.distil import closing_lead
 from librarian_dagster.core.digest.offline import DIGEST_BUDGET, OfflineDigester, exchanges
@@ -21,7 +20,8 @@ def test_exchanges_drop_bare_slash_commands_and_ide_context():
         Turn("user", "prompt", "/clear", T),
         Turn("user", "prompt", "<ide_selection>secret stuff</ide_selection> Fix the flaky test", T),
         Turn("assistant", "text", "Fixed by waiting for the socket.", T,
-             (ToolUse("Edit", ("/src/app/test_net.py",), None, "Edit test_net.py"),)),
+             (ToolUse("Edit", ("/src/app/test_net.py",), None, "Edit test_net.py",
+                      action=CHANGE),)),
     ]  # fmt: skip
     parts = exchanges(turns)
     assert [p.prompt for p in parts] == ["Fix the flaky test"]
@@ -33,8 +33,8 @@ def test_offline_digest_fills_every_section_from_the_session():
         Turn("user", "prompt", "The upload endpoint fails with a 413 error on big files.", T),
         Turn("assistant", "text", "The root cause was nginx's default body limit of 1m.\n\n"
              "Raised client_max_body_size in nginx.conf to 50m.", T,
-             (ToolUse("Edit", ("/srv/nginx.conf",), None, "Edit nginx.conf"),
-              ToolUse("Bash", (), "nginx -t", "Bash: nginx -t"))),
+             (ToolUse("Edit", ("/srv/nginx.conf",), None, "Edit nginx.conf", action=CHANGE),
+              ToolUse("Bash", (), "nginx -t", "Bash: nginx -t", action=RUN))),
         Turn("user", "prompt", "Thanks. What else?", T),
         Turn("assistant", "text", "Next step: add a test for uploads over 50 MB.", T),
     ]  # fmt: skip
@@ -62,7 +62,7 @@ def test_fillers_bare_exit_codes_and_shell_prompts_are_dropped():
     turns = [
         Turn("user", "prompt", "Make the sync retry when the token expired", T),
         Turn("assistant", "text", "Let me look.", T, (ToolUse("Bash", (), "go test ./...",
-             "Bash: go test", is_error=True),)),
+             "Bash: go test", is_error=True, action=RUN),)),
         Turn("user", "tool_result", "Exit code 1\n--- FAIL: TestSync (0.01s)\nsync_test.go:40: "
              "token expired error not retried", T),
         Turn("assistant", "text", "Fixed: the sync now retries once after refreshing the token.",
@@ -131,10 +131,10 @@ def test_commits_pull_requests_decisions_and_what_is_left_become_lines():
              ()),
         Turn("assistant", "text", "We'll go with a repo-relative path instead of the cwd, "
              "because hooks run from subdirectories.", T,
-             (ToolUse("Bash", (), "gh api repos/acme/cli/pulls/112/comments", "Bash"),
-              ToolUse("Bash", (), commit, "Bash"),
+             (ToolUse("Bash", (), "gh api repos/acme/cli/pulls/112/comments", "Bash", action=RUN),
+              ToolUse("Bash", (), commit, "Bash", action=RUN),
               ToolUse("Bash", (), 'gh pr create --title "Fix sibling directories" --body x',
-                      "Bash"))),
+                      "Bash", action=RUN))),
         Turn("assistant", "text", "Done. Pushed the fix.\n\n### Open questions for later\n\n"
              "TODO: the Windows paths are not handled yet.", T),
     ]  # fmt: skip
@@ -186,7 +186,9 @@ def test_a_line_is_said_once_across_sections():
 
 def test_lines_that_say_nothing_are_left_out():
     edits = tuple(
-        ToolUse("Edit", (f"/repo/internal/storage/backend_number_{i}.go",), None, "Edit")
+        ToolUse(
+            "Edit", (f"/repo/internal/storage/backend_number_{i}.go",), None, "Edit", action=CHANGE
+        )
         for i in range(6)
     )
     turns = [

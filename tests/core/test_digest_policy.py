@@ -2,8 +2,7 @@
 
 import pytest
 
-from librarian_dagster.core.capture.files import session_files_for
-from librarian_dagster.core.capture.transcripts import parse_session
+from librarian_dagster.core.capture.readers import parse_session, session_files_for
 from librarian_dagster.core.digest.offline import OfflineDigester
 from librarian_dagster.core.digest.policy import Deferred, Digested, DigestFailed, DigestPolicy
 from librarian_dagster.core.models.calls import ProviderError, ProviderUnavailable

@@ -6,9 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from librarian_dagster.core.capture.session import CHANGE, READ, SEARCH, Session, ToolUse, Turn
 from librarian_dagster.core.capture.touches import FileTouch, file_touches, normal_path
-from librarian_dagster.core.capture.transcripts import Session
-from librarian_dagster.core.capture.turns import ToolUse, Turn
 from librarian_dagster.core.recall.file_match import root_of, same_file
 from librarian_dagster.core.recall.history import (
     NOTHING_TOUCHED,
@@ -81,10 +80,10 @@ def test_a_root_is_never_above_a_worktree():
 def test_touches_count_changes_and_reads_of_every_agent():
     when = datetime(2026, 11, 1, tzinfo=UTC)
     uses = (
-        ToolUse("Read", ("/r/a.py",)),
-        ToolUse("Edit", ("/r/a.py",)),
-        ToolUse("Read", ("b.py",)),
-        ToolUse("Grep", ("/r",)),
+        ToolUse("Read", ("/r/a.py",), action=READ),
+        ToolUse("Edit", ("/r/a.py",), action=CHANGE),
+        ToolUse("Read", ("b.py",), action=READ),
+        ToolUse("Grep", ("/r",), action=SEARCH),
     )
     session = Session(
         "s",
@@ -92,7 +91,14 @@ def test_touches_count_changes_and_reads_of_every_agent():
         cwd="/r",
         turns=[
             Turn("assistant", "text", "", when, uses),
-            Turn("assistant", "text", "", when, (ToolUse("Write", ("/r/c.py",)),), agent_id="x"),
+            Turn(
+                "assistant",
+                "text",
+                "",
+                when,
+                (ToolUse("Write", ("/r/c.py",), action=CHANGE),),
+                agent_id="x",
+            ),
         ],
     )
     assert file_touches(session) == [

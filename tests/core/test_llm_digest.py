@@ -6,8 +6,7 @@ from datetime import UTC, datetime
 import google.oauth2.credentials
 import pytest
 
-from librarian_dagster.core.capture.transcripts import Session
-from librarian_dagster.core.capture.turns import ToolUse, Turn
+from librarian_dagster.core.capture.session import CHANGE, RUN, Session, ToolUse, Turn
 from librarian_dagster.core.digest.llm import (
     DigestRejected,
     GeminiDigester,
@@ -29,8 +28,9 @@ def _session(n_exchanges: int = 1, reply: str = "Released the lock in teardown."
         turns += [
             Turn("user", "prompt", f"Why does the zanzibar cache test hang on CI? ({i})", T),
             Turn("assistant", "text", reply, T,
-                 (ToolUse("Edit", ("/src/cache/test_lock.py",), None, "Edit test_lock.py"),
-                  ToolUse("Bash", (), "pytest tests/test_lock.py", "Bash: pytest"))),
+                 (ToolUse("Edit", ("/src/cache/test_lock.py",), None, "Edit test_lock.py",
+                          action=CHANGE),
+                  ToolUse("Bash", (), "pytest tests/test_lock.py", "Bash: pytest", action=RUN))),
         ]  # fmt: skip
     return Session(session_id="s1", project="app", turns=turns, git_branch="main")
 

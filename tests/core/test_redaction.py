@@ -1,13 +1,18 @@
 """Leak-check tests: the secrets dev set (tests/fixtures/eval) and hand-picked look-alikes."""
 
 import base64
+import dataclasses
 import json
+import types
+import typing
+from datetime import UTC, datetime
 from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from librarian_dagster.core.redaction.scan import find_secrets, redact, redact_many
+from librarian_dagster.core.capture.session import Session
+from librarian_dagster.core.redaction.scan import find_secrets, redact, redact_many, redact_session
 
 SECRETS_DEV = Path(__file__).resolve().parents[1] / "fixtures" / "eval" / "secrets-dev.jsonl"
 
@@ -395,3 +400,74 @@ def test_a_quoted_password_is_a_secret_whatever_its_entropy_or_shape():
                  'db_password: "your-password-here"'):  # fmt: skip
         out, findings = redact(kept)
         assert out == kept and not findings, (kept, findings)
+
+
+# -- a session, field by field --------------------------------------------------------------------
+
+SECRET = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+
+
+def _filled(cls: type, text: str) -> object:
+    """An instance of a session-model dataclass with every field set away from its default:
+    each string (text or identity) to `text` plus the field's name, nested ones filled alike."""
+    hints = typing.get_type_hints(cls)
+    values = {f.name: _value(hints[f.name], f"{text} {f.name}") for f in dataclasses.fields(cls)}
+    return cls(**values)
+
+
+def _value(hint: object, text: str) -> object:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is str or (origin in (types.UnionType, typing.Union) and str in args):
+        return text
+    if origin in (types.UnionType, typing.Union):
+        return _value(next(a for a in args if a is not type(None)), text)
+    if hint is bool:
+        return True
+    if hint is int:
+        return 7
+    if hint is datetime:
+        return datetime(2026, 12, 1, tzinfo=UTC)
+    if origin is tuple:
+        return (_value(args[0], text + " 1"), _value(args[0], text + " 2"))
+    if origin is list:
+        return [_value(args[0], text + " 1")]
+    if origin is dict:
+        return {"kind": _value(args[1], text)}
+    if dataclasses.is_dataclass(hint):
+        return _filled(hint, text)  # type: ignore[arg-type]
+    raise AssertionError(f"the test does not know how to fill a {hint}: teach _value")
+
+
+def test_every_field_of_a_session_comes_through_redaction():
+    # A field a reader adds and redact_session loses would come back at its default.
+    session = _filled(Session, "plain words")
+    clean, counts = redact_session(session)  # type: ignore[arg-type]
+    assert clean == session and counts == {}
+
+
+def test_every_text_field_of_a_session_is_redacted_and_no_identity_is():
+    session = _filled(Session, f"token={SECRET} in")
+    clean, counts = redact_session(session)  # type: ignore[arg-type]
+    assert counts
+    texts = {k: v for k, v in _leaves(clean, "session") if isinstance(v, str)}
+    for where, value in texts.items():
+        identity = where.rsplit(".", 1)[-1] in _IDENTITIES
+        assert (SECRET in value) == identity, where
+    assert clean.turns[0].tool_uses[0].id == session.turns[0].tool_uses[0].id  # type: ignore[attr-defined]
+
+
+_IDENTITIES = {"session_id", "fingerprint", "agent", "id", "uuid", "agent_id"}
+
+
+def _leaves(value: object, where: str):
+    if dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            yield from _leaves(getattr(value, f.name), f"{where}.{f.name}")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            yield from _leaves(item, f"{where}[{i}]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(item, f"{where}[{key}]")
+    else:
+        yield where, value

@@ -7,8 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import TypeAdapter
 
-from librarian_dagster.core.capture.transcripts import Session
-from librarian_dagster.core.capture.turns import Turn
+from librarian_dagster.core.capture.session import Session, Turn
 from librarian_dagster.core.digest.chunking import EXCHANGE
 from librarian_dagster.core.models.minilm import local_embedder
 from librarian_dagster.core.recall.evaluation import GoldenQuestion, evaluate

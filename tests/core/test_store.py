@@ -4,12 +4,14 @@ import types
 import typing
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import psycopg
 import pydantic
 import pytest
 
 from librarian_dagster.core.assembly.store import Store
+from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.digest.chunking import EXCHANGE
 from librarian_dagster.core.digest.schema import Digest
 from librarian_dagster.core.recall.ranking import Boosts
@@ -410,6 +412,12 @@ def test_each_memory_has_its_mean_exchange_vector_written_and_removed_with_it(st
     assert set(vectors()) == {"s1"}
 
 
+def _undo_migration_13(conn) -> None:
+    """The store as it was before each session recorded its agent."""
+    conn.execute("ALTER TABLE memories DROP COLUMN agent")
+    conn.execute("ALTER TABLE session_sources DROP COLUMN agent, DROP COLUMN version")
+
+
 def test_migration_9_gives_the_sessions_already_stored_their_mean_vector(store):
     store.memories.replace_memory(
         memory_record("old"),
@@ -417,6 +425,7 @@ def test_migration_9_gives_the_sessions_already_stored_their_mean_vector(store):
          _unit(0, 1, 0))],
     )  # fmt: skip
     with psycopg.connect(store.url, autocommit=True) as conn:
+        _undo_migration_13(conn)
         conn.execute("DROP TABLE session_files")  # migration 12's
         conn.execute("DROP TABLE session_vectors")
         conn.execute("DROP FUNCTION librarian_ensure_session_vector_index")
@@ -440,6 +449,7 @@ def test_migration_12_keeps_the_changed_files_of_the_sessions_already_stored(sto
     record = memory_record("old").model_copy(update={"files": ["a/b.go", "/elsewhere/c.md"]})
     store.memories.replace_memory(record, [])
     with psycopg.connect(store.url, autocommit=True) as conn:
+        _undo_migration_13(conn)
         conn.execute("DROP TABLE session_files")
         conn.execute("DELETE FROM schema_migrations WHERE version >= 12")
     assert migrate(store.url) == max(v for v, _ in MIGRATIONS)
@@ -448,6 +458,27 @@ def test_migration_12_keeps_the_changed_files_of_the_sessions_already_stored(sto
             "SELECT path, name, edits, reads FROM session_files ORDER BY path"
         ).fetchall()
     assert rows == [("/elsewhere/c.md", "c.md", 1, 0), ("/src/alpha/a/b.go", "b.go", 1, 0)]
+
+
+def test_migration_13_keeps_every_memory_as_claude_code_s(store):
+    store.memories.replace_memory(memory_record("old"), [])
+    store.ledger.record_sources([(SessionFiles("old", Path("/m/old.jsonl")), "f1")])
+    with psycopg.connect(store.url, autocommit=True) as conn:
+        _undo_migration_13(conn)
+        conn.execute("DELETE FROM schema_migrations WHERE version >= 13")
+    assert migrate(store.url) == max(v for v, _ in MIGRATIONS)
+    old = store.memories.get_memory("old")
+    assert old is not None and old.agent == "claude-code"
+    assert store.ledger.session_source("old") == SessionFiles("old", Path("/m/old.jsonl"))
+
+
+def test_a_session_s_agent_and_version_are_kept_where_its_files_are(store):
+    files = SessionFiles("ses_1", Path("/d/opencode.db"), agent="opencode", version="1786465939714")
+    store.ledger.record_sources([(files, files.fingerprint())])
+    assert store.ledger.session_source("ses_1") == files
+    store.memories.replace_memory(memory_record("ses_1").model_copy(update={"agent": "codex"}), [])
+    again = store.memories.get_memory("ses_1")
+    assert again is not None and again.agent == "codex"
 
 
 def test_a_question_in_other_words_is_ranked_by_meaning_not_by_a_shared_filler_word(store):
@@ -502,7 +533,8 @@ def test_a_store_from_before_migration_4_gets_one_vector_index_per_layer(store):
             "CREATE INDEX indexed_chunks_embedding_3_hnsw ON indexed_chunks USING hnsw "
             "((embedding::vector(3)) vector_cosine_ops) WHERE embedding_dim = 3"
         )
-        # And what came after it (migrations 5 to 11), as a store of that time lacked them.
+        # And what came after it (migrations 5 to 13), as a store of that time lacked them.
+        _undo_migration_13(conn)
         conn.execute("DROP TABLE session_files")
         conn.execute("DROP TABLE llm_usage, deferred_digests, skip_list, session_vectors")
         conn.execute("DROP TABLE space_calibrations, store_identity")

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from librarian_dagster.core.capture.files import SessionFiles, discover_sessions, session_files_for
-from librarian_dagster.core.capture.transcripts import parse_session
+from librarian_dagster.core.capture.claude_code.files import discover_sessions, session_files_for
+from librarian_dagster.core.capture.files import SessionFiles
+from librarian_dagster.core.capture.readers import parse_session
 from tests.conftest import SHARED, TRANSCRIPTS
 
 DAAAIN = TRANSCRIPTS / "daaain__claude-code-log"

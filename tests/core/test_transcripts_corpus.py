@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from librarian_dagster.core.capture.files import discover_sessions
-from librarian_dagster.core.capture.transcripts import parse_session
+from librarian_dagster.core.capture.claude_code.files import discover_sessions
+from librarian_dagster.core.capture.readers import parse_session
 from librarian_dagster.core.redaction.scan import find_secrets, redact_session
 
 

@@ -6,7 +6,7 @@ shows the key's variable, never the key."""
 import pytest
 
 from librarian_dagster.core.assembly.store import Store
-from librarian_dagster.core.capture.files import session_files_for
+from librarian_dagster.core.capture.readers import session_files_for
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.defs.resources import build_resources

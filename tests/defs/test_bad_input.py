@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from librarian_dagster.core.assembly.store import Store
-from librarian_dagster.core.capture.files import session_files_for
+from librarian_dagster.core.capture.readers import session_files_for
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.definitions import defs as load_defs
 from librarian_dagster.defs.partitions import keys_by_session, session_id_of

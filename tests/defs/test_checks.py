@@ -4,7 +4,7 @@ import dagster as dg
 import psycopg
 
 from librarian_dagster.core.assembly.store import Store, open_store
-from librarian_dagster.core.capture.files import session_files_for
+from librarian_dagster.core.capture.readers import session_files_for
 from librarian_dagster.core.store.integrity import session_integrity
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.definitions import build_definitions

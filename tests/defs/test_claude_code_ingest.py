@@ -4,7 +4,7 @@ Messages API behind it. Only the redacted session is sent, the digest is paid on
 and model, and the memory is stored from what the CLI's structured output said."""
 
 from librarian_dagster.core.assembly.store import Store
-from librarian_dagster.core.capture.files import session_files_for
+from librarian_dagster.core.capture.readers import session_files_for
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.ingest import ingest_sessions, open_instance

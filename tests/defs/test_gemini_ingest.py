@@ -7,7 +7,7 @@ import pytest
 
 from librarian_dagster.core.assembly.providers import configured_embedder
 from librarian_dagster.core.assembly.store import Store
-from librarian_dagster.core.capture.files import session_files_for
+from librarian_dagster.core.capture.readers import session_files_for
 from librarian_dagster.core.recall.answer import NOTHING_RELEVANT, EmbeddingSpaceMismatch, recall
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.schema import migrate

@@ -5,7 +5,7 @@ import json
 import dagster as dg
 
 from librarian_dagster.core.assembly.store import Store
-from librarian_dagster.core.capture.files import session_files_for
+from librarian_dagster.core.capture.readers import session_files_for
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.ingest import ingest_sessions, open_instance
 from tests.helpers import make_settings, write_transcript

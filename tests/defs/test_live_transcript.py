@@ -16,7 +16,7 @@ import dagster as dg
 import psycopg
 from psycopg import sql
 
-from librarian_dagster.core.capture.files import session_files_for
+from librarian_dagster.core.capture.readers import session_files_for
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.defs.partitions import SESSIONS, session_id_of
 from librarian_dagster.ingest import ingest_sessions, open_instance

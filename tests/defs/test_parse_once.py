@@ -5,7 +5,7 @@ from pathlib import Path
 import dagster as dg
 
 from librarian_dagster.core.capture import transcripts
-from librarian_dagster.core.capture.files import session_files_for
+from librarian_dagster.core.capture.readers import session_files_for
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.defs.partitions import keys_by_session
 from librarian_dagster.ingest import ingest_sessions, open_instance, run_partitions

@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from librarian_dagster.core.assembly.store import open_store
-from librarian_dagster.core.capture.files import SessionFiles, session_files_for
+from librarian_dagster.core.capture.files import SessionFiles
+from librarian_dagster.core.capture.readers import session_files_for
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.definitions import build_definitions
 from librarian_dagster.definitions import defs as load_defs

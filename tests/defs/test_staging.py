@@ -7,8 +7,7 @@ import dagster as dg
 import pytest
 
 from librarian_dagster.core.capture.records import ParseStats
-from librarian_dagster.core.capture.transcripts import Session
-from librarian_dagster.core.capture.turns import ToolUse, Turn
+from librarian_dagster.core.capture.session import CHANGE, Session, ToolUse, Turn
 from librarian_dagster.defs.staging import StagingIOManager
 
 KEY = "0a1b2c3d-0000-4000-8000-000000000001"
@@ -30,7 +29,9 @@ def _session() -> Session:
                 kind="text",
                 text="Fixed: [REDACTED:github_token] is gone",
                 timestamp=None,
-                tool_uses=(ToolUse(name="Edit", file_paths=("a.py",), is_error=True),),
+                tool_uses=(
+                    ToolUse(name="Edit", file_paths=("a.py",), is_error=True, action=CHANGE),
+                ),
             ),
         ],
         stats=ParseStats(records_by_type={"user": 1}, malformed_lines=2),

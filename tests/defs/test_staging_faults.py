@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psycopg
 
-from librarian_dagster.core.capture.files import session_files_for
+from librarian_dagster.core.capture.readers import session_files_for
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.ingest import IngestOutcome, ingest_sessions, open_instance
 from tests.conftest import TRANSCRIPTS

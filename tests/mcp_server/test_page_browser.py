@@ -16,7 +16,7 @@ import pytest
 
 from librarian_dagster.core.assembly.providers import configured_embedder
 from librarian_dagster.core.assembly.store import Store
-from librarian_dagster.core.capture.files import session_files_for
+from librarian_dagster.core.capture.readers import session_files_for
 from librarian_dagster.core.store.memories import ChunkRecord
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.forget import forget_everywhere

@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ParseStats", "decode_line", "iter_records", "parse_ts"]
+__all__ = ["ParseStats", "decode_line", "head_records", "iter_records", "parse_ts"]
 
 _MAX_MALFORMED_EXAMPLES = 20
 _READ_BUFFER = 1 << 20
@@ -43,6 +43,8 @@ class ParseStats:
     thinking_blocks: int = 0
     duplicate_records: int = 0  # dialogue records (user, assistant, system...) seen twice
     summaries_unmatched: int = 0
+    skipped_by_kind: dict[str, int] = field(default_factory=dict)
+    """Records of a shape the reader does not know, by kind: counted and skipped."""
 
 
 _DECODER = json.JSONDecoder()
@@ -204,6 +206,21 @@ def iter_records(path: Path, stats: ParseStats | None = None) -> Iterator[dict[s
                 if len(stats.malformed_examples) < _MAX_MALFORMED_EXAMPLES:
                     stats.malformed_examples.append(f"{path.name}:{lineno}: {reason}")
             yield from records
+
+
+def head_records(path: Path, lines: int = 20) -> list[dict[str, Any]]:
+    """The records of a file's first `lines` lines; [] for a file that cannot be read. What a
+    reader looks at to tell whether a file is its agent's, and whose session it is."""
+    found: list[dict[str, Any]] = []
+    try:
+        with Path(path).open("rb", buffering=_READ_BUFFER) as fh:
+            for i, raw in enumerate(fh):
+                if i >= lines:
+                    break
+                found.extend(decode_line(raw)[0])
+    except OSError:
+        return []
+    return found
 
 
 def parse_ts(value: Any) -> datetime | None:

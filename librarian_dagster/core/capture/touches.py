@@ -11,11 +11,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from librarian_dagster.core.capture.transcripts import Session
-
-CHANGE_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
-READ_TOOLS = frozenset({"Read", "NotebookRead"})
-"""Tools that read one file; Glob, Grep and LS name folders, not the file that was worked on."""
+from librarian_dagster.core.capture.session import CHANGE, READ, Session
 
 MAX_TOUCHES = 500
 """Files kept per session, most touched first: a session that read a whole tree is not worth
@@ -82,9 +78,8 @@ def file_touches(session: Session) -> list[FileTouch]:
     reads: Counter[str] = Counter()
     for turn in session.turns:
         for use in turn.tool_uses:
-            counted = (
-                edits if use.name in CHANGE_TOOLS else reads if use.name in READ_TOOLS else None
-            )
+            # A search names folders, not the file that was worked on.
+            counted = edits if use.action == CHANGE else reads if use.action == READ else None
             if counted is None:
                 continue
             for raw in use.file_paths:

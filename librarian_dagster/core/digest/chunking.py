@@ -15,7 +15,7 @@ English or code): text past that would be cut off by the model and never searche
 import re
 from dataclasses import dataclass
 
-from librarian_dagster.core.capture.transcripts import Session
+from librarian_dagster.core.capture.session import Session
 from librarian_dagster.core.digest.offline import exchanges
 from librarian_dagster.core.digest.schema import SECTIONS, Digest
 

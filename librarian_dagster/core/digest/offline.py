@@ -13,8 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath, PureWindowsPath
 
-from librarian_dagster.core.capture.transcripts import Session
-from librarian_dagster.core.capture.turns import Turn
+from librarian_dagster.core.capture.session import CHANGE, READ, SEARCH, Session, Turn
 from librarian_dagster.core.digest.distil import (
     TEXT_CHARS,
     Plan,
@@ -50,10 +49,6 @@ class Exchange:
     errors: list[str] = field(default_factory=list)
 
 
-_EDIT_TOOLS = {"Edit", "Write", "MultiEdit", "NotebookEdit"}
-_READ_TOOLS = {"Read", "Glob", "Grep", "LS"}
-
-
 def exchanges(turns: Iterable[Turn]) -> list[Exchange]:
     """Group the main dialogue into exchanges; subagent turns count toward the current one."""
     result: list[Exchange] = []
@@ -73,9 +68,10 @@ def exchanges(turns: Iterable[Turn]) -> list[Exchange]:
             current.replies.append(turn.text.strip())
         for use in turn.tool_uses:
             current.tools.append(use.name)
-            target = current.files_edited if use.name in _EDIT_TOOLS else current.files_read
-            if use.name in _EDIT_TOOLS or use.name in _READ_TOOLS:
-                target.extend(use.file_paths)
+            if use.action == CHANGE:
+                current.files_edited.extend(use.file_paths)
+            elif use.action in (READ, SEARCH):
+                current.files_read.extend(use.file_paths)
             if use.command:
                 current.commands.append(use.command)
             if use.is_error:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from librarian_dagster.core.capture.transcripts import Session
+from librarian_dagster.core.capture.session import Session
 from librarian_dagster.core.digest.schema import Digester, DigestRecord, DigestResult, content_hash
 from librarian_dagster.core.digest.tags import normalize_tags
 from librarian_dagster.core.models.calls import ProviderError

@@ -13,7 +13,7 @@ from typing import Literal, Protocol, get_args
 
 from pydantic import BaseModel, Field
 
-from librarian_dagster.core.capture.transcripts import Session
+from librarian_dagster.core.capture.session import Session
 
 DIGEST_VERSION = 2
 """Bump when the digest's shape changes: stored memories with an older version are rebuilt on

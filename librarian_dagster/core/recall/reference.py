@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import TypeAdapter, ValidationError
 
-from librarian_dagster.core.capture.transcripts import Session
+from librarian_dagster.core.capture.session import Session
 from librarian_dagster.core.digest.offline import exchanges
 from librarian_dagster.core.models.embeddings import Embedder
 from librarian_dagster.core.recall.lexical import BM25_B, BM25_K1

@@ -18,8 +18,10 @@ import bisect
 import re
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, is_dataclass, replace
+from typing import TypeVar, cast
 
+from librarian_dagster.core.capture.session import IDENTITY, Session
 from librarian_dagster.core.redaction.checks import quoted_password_ok
 from librarian_dagster.core.redaction.commands import (
     CLI_FAMILY,
@@ -354,63 +356,52 @@ def _redact_batch(texts: list[str]) -> tuple[list[str], list[list[Finding]]]:
     return outs, per_text
 
 
-def redact_session(session):  # type: ignore[no-untyped-def]
-    """A copy of `session` with every text field redacted, and the counts by family.
+def redact_session(session: Session) -> tuple[Session, dict[str, int]]:
+    """A copy of `session` with every string in it redacted, and the counts by family.
 
-    Covers turn text, tool names, summaries, commands and file paths, the title, cwd, branch and
-    project. The input session is not modified.
+    Field by field, whatever fields the session model has (`dataclasses.fields`, down through its
+    turns and tool uses and whatever else it holds): a field a reader adds is redacted without a
+    word here. Identities (`IDENTITY` fields: ids, the fingerprint) link the session's parts and
+    stages, and stay as they are; so do the keys of the counting dicts, the parser's own names.
+    The input session is not modified.
     """
-    texts: list[str] = [
-        session.title or "",
-        session.cwd or "",
-        session.git_branch or "",
-        session.project or "",
-    ]
-    for turn in session.turns:
-        texts.append(turn.text)
-        for tu in turn.tool_uses:
-            texts.append(tu.name)
-            texts.append(tu.summary)
-            texts.append(tu.command or "")
-            texts.extend(tu.file_paths)
-    outs, per_text = redact_many(texts)
+    outs, per_text = redact_many(list(_strings(session)))
     counts: Counter[str] = Counter(f.family for fs in per_text for f in fs)
-    it = iter(outs)
-    title, cwd, branch, project = next(it), next(it), next(it), next(it)
-    new_turns = []
-    for turn in session.turns:
-        text = next(it)
-        tools = []
-        for tu in turn.tool_uses:
-            name, summary, command = next(it), next(it), next(it)
-            paths = tuple(next(it) for _ in tu.file_paths)
-            tools.append(
-                type(tu)(
-                    name=name,
-                    file_paths=paths,
-                    command=command if tu.command is not None else None,
-                    summary=summary,
-                    is_error=tu.is_error,
-                    id=tu.id,
-                )
-            )
-        new_turns.append(
-            type(turn)(
-                role=turn.role,
-                kind=turn.kind,
-                text=text,
-                timestamp=turn.timestamp,
-                tool_uses=tuple(tools),
-                agent_id=turn.agent_id,
-                uuid=turn.uuid,
-            )
-        )
-    new = replace(
-        session,
-        turns=new_turns,
-        title=title if session.title is not None else None,
-        cwd=cwd if session.cwd is not None else None,
-        git_branch=branch if session.git_branch is not None else None,
-        project=project,
-    )
-    return new, dict(counts)
+    return _with_strings(session, iter(outs)), dict(counts)
+
+
+_T = TypeVar("_T")
+
+
+def _strings(value: object) -> Iterator[str]:
+    """Every string in a value, in the order `_with_strings` puts them back."""
+    if isinstance(value, str):
+        yield value
+    elif is_dataclass(value) and not isinstance(value, type):
+        for f in fields(value):
+            if not f.metadata.get(IDENTITY):
+                yield from _strings(getattr(value, f.name))
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+
+
+def _with_strings(value: _T, replacements: Iterator[str]) -> _T:
+    """`value` rebuilt with each of its strings (as `_strings` gives them) replaced by the next."""
+    if isinstance(value, str):
+        return cast(_T, next(replacements))
+    if is_dataclass(value) and not isinstance(value, type):
+        changed = {
+            f.name: _with_strings(getattr(value, f.name), replacements)
+            for f in fields(value)
+            if not f.metadata.get(IDENTITY)
+        }
+        return cast(_T, replace(value, **changed))
+    if isinstance(value, list | tuple):
+        return cast(_T, type(value)(_with_strings(item, replacements) for item in value))
+    if isinstance(value, dict):
+        return cast(_T, {k: _with_strings(v, replacements) for k, v in value.items()})
+    return value

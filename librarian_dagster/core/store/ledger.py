@@ -40,11 +40,13 @@ class Ledger:
         with self._db.connection() as conn, conn.transaction(), conn.cursor() as cur:
             cur.executemany(
                 """
-                INSERT INTO session_sources (session_id, main_path, subagent_paths, fingerprint)
-                VALUES (%s, %s, %s, %s)
+                INSERT INTO session_sources
+                    (session_id, main_path, subagent_paths, fingerprint, agent, version)
+                VALUES (%s, %s, %s, %s, %s, %s)
                 ON CONFLICT (session_id) DO UPDATE SET main_path = EXCLUDED.main_path,
                     subagent_paths = EXCLUDED.subagent_paths,
-                    fingerprint = EXCLUDED.fingerprint, recorded_at = now()
+                    fingerprint = EXCLUDED.fingerprint, agent = EXCLUDED.agent,
+                    version = EXCLUDED.version, recorded_at = now()
                 """,
                 [
                     (
@@ -52,6 +54,8 @@ class Ledger:
                         str(files.main) if files.main else None,
                         [str(p) for p in files.subagents],
                         fingerprint,
+                        files.agent,
+                        files.version,
                     )
                     for files, fingerprint in sessions
                 ],
@@ -60,7 +64,8 @@ class Ledger:
     def session_source(self, session_id: str) -> SessionFiles | None:
         with self._db.connection() as conn:
             row = conn.execute(
-                "SELECT main_path, subagent_paths FROM session_sources WHERE session_id = %s",
+                "SELECT main_path, subagent_paths, agent, version FROM session_sources"
+                " WHERE session_id = %s",
                 (session_id,),
             ).fetchone()
         if row is None:
@@ -69,6 +74,8 @@ class Ledger:
             session_id=session_id,
             main=Path(row["main_path"]) if row["main_path"] else None,
             subagents=tuple(Path(p) for p in row["subagent_paths"]),
+            agent=row["agent"],
+            version=row["version"],
         )
 
     def backfill_sessions(

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from librarian_dagster.core.capture.transcripts import Session
+from librarian_dagster.core.capture.session import Session
 from librarian_dagster.core.digest.offline import files_changed
 from librarian_dagster.core.digest.schema import Digest, DigestRecord, Domain, render_digest
 
@@ -25,6 +25,11 @@ class SessionFacts(BaseModel):
 
     session_id: str
     project: str = Field(description="The last folder name of the session's working directory.")
+    agent: str = Field(
+        default="claude-code",
+        description="The coding agent that wrote the session: claude-code, codex, gemini, "
+        "opencode, copilot or pi.",
+    )
     cwd: str | None
     git_branch: str | None
     started_at: datetime | None
@@ -77,6 +82,7 @@ def memory_of(session: Session, digested: DigestRecord, embedding_model: str) ->
     return MemoryRecord(
         session_id=session.session_id,
         project=session.project,
+        agent=session.agent,
         cwd=session.cwd,
         git_branch=session.git_branch,
         started_at=session.started_at,

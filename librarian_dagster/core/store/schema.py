@@ -288,6 +288,18 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             WHERE m.cwd LIKE '/%' AND p.path NOT LIKE '%/../%' AND p.path NOT LIKE '%/./%';
         """,
     ),
+    (
+        13,
+        """
+        -- Which agent wrote each session (core/capture/readers.py): every memory and source
+        -- held before is Claude Code's, the one agent read until then. `version` is what the
+        -- files alone cannot say of a session's change (`SessionFiles.version`).
+        ALTER TABLE memories ADD COLUMN agent text NOT NULL DEFAULT 'claude-code';
+        CREATE INDEX memories_agent ON memories (agent);
+        ALTER TABLE session_sources ADD COLUMN agent text NOT NULL DEFAULT 'claude-code';
+        ALTER TABLE session_sources ADD COLUMN version text NOT NULL DEFAULT '';
+        """,
+    ),
 )
 
 # Serialises migrations between processes that start together (webserver, daemon, MCP server).

@@ -2,7 +2,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
-from librarian_dagster.core.capture.transcripts import Session
+from librarian_dagster.core.capture.session import Session
 from librarian_dagster.core.digest.chunking import Chunk, chunk_exchanges
 from librarian_dagster.defs.assets._common import GROUP, chunk_sessions
 from librarian_dagster.defs.partitions import BATCH, sessions_partitions

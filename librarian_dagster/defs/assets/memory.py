@@ -3,9 +3,9 @@ from typing import Any
 
 import dagster as dg
 
+from librarian_dagster.core.capture.session import Session
 from librarian_dagster.core.capture.skips import last_active
 from librarian_dagster.core.capture.touches import file_touches
-from librarian_dagster.core.capture.transcripts import Session
 from librarian_dagster.core.digest.chunking import Chunk, ChunkVectors
 from librarian_dagster.core.digest.schema import DigestRecord
 from librarian_dagster.core.store.ledger import Ledger

@@ -3,7 +3,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from librarian_dagster.core.capture.transcripts import Session
+from librarian_dagster.core.capture.session import Session
 from librarian_dagster.core.digest.policy import Deferred, Digested, DigestFailed, DigestPolicy
 from librarian_dagster.core.digest.schema import SECTIONS, DigestRecord
 from librarian_dagster.defs.assets._common import GROUP, per_session, retried

@@ -19,7 +19,8 @@ import dagster as dg
 from pydantic import TypeAdapter
 
 from librarian_dagster.core.capture.files import SessionFiles
-from librarian_dagster.core.capture.transcripts import UNREADABLE, Session, parse_session
+from librarian_dagster.core.capture.readers import parse_session
+from librarian_dagster.core.capture.session import UNREADABLE, Session
 from librarian_dagster.core.redaction.scan import find_secrets, redact_session
 from librarian_dagster.defs.assets._common import (
     EXCLUDED,

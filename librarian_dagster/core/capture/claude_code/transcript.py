@@ -1,4 +1,4 @@
-"""Parse one Claude Code session (its JSONL files) into a `Session` of `Turn`s.
+"""Parse one Claude Code session (its JSONL files) into the session model.
 
 Where the pieces live: which files make a session (`files.py`), reading their lines as records
 (`records.py`), records into turns (`turns.py`); here a session's records are routed to the
@@ -26,39 +26,16 @@ What the turns mean:
 Standard library only: hooks and the MCP server import this without dagster.
 """
 
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any
 
-from librarian_dagster.core.capture.files import SessionFiles, agent_file_id, project_from
-from librarian_dagster.core.capture.records import ParseStats, iter_records, parse_ts
-from librarian_dagster.core.capture.turns import SessionState, Turn, TurnBuilder
+from librarian_dagster.core.capture.claude_code.files import agent_file_id
+from librarian_dagster.core.capture.claude_code.turns import SessionState, TurnBuilder
+from librarian_dagster.core.capture.files import SessionFiles, project_from
+from librarian_dagster.core.capture.records import iter_records, parse_ts
+from librarian_dagster.core.capture.session import UNREADABLE, Session, Turn
 
-__all__ = ["Session", "parse_session"]
-
-
-@dataclass
-class Session:
-    session_id: str
-    project: str
-    cwd: str | None = None
-    git_branch: str | None = None
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
-    title: str | None = None
-    versions: tuple[str, ...] = ()
-    models: tuple[str, ...] = ()
-    turns: list[Turn] = field(default_factory=list)
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_creation_tokens: int = 0
-    stats: ParseStats = field(default_factory=ParseStats)
-    skip_reason: str | None = None
-    files: tuple[str, ...] = ()
-    fingerprint: str = ""
-    """The files' fingerprint (`SessionFiles.fingerprint`) taken before they were read: a file
-    that grows while it is parsed then differs from it, and is taken again later."""
+__all__ = ["parse_session"]
 
 
 def _process(
@@ -161,11 +138,6 @@ def _agent_order(builder: TurnBuilder) -> tuple[str, str]:
     # Agents without any timestamp sort last ("~" is after every digit).
     first = min((t.timestamp.isoformat() for t in builder.turns if t.timestamp), default="~")
     return first, builder.agent_id or ""
-
-
-UNREADABLE = "unreadable file"
-"""The start of the `skip_reason` of a session whose main file could not be read: a fault of the
-moment (a mirror away, a mount gone), not a session with nothing to remember."""
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""How a session's records become turns: content blocks, tool uses, what the user typed.
+"""How a Claude Code session's records become turns: content blocks, tool uses, what the user
+typed.
 
 * Assistant records that share `message.id` (one per content block) make one turn; token usage
   is counted once per `message.id`.
@@ -8,44 +9,21 @@
 * Thinking is left out unless `include_thinking`. Images and documents become `[image: <type>]`
   / `[document: <type>]`: base64 never leaves the parser.
 * Unknown content blocks are counted, and text they carry is kept as "other".
+* What each tool use did (`ToolUse.action`) is decided here, from Claude Code's tool names.
 
 Standard library only: hooks and the MCP server import this without dagster.
 """
 
 import re
 from collections import Counter
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from librarian_dagster.core.capture.records import ParseStats, parse_ts
+from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse, Turn
 
-__all__ = ["SessionState", "ToolUse", "Turn", "TurnBuilder"]
+__all__ = ["SessionState", "TurnBuilder"]
 
 _SUMMARY_WIDTH = 100
-
-
-@dataclass
-class ToolUse:
-    name: str
-    file_paths: tuple[str, ...] = ()
-    command: str | None = None
-    summary: str = ""
-    is_error: bool = False
-    id: str | None = None
-
-
-@dataclass
-class Turn:
-    role: str  # "user" | "assistant"
-    # "prompt" (user typed), "text" (assistant text), "tool_result", "meta", "compact_summary",
-    # "thinking", "other"
-    kind: str
-    text: str
-    timestamp: datetime | None
-    tool_uses: tuple[ToolUse, ...] = ()
-    agent_id: str | None = None
-    uuid: str | None = None
 
 
 def _placeholder(block: dict[str, Any]) -> str:
@@ -86,6 +64,15 @@ def _one_line(text: str, width: int = _SUMMARY_WIDTH) -> str:
     return line if len(line) <= width else line[: width - 3] + "..."
 
 
+_ACTIONS = {
+    **dict.fromkeys(("Edit", "Write", "MultiEdit", "NotebookEdit"), CHANGE),
+    # Glob, Grep and LS name folders, not the file that was worked on: searches.
+    **dict.fromkeys(("Read", "NotebookRead"), READ),
+    **dict.fromkeys(("Glob", "Grep", "LS", "WebSearch", "WebFetch", "ToolSearch"), SEARCH),
+    **dict.fromkeys(("Bash", "BashOutput", "PowerShell"), RUN),
+}
+
+
 def _tool_use(block: dict[str, Any]) -> ToolUse:
     name = str(block.get("name") or "?")
     inp = block.get("input")
@@ -116,6 +103,7 @@ def _tool_use(block: dict[str, Any]) -> ToolUse:
         )
         summary = f"{name}: {_one_line(detail, 80)}" if detail else name
     return ToolUse(
+        action=_ACTIONS.get(name, ""),
         name=name,
         file_paths=tuple(dict.fromkeys(paths)),
         command=command,

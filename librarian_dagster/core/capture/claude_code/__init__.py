@@ -1,0 +1,20 @@
+"""Claude Code: `~/.claude/projects/<slug>/<session>.jsonl`, with its subagents beside it."""
+
+from librarian_dagster.core.capture.claude_code.files import (
+    claims,
+    discover_sessions,
+    session_files_for,
+    session_head,
+)
+from librarian_dagster.core.capture.claude_code.transcript import parse_session
+from librarian_dagster.core.capture.reader import Reader
+
+READER = Reader(
+    agent="claude-code",
+    label="Claude Code",
+    claims=claims,
+    discover=discover_sessions,
+    files_for=session_files_for,
+    head=session_head,
+    parse=parse_session,
+)

@@ -1,0 +1,38 @@
+"""What an agent's reader is: the five things Librarian asks of any agent's transcripts.
+
+Each agent has a folder of its own under core/capture/ (claude_code/, codex/, ...) whose
+`__init__.py` defines its `READER`; core/capture/readers.py lists them. A reader imports no
+other agent's folder.
+
+Standard library only: hooks and the MCP server import this without dagster.
+"""
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from librarian_dagster.core.capture.files import SessionFiles, SessionHead
+from librarian_dagster.core.capture.session import Session
+
+__all__ = ["Reader"]
+
+
+@dataclass(frozen=True)
+class Reader:
+    agent: str
+    """The agent's name in the store, the partition key, filters and every answer."""
+    label: str
+    """How people name the agent."""
+    claims: Callable[[Path], bool]
+    """Whether a file is this agent's transcript, told from its first lines alone."""
+    discover: Callable[[Path], list[SessionFiles]]
+    """Every session under the folder this agent writes its sessions to (or a copy of it)."""
+    files_for: Callable[[Iterable[Path]], list[SessionFiles]]
+    """The sessions of these files (each one this reader claims) and folders, with the
+    subagents' files that belong to them."""
+    head: Callable[[SessionFiles], SessionHead]
+    """The project and the first time, from the head of the main file alone: cheap, and stable
+    while the session grows (the partition key is made from it)."""
+    parse: Callable[..., Session]
+    """`parse(files, include_thinking=False)`: the session model; never raises on bad content
+    (an unreadable file becomes a `skip_reason`)."""

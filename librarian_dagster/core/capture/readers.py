@@ -1,0 +1,136 @@
+"""The agents Librarian reads, and the one way to any of their sessions.
+
+Every caller (the sensor, `librarian ingest` and `parse`, the stages) goes through here and never
+names an agent's folder: a session's `SessionFiles.agent` picks its reader. Adding an agent is a
+folder under core/capture/ with its `READER`, and a line in `READERS`.
+
+Standard library only: hooks and the MCP server import this without dagster.
+"""
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from librarian_dagster.core.capture import claude_code
+from librarian_dagster.core.capture.files import SessionFiles, SessionHead
+from librarian_dagster.core.capture.reader import Reader
+from librarian_dagster.core.capture.session import Session
+
+__all__ = [
+    "AGENTS",
+    "READERS",
+    "Found",
+    "agent_of",
+    "discover",
+    "find",
+    "label",
+    "not_a_transcript",
+    "parse_session",
+    "session_files_for",
+    "session_head",
+]
+
+# A file is told to be an agent's by the first reader, in this order, that claims it.
+READERS: dict[str, Reader] = {reader.agent: reader for reader in (claude_code.READER,)}
+AGENTS = tuple(READERS)
+NO_READER = "no reader for agent"
+
+
+def not_a_transcript() -> str:
+    """Why a file no reader claims is not ingested: one line, naming what is read."""
+    names = ", ".join(reader.label for reader in READERS.values())
+    return f"not a transcript of any agent Librarian reads ({names})"
+
+
+def label(agent: str) -> str:
+    """How people name an agent ("Codex"); an unknown name as it is."""
+    reader = READERS.get(agent)
+    return reader.label if reader else agent
+
+
+def agent_of(path: Path) -> str | None:
+    """The agent whose transcript this file is, from its first lines; None for no known one."""
+    for reader in READERS.values():
+        if reader.claims(path):
+            return reader.agent
+    return None
+
+
+def parse_session(files: SessionFiles, *, include_thinking: bool = False) -> Session:
+    """The session model of these files, by their agent's reader. Never raises on bad content."""
+    reader = READERS.get(files.agent)
+    if reader is None:
+        return Session(
+            session_id=files.session_id,
+            project="unknown",
+            agent=files.agent,
+            skip_reason=f"{NO_READER} {files.agent!r}",
+            files=tuple(str(p) for p in files.paths),
+            fingerprint=files.fingerprint(),
+        )
+    return reader.parse(files, include_thinking=include_thinking)
+
+
+def session_head(files: SessionFiles) -> SessionHead:
+    reader = READERS.get(files.agent)
+    if reader is None:
+        return SessionHead(project="unknown", started_at=None)
+    return reader.head(files)
+
+
+def discover(roots: Mapping[str, Path]) -> list[SessionFiles]:
+    """Every session under each agent's folder ({agent: folder}); a folder not there is none."""
+    found: list[SessionFiles] = []
+    for agent, root in roots.items():
+        reader = READERS.get(agent)
+        if reader is not None and Path(root).is_dir():
+            found.extend(reader.discover(Path(root)))
+    return found
+
+
+@dataclass(frozen=True)
+class Found:
+    """What `session_files_for` made of the paths it was given."""
+
+    sessions: list[SessionFiles]
+    unknown: list[Path]
+    """Files given by name that are no known agent's transcript: not ingested."""
+
+
+def session_files_for(paths: Iterable[Path]) -> list[SessionFiles]:
+    """The sessions of these files and folders (`find`), leaving out files no agent claims."""
+    return find(paths).sessions
+
+
+def find(paths: Iterable[Path]) -> Found:
+    """Sessions for `librarian ingest PATH...`, each file's agent told from its content.
+
+    A folder is searched by every reader, each keeping the sessions it claims; a file is taken
+    by the reader that claims it, with its subagents' files.
+    """
+    by_agent: dict[str, list[Path]] = {}
+    sessions: list[SessionFiles] = []
+    unknown: list[Path] = []
+    for path in (Path(p) for p in paths):
+        if path.is_dir():
+            sessions.extend(_claimed_in(path))
+        elif path.is_file():
+            agent = agent_of(path)
+            if agent is None:
+                unknown.append(path)
+            else:
+                by_agent.setdefault(agent, []).append(path)
+    for agent, files in by_agent.items():
+        sessions.extend(READERS[agent].files_for(files))
+    distinct = {(s.agent, s.session_id): s for s in sessions}
+    return Found(sorted(distinct.values(), key=lambda s: (s.session_id, s.agent)), unknown)
+
+
+def _claimed_in(folder: Path) -> list[SessionFiles]:
+    found = []
+    for reader in READERS.values():
+        for files in reader.discover(folder):
+            first = files.main or (files.subagents[0] if files.subagents else None)
+            if first is not None and reader.claims(first):
+                found.append(files)
+    return found
