@@ -232,6 +232,21 @@ def corpus_source() -> Path | None:
 
 
 @pytest.fixture(scope="session")
+def agents_corpus(tmp_path_factory) -> Path:
+    """The agents corpus' `agents/` folder (`agents/<agent>/<project>/<session>.*` and its
+    manifest), unpacked once per run. Absent, its tests skip, saying so; on CI (`CI` set) its
+    absence fails them, as the dev corpus' does."""
+    from benchmarks._corpus import AGENTS_TARBALL, unpack_agents
+
+    if not AGENTS_TARBALL.is_file():
+        message = f"agents corpus absent: put it at {AGENTS_TARBALL}"
+        if os.environ.get("CI"):
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return unpack_agents(tmp_path_factory.mktemp("agents-corpus"))
+
+
+@pytest.fixture(scope="session")
 def dev_corpus(tmp_path_factory) -> Path:
     """The 199 real sessions of the dev corpus (a folder, or the tarball unpacked once per run)."""
     from benchmarks._corpus import extract
