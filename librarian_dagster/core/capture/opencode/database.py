@@ -89,6 +89,10 @@ def _roots(parents: dict[str, str | None]) -> dict[str, str]:
     return roots
 
 
+def _ms(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
 def database_sessions(path: Path) -> list[SessionFiles]:
     """One `SessionFiles` per top session in the database (child sessions are read with their
     parent); [] for a database that cannot be read now (it is listed again later)."""
@@ -112,11 +116,11 @@ def database_sessions(path: Path) -> list[SessionFiles]:
     parents = {str(r[0]): (str(r[1]) if r[1] else None) for r in rows}
     roots = _roots(parents)
     versions: dict[str, list[int]] = {}
-    for sid, updated, *_ in rows:
+    for sid, _parent, updated in rows:
         messages, message_time = counts["message"].get(sid, (0, 0))
         parts, part_time = counts["part"].get(sid, (0, 0))
         v = versions.setdefault(roots[str(sid)], [0, 0, 0])
-        v[0] = max(v[0], int(updated or 0), int(message_time), int(part_time))
+        v[0] = max(v[0], _ms(updated), _ms(message_time), _ms(part_time))
         v[1] += messages
         v[2] += parts
     return [

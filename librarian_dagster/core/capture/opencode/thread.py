@@ -17,6 +17,7 @@ OpenCode keeps a session as messages (`info`: role user or assistant) each made 
 Standard library only: hooks and the MCP server import this without dagster.
 """
 
+import posixpath
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -72,6 +73,8 @@ class ThreadState:
         self.output_tokens = 0
         self.cache_read_tokens = 0
         self.cache_creation_tokens = 0
+        self.cwd: str | None = None
+        """The directory of the thread being read: tools name files relative to it."""
 
     def note_time(self, value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
@@ -81,6 +84,8 @@ class ThreadState:
 
     def note_info(self, info: dict[str, Any]) -> None:
         self.types["session"] += 1
+        directory = info.get("directory")
+        self.cwd = directory if isinstance(directory, str) and directory else None
         version = info.get("version")
         if isinstance(version, str) and version:
             self.versions.setdefault(version, None)
@@ -223,7 +228,12 @@ def _assistant(
             texts.append(_file_placeholder(part))
         elif ptype is not None and ptype not in _QUIET_PARTS:
             state.skipped[ptype] += 1
-    changed = {p for t in tools if t.action == CHANGE for p in t.file_paths}
+    changed = {
+        posixpath.join(state.cwd or "", p)
+        for t in tools
+        if t.action == CHANGE
+        for p in t.file_paths
+    }
     for part in patches:
         tu = patch_use(part, changed)
         if tu is not None:
