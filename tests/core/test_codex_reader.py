@@ -233,9 +233,9 @@ def _patched_in(path: Path) -> set[str]:
     found: set[str] = set()
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         for part in line.split('}{"timestamp"'):
-            if "apply_patch" in part and '"type":"session_meta"' not in part:
-                if re.search(r'"type":"(custom_tool_call|function_call)"', part):
-                    found.update(m.group(1) for m in _PATCH_LINE.finditer(part))
+            call = re.search(r'"type":"(custom_tool_call|function_call)"', part)
+            if call and "apply_patch" in part and '"type":"session_meta"' not in part:
+                found.update(m.group(1) for m in _PATCH_LINE.finditer(part))
     return found
 
 

@@ -1,7 +1,7 @@
 """Which files make a Codex session: discovery, claims, threads attached to their parent, the head.
 
 Codex writes one rollout per thread, `~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`
-(`archived_sessions/` beside it when archived), whose first record is the thread's
+(moved to `~/.codex/archived_sessions/` when archived), whose first record is the thread's
 `session_meta`. A thread that a session spawned (a review, a helper agent) names its parent
 there: `parent_thread_id`, or `source.subagent.thread_spawn.parent_thread_id`. Such a thread is
 remembered as part of its root session (its file one of the session's `subagents`); one whose
@@ -145,8 +145,7 @@ def _rollouts(root: Path) -> list[Path]:
 
 
 def discover_sessions(root: Path) -> list[SessionFiles]:
-    """Every session under a copy of ~/.codex (its `sessions/` and `archived_sessions/`), or
-    any folder of rollouts."""
+    """Every session under a folder of rollouts (~/.codex/sessions, its archive, a copy)."""
     root = Path(root)
     return _collect(_rollouts(root)) if root.is_dir() else []
 

@@ -47,6 +47,8 @@ _FLAG_ONLY = {
     "less": frozenset({"-n", "-i", "-s"}),
 }
 _GLOB = re.compile(r"[*?\[\]{}$`~]")
+# What a command that may be a read or a search can begin with.
+_FIRST = _READERS | _GREPS | _LISTERS | _NEUTRAL | {"cd"}
 _OPERATORS = frozenset({"&&", "||", ";", "|", "&", ";;"})
 _HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
 
@@ -103,6 +105,10 @@ def classify(script: str, workdir: str | None = None) -> Classified:
     """Whether the command read files (and which), searched, or ran; `workdir` is where it
     ran when that is not the session's cwd (relative paths are then joined to it)."""
     if "\n" in script.strip() or "$(" in script or "`" in script or _HEREDOC.search(script):
+        return Classified(RUN)
+    words = script.split(None, 1)
+    if not words or ("=" not in words[0] and _name(words[0].strip("'\"")) not in _FIRST):
+        # Its first command already makes it a run: spare the tokenizer (most of parse time).
         return Classified(RUN)
     try:
         lexer = shlex.shlex(script, posix=True, punctuation_chars=True)
