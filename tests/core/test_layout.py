@@ -80,6 +80,11 @@ def module_listing() -> str:
         out += [f"- `{p.name}`: {_first_line(p)}" for p in sorted((CORE / folder).glob("*.py"))
                 if p.name != "__init__.py"]  # fmt: skip
         out += [f"- `{name}`: {what}" for name, what in DATA_FILES.get(folder, {}).items()]
+        for package in sorted(p.parent for p in (CORE / folder).glob("*/__init__.py")):
+            # A folder of its own inside a concern (an agent's reader): its modules beneath it.
+            out += [f"- `{package.name}/`: {_first_line(package / '__init__.py')}"]
+            out += [f"  - `{p.name}`: {_first_line(p)}" for p in sorted(package.glob("*.py"))
+                    if p.name != "__init__.py"]  # fmt: skip
     return "\n".join(out)
 
 

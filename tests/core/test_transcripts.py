@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from librarian_dagster.core.capture.claude_code.files import discover_sessions, session_files_for
-from librarian_dagster.core.capture.files import SessionFiles
+from librarian_dagster.core.capture.files import SessionFiles, project_from
 from librarian_dagster.core.capture.readers import parse_session
 from tests.conftest import SHARED, TRANSCRIPTS
 
@@ -138,6 +138,22 @@ def test_images_become_placeholders():
 def test_project_from_cwd():
     session = parse_session(_one(DAAAIN / "4379d1bf-ccb1-414e-a856-9791b73f3af2.jsonl"))
     assert session.project == "danieldemmel.me-next"
+
+
+@pytest.mark.parametrize(
+    "cwd",
+    [
+        "/u/me/agentv",
+        "/u/me/agentv/.claude/worktrees/agent-1",
+        "/u/me/agentv/.worktrees/fix",
+        "/u/me/agentv.worktrees/fix-suite",
+        "/u/me/agentv__worktrees/av-1/apps/cli",
+        "C:\\Users\\me\\agentv-worktrees\\x",
+    ],
+)
+def test_a_repository_is_one_project_from_its_worktrees_wherever_they_are(cwd: str):
+    # Every agent's sessions are named by this rule: the same repository, the same project.
+    assert project_from(cwd, None) == "agentv"
 
 
 def test_fingerprint_changes_with_size(tmp_path: Path):

@@ -19,7 +19,11 @@ __all__ = [
     "distinct_files",
     "project_from",
     "project_of",
+    "worktrees_of",
 ]
+
+
+_WORKTREES_BESIDE = re.compile(r"(.+?)(?:\.|__|-)worktrees", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -97,11 +101,22 @@ def project_from(cwd: str | None, main: Path | None) -> str:
                 if idx > 0:
                     parts = parts[:idx]
                     break
+        for part in parts[:-1]:
+            repository = worktrees_of(part)
+            if repository:
+                return repository
         if parts:
             return parts[-1]
     if main is not None:
         return main.parent.name or "unknown"
     return "unknown"
+
+
+def worktrees_of(folder: str) -> str | None:
+    """The repository whose worktrees a folder beside it holds (`app.worktrees`,
+    `app__worktrees`, `app-worktrees` -> `app`), else None."""
+    beside = _WORKTREES_BESIDE.fullmatch(folder)
+    return beside.group(1) if beside else None
 
 
 def project_of(cwd: str) -> str | None:

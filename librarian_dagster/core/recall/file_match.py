@@ -3,10 +3,10 @@ same repository, when neither repository need be on this machine.
 
 A transcript says where a session ran (its cwd), never where its repository's root is. The root
 is inferred (`root_of`): the shallowest folder, at or above the cwd, that some session of the
-store worked in, without leaving a worktree (`.worktrees/<name>`, `.claude/worktrees/<name>`).
-A session started in `apps/api` of a repository that other sessions worked on from its root gets
-that root; one whose root no session shows keeps its cwd, which is deeper than the truth and so
-only loosens the match below, never breaks it.
+store worked in, without leaving a worktree (`.worktrees/<name>`, `.claude/worktrees/<name>`,
+`<repository>.worktrees/<name>`). A session started in `apps/api` of a repository that other
+sessions worked on from its root gets that root; one whose root no session shows keeps its cwd,
+which is deeper than the truth and so only loosens the match below, never breaks it.
 
 Two files match (`same_file`) when the repositories have the same name (the root's folder, a
 worktree's repository above it) and, read from the end, the paths agree at least as far as each
@@ -19,7 +19,7 @@ The same absolute path is the same file, whatever its sessions' roots.
 
 from collections.abc import Iterable
 
-from librarian_dagster.core.capture.files import project_from
+from librarian_dagster.core.capture.files import project_from, worktrees_of
 from librarian_dagster.core.capture.touches import components
 
 WORKTREE_MARKERS = (".worktrees", "worktrees")
@@ -33,7 +33,7 @@ def ancestors(path: str) -> list[str]:
     parts = path.split("/")
     found = []
     for end in range(len(parts), 1, -1):
-        if parts[end - 1] in WORKTREE_MARKERS:
+        if parts[end - 1] in WORKTREE_MARKERS or worktrees_of(parts[end - 1]):
             break
         found.append("/".join(parts[:end]))
     return found
