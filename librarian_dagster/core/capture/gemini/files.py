@@ -72,16 +72,16 @@ def read_header(path: Path) -> Header | None:
     try:
         with path.open("rb") as fh:
             first = fh.readline(_HEAD_BYTES)
+            records, reason = decode_line(first)
+            whole = bool(records) and reason is None
+            if whole and not is_header(records[0]):
+                return None  # another agent's JSONL: its first line is enough to say so
             rest = fh.read(max(_HEAD_BYTES - len(first), 0))
     except OSError:
         return None
     text = (first + rest).decode("utf-8", errors="replace")
-    records, reason = decode_line(first)
-    if records and reason is None:
-        rec = records[0]
-        if not is_header(rec):
-            return None
-        fields = {k: v for k, v in rec.items() if isinstance(v, str)}
+    if whole:
+        fields = {k: v for k, v in records[0].items() if isinstance(v, str)}
     elif text.lstrip().startswith("{"):
         fields = _fields(text)
     else:
