@@ -113,11 +113,12 @@ def ingest_sessions(
     # Where each session's files are, as the sensor records it: the run finds them by key alone.
     with open_store(settings) as store:
         store.ledger.record_sources([(s, s.fingerprint()) for s in sessions])
+        known_cwds = store.ledger.known_cwds()
     # dagster-postgres warns of each retry of a lost connection on the root logger, several
     # lines each; a database that stays away is reported once, as one line (see _run).
     logging.getLogger().addFilter(not_a_connection_retry)
     with _instance_for(settings, instance) as instance:
-        keys = ensure_partitions(instance, sessions)
+        keys = ensure_partitions(instance, sessions, known_cwds)
         return run_partitions(keys, settings, instance, per_run=per_run, on_outcome=on_outcome)
 
 

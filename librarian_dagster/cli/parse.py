@@ -10,7 +10,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from librarian_dagster.core.capture.readers import find, not_a_transcript, parse_session
+from librarian_dagster.core.capture.readers import (
+    find,
+    known_cwds,
+    not_a_transcript,
+    parse_session,
+)
 from librarian_dagster.core.capture.session import Session
 from librarian_dagster.core.commandline import AddParser
 from librarian_dagster.core.redaction.scan import redact_session
@@ -103,8 +108,10 @@ def run(args: argparse.Namespace) -> int:
     sessions = found.sessions
     if not sessions and not missing and not found.unknown:
         print("librarian parse: no session transcripts found", file=sys.stderr)
+    # The folders the sessions found name: a transcript that names none is placed by them.
+    cwds = known_cwds(sessions)
     for files in sessions:
-        session = parse_session(files, include_thinking=args.include_thinking)
+        session = parse_session(files, include_thinking=args.include_thinking, known_cwds=cwds)
         # Report from the redacted copy: the title and project are printed too.
         redacted, counts = redact_session(session)
         rep = session_report(redacted, counts)

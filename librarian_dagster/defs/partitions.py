@@ -10,14 +10,14 @@ way, and `migrate_partition_keys` re-keys them once (the mirror sensor's first t
 ingest` or `backfill`).
 """
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
 import dagster as dg
 
-from librarian_dagster.core.capture.files import SessionFiles
+from librarian_dagster.core.capture.files import SessionFiles, SessionHead
 from librarian_dagster.core.capture.keys import is_current, partition_key, session_id_of
-from librarian_dagster.core.capture.readers import session_head
+from librarian_dagster.core.capture.readers import session_head, session_heads
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.core.store.memories import Memories
 
@@ -41,10 +41,23 @@ STAGES = (
 )
 
 
-def partition_key_for(files: SessionFiles) -> str:
+def partition_key_for(files: SessionFiles, known_cwds: Iterable[str] = ()) -> str:
     """A new session's key, from the head of its main file (project and first timestamp);
-    without a timestamp there, the month its file was last changed."""
-    head = session_head(files)
+    without a timestamp there, the month its file was last changed. `known_cwds`: folders where
+    sessions ran, for a transcript that names none (Gemini CLI's)."""
+    return _key(files, session_head(files, known_cwds))
+
+
+def partition_keys_for(
+    sessions: Sequence[SessionFiles], known_cwds: Iterable[str] = ()
+) -> Mapping[str, str]:
+    """Session id -> a new key for each of these sessions; each one's head lends the folder it
+    names to those whose heads name none (`session_heads`)."""
+    heads = session_heads(sessions, known_cwds)
+    return {s.session_id: _key(s, head) for s, head in zip(sessions, heads, strict=True)}
+
+
+def _key(files: SessionFiles, head: SessionHead) -> str:
     started = head.started_at
     if started is None and files.main is not None:
         try:
@@ -65,10 +78,13 @@ def keys_by_session(keys: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def ensure_partitions(instance: dg.DagsterInstance, sessions: Sequence[SessionFiles]) -> list[str]:
+def ensure_partitions(
+    instance: dg.DagsterInstance, sessions: Sequence[SessionFiles], known_cwds: Iterable[str] = ()
+) -> list[str]:
     """The partition keys of these sessions, added to the instance when new, in their order."""
     known = keys_by_session(instance.get_dynamic_partitions(SESSIONS))
-    keys = [known.get(s.session_id) or partition_key_for(s) for s in sessions]
+    fresh = partition_keys_for([s for s in sessions if s.session_id not in known], known_cwds)
+    keys = [known.get(s.session_id) or fresh[s.session_id] for s in sessions]
     new = [k for k in dict.fromkeys(keys) if session_id_of(k) not in known]
     if new:
         instance.add_dynamic_partitions(SESSIONS, new)
@@ -99,7 +115,7 @@ def _key_from_store(memories: Memories, ledger: Ledger, session_id: str) -> str 
     if memory is not None:
         return partition_key(session_id, memory.project, memory.started_at, memory.agent)
     files = ledger.session_source(session_id)
-    return partition_key_for(files) if files is not None else None
+    return partition_key_for(files, ledger.known_cwds()) if files is not None else None
 
 
 def migrate_partition_keys(instance: dg.DagsterInstance, memories: Memories, ledger: Ledger) -> int:

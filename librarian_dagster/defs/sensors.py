@@ -18,7 +18,7 @@ from librarian_dagster.defs.partitions import (
     SESSIONS,
     keys_by_session,
     migrate_partition_keys,
-    partition_key_for,
+    partition_keys_for,
     sessions_partitions,
 )
 from librarian_dagster.defs.resources import LedgerResource, MemoriesResource, MirrorResource
@@ -68,8 +68,10 @@ def mirror_sensor(
         )
     # Record where each session's files are first: a run finds them by partition key alone.
     db.record_sources([(s.files, s.fingerprint) for s in plan.requests])
+    fresh = [s.files for s in plan.requests if s.files.session_id not in known]
+    new_of = partition_keys_for(fresh, db.known_cwds()) if fresh else {}
     keys = {
-        s.files.session_id: known.get(s.files.session_id) or partition_key_for(s.files)
+        s.files.session_id: known.get(s.files.session_id) or new_of[s.files.session_id]
         for s in plan.requests
     }
     new_keys = [k for sid, k in keys.items() if sid not in known]

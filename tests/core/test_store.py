@@ -637,3 +637,11 @@ def test_the_same_cosine_counts_for_less_in_a_store_whose_unrelated_chunks_are_a
         judged[name] = (hit.session_id, hit.score)
     assert judged["spread"][0] == "target" and judged["spread"][1] > 0.9
     assert judged["alike"][1] < judged["spread"][1] - 0.3
+
+
+def test_the_ledger_knows_the_folders_stored_sessions_ran_in(store):
+    """Gemini CLI's transcripts keep only a hash of their folder: these place them."""
+    assert store.ledger.known_cwds() == []
+    for session_id, project in (("s1", "web"), ("s2", "web"), ("s3", "api")):
+        store.memories.replace_memory(memory_record(session_id, project=project), [])
+    assert sorted(store.ledger.known_cwds()) == ["/src/api", "/src/web"]

@@ -2,6 +2,7 @@
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -20,6 +21,7 @@ from librarian_dagster.defs.partitions import (
     migrate_partition_keys,
     partition_key,
     partition_key_for,
+    partition_keys_for,
     session_id_of,
 )
 from librarian_dagster.ingest import backfill, ingest_sessions, open_instance
@@ -64,6 +66,33 @@ def test_the_key_comes_from_the_head_of_the_main_file(tmp_path):
     assert partition_key_for(SessionFiles(OTHER, empty)) == (
         f"{tmp_path.name}/{month}/claude-code/{OTHER}"
     )
+
+
+GEMINI_CHAT = (
+    Path(__file__).resolve().parents[1]
+    / "fixtures/agents/gemini/json/a3f1c2d4-5e6f-4a7b-8c9d-0e1f2a3b4c5d.json"
+)
+
+
+def test_a_session_that_names_no_folder_is_keyed_by_the_folders_the_others_name(tmp_path):
+    """Gemini CLI keeps a hash of its folder: the cwd a Claude Code session found beside it
+    names (or one the store holds) gives it its project."""
+    gemini = SessionFiles("a3f1c2d4-5e6f-4a7b-8c9d-0e1f2a3b4c5d", GEMINI_CHAT, agent="gemini")
+    alone = partition_key_for(gemini)
+    assert alone == "gemini-fd20db9c/2026-03/gemini/a3f1c2d4-5e6f-4a7b-8c9d-0e1f2a3b4c5d"
+    assert partition_key_for(gemini, ["/home/dev/webapp"]).startswith("webapp/2026-03/gemini/")
+    path = tmp_path / f"{SESSION}.jsonl"
+    record = {
+        "type": "user",
+        "sessionId": SESSION,
+        "cwd": "/home/dev/webapp",
+        "timestamp": "2026-03-01T08:00:00Z",
+        "message": {"role": "user", "content": "hi"},
+    }
+    path.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    keys = partition_keys_for([SessionFiles(SESSION, path), gemini])
+    assert keys[gemini.session_id].startswith("webapp/2026-03/gemini/")
+    assert keys[SESSION] == f"webapp/2026-03/claude-code/{SESSION}"
 
 
 def test_ingest_and_the_sensor_use_project_month_agent_keys(tmp_path, database_url, monkeypatch):

@@ -71,6 +71,9 @@ class SessionHead:
 
     project: str
     started_at: datetime | None
+    cwd: str | None = None
+    """The folder the session ran in, where the head says: other sessions' heads lend it to
+    those that keep none (Gemini CLI's keep a hash of it)."""
 
 
 def distinct_files(files: Iterable[Path]) -> list[Path]:

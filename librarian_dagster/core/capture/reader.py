@@ -30,9 +30,13 @@ class Reader:
     files_for: Callable[[Iterable[Path]], list[SessionFiles]]
     """The sessions of these files (each one this reader claims) and folders, with the
     subagents' files that belong to them."""
-    head: Callable[[SessionFiles], SessionHead]
-    """The project and the first time, from the head of the main file alone: cheap, and stable
-    while the session grows (the partition key is made from it)."""
+    head: Callable[..., SessionHead]
+    """`head(files, known_cwds=())`: the project, the first time and the cwd, from the head of
+    the main file alone: cheap, and stable while the session grows (the partition key is made
+    from it)."""
     parse: Callable[..., Session]
-    """`parse(files, include_thinking=False)`: the session model; never raises on bad content
-    (an unreadable file becomes a `skip_reason`)."""
+    """`parse(files, include_thinking=False, known_cwds=())`: the session model; never raises
+    on bad content (an unreadable file becomes a `skip_reason`).
+
+    `known_cwds`, for both: folders where sessions (of any agent) ran, for an agent whose
+    transcripts do not name theirs (Gemini CLI keeps a hash of it); the others ignore it."""

@@ -7,11 +7,11 @@ folder under core/capture/ with its `READER`, and a line in `READERS`.
 Standard library only: hooks and the MCP server import this without dagster.
 """
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from librarian_dagster.core.capture import claude_code, codex, copilot, opencode, pi
+from librarian_dagster.core.capture import claude_code, codex, copilot, gemini, opencode, pi
 from librarian_dagster.core.capture.files import SessionFiles, SessionHead
 from librarian_dagster.core.capture.reader import Reader
 from librarian_dagster.core.capture.session import Session
@@ -23,11 +23,13 @@ __all__ = [
     "agent_of",
     "discover",
     "find",
+    "known_cwds",
     "label",
     "not_a_transcript",
     "parse_session",
     "session_files_for",
     "session_head",
+    "session_heads",
 ]
 
 # A file is told to be an agent's by the first reader, in this order, that claims it.
@@ -35,6 +37,7 @@ READERS: dict[str, Reader] = {
     reader.agent: reader
     for reader in (
         codex.READER,
+        gemini.READER,
         opencode.READER,
         copilot.READER,
         pi.READER,
@@ -73,8 +76,11 @@ def _claimed_by(path: Path) -> str | None:
     return next((r.agent for r in READERS.values() if r.claims(path)), None)
 
 
-def parse_session(files: SessionFiles, *, include_thinking: bool = False) -> Session:
-    """The session model of these files, by their agent's reader. Never raises on bad content."""
+def parse_session(
+    files: SessionFiles, *, include_thinking: bool = False, known_cwds: Iterable[str] = ()
+) -> Session:
+    """The session model of these files, by their agent's reader. Never raises on bad content.
+    `known_cwds`: folders where sessions ran, for a transcript that does not name its own."""
     reader = READERS.get(files.agent)
     if reader is None:
         return Session(
@@ -85,14 +91,36 @@ def parse_session(files: SessionFiles, *, include_thinking: bool = False) -> Ses
             files=tuple(str(p) for p in files.paths),
             fingerprint=files.fingerprint(),
         )
-    return reader.parse(files, include_thinking=include_thinking)
+    return reader.parse(files, include_thinking=include_thinking, known_cwds=known_cwds)
 
 
-def session_head(files: SessionFiles) -> SessionHead:
+def session_head(files: SessionFiles, known_cwds: Iterable[str] = ()) -> SessionHead:
     reader = READERS.get(files.agent)
     if reader is None:
         return SessionHead(project="unknown", started_at=None)
-    return reader.head(files)
+    return reader.head(files, known_cwds=known_cwds)
+
+
+def session_heads(
+    sessions: Sequence[SessionFiles], known_cwds: Iterable[str] = ()
+) -> list[SessionHead]:
+    """The heads of these sessions, in order. A session whose head names no cwd is headed with
+    `known_cwds` and the cwds the others' heads name: one call places a Gemini CLI session by
+    the Codex or Claude Code sessions found beside it."""
+    known = list(known_cwds)
+    heads = [session_head(files, known) for files in sessions]
+    found = [h.cwd for h in heads if h.cwd]
+    if not found:
+        return heads
+    cwds = list(dict.fromkeys(found + known))
+    return [
+        h if h.cwd else session_head(files, cwds) for files, h in zip(sessions, heads, strict=True)
+    ]
+
+
+def known_cwds(sessions: Sequence[SessionFiles]) -> list[str]:
+    """The distinct folders these sessions ran in, as their heads name them."""
+    return list(dict.fromkeys(h.cwd for h in session_heads(sessions) if h.cwd))
 
 
 def discover(roots: Mapping[str, Path]) -> list[SessionFiles]:

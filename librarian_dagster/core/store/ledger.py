@@ -15,6 +15,7 @@ from psycopg.rows import class_row
 
 from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.skips import SkipList, before_entry
+from librarian_dagster.core.store.files import Files
 from librarian_dagster.core.store.pool import Database
 
 
@@ -60,6 +61,11 @@ class Ledger:
                     for files, fingerprint in sessions
                 ],
             )
+
+    def known_cwds(self) -> list[str]:
+        """Every folder a stored session ran in: a transcript that names none (Gemini CLI's keep
+        a hash of it) is placed by these (`parse_session`'s `known_cwds`)."""
+        return Files(self._db).worked_in()
 
     def session_source(self, session_id: str) -> SessionFiles | None:
         with self._db.connection() as conn:

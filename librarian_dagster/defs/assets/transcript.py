@@ -11,7 +11,7 @@ wrote.
 
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,9 +19,11 @@ import dagster as dg
 from pydantic import TypeAdapter
 
 from librarian_dagster.core.capture.files import SessionFiles
-from librarian_dagster.core.capture.readers import parse_session
+from librarian_dagster.core.capture.keys import session_id_of
+from librarian_dagster.core.capture.readers import known_cwds, parse_session
 from librarian_dagster.core.capture.session import UNREADABLE, Session
 from librarian_dagster.core.redaction.scan import find_secrets, redact_session
+from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.defs.assets._common import (
     EXCLUDED,
     GROUP,
@@ -90,6 +92,8 @@ def transcript(
     """Read each session of the run once; report it as `transcript`, store it redacted."""
     db = ledger.get()
     skips = db.skip_list()
+    # Read once per run, and only when a transcript names no folder of its own (Gemini CLI's).
+    cwds = _Lazy(lambda: _cwds_of_run(db, context.partition_keys))
     selected = context.selected_asset_keys
     reported = TRANSCRIPT in selected
     # A session whose files cannot be found fails on the first asset of the selection.
@@ -102,7 +106,7 @@ def transcript(
             found = _Read(files, reason)
             metadata = {"files": [str(p) for p in files.paths], "skip_reason": reason}
         else:
-            session = _parsed(key, files, mirror)
+            session = _parsed(key, files, mirror, cwds)
             found, metadata = _Read(files, session), _counts(files, session)
         return found, metadata if reported else {}
 
@@ -141,14 +145,40 @@ def transcript(
         yield dg.Output(sessions, output_name="redacted_session")
 
 
-def _parsed(key: str, files: SessionFiles, mirror: MirrorResource) -> Session:
-    """The session, read again while it cannot be read, for up to the mirror's wait."""
-    session = parse_session(files, include_thinking=mirror.include_thinking)
+class _Lazy:
+    """Folders where stored sessions ran, asked of the store the first time they are iterated."""
+
+    def __init__(self, fetch: Callable[[], list[str]]) -> None:
+        self._fetch = fetch
+        self._cwds: list[str] | None = None
+
+    def __iter__(self) -> Iterator[str]:
+        if self._cwds is None:
+            self._cwds = self._fetch()
+        return iter(self._cwds)
+
+
+def _cwds_of_run(db: Ledger, keys: Iterable[str]) -> list[str]:
+    """Where the stored sessions ran, and where the run's own sessions did (their heads say)."""
+    sources = [f for f in (db.session_source(session_id_of(k)) for k in keys) if f is not None]
+    return list(dict.fromkeys([*db.known_cwds(), *known_cwds(sources)]))
+
+
+def _parsed(
+    key: str, files: SessionFiles, mirror: MirrorResource, known_cwds: Iterable[str] = ()
+) -> Session:
+    """The session, read again while it cannot be read, for up to the mirror's wait;
+    `known_cwds`: where stored sessions ran, for a transcript that names no folder."""
+
+    def parse() -> Session:
+        return parse_session(files, include_thinking=mirror.include_thinking, known_cwds=known_cwds)
+
+    session = parse()
     for pause in unreadable_pauses(mirror.unreadable_wait_seconds):
         if not (session.skip_reason or "").startswith(UNREADABLE):
             break
         time.sleep(pause)
-        session = parse_session(files, include_thinking=mirror.include_thinking)
+        session = parse()
     if (session.skip_reason or "").startswith(UNREADABLE):
         # Failed, and said: recorded as "nothing to remember" it would never be read again.
         raise dg.Failure(

@@ -54,9 +54,10 @@ def _first_session_id(path: Path) -> str | None:
 _HEAD_SCAN_LINES = 100
 
 
-def session_head(files: SessionFiles) -> SessionHead:
-    """The project (as `Session.project` names it) and the first timestamp, from the head of
-    the main file alone: cheap, and both stay the same as the file grows."""
+def session_head(files: SessionFiles, known_cwds: Iterable[str] = ()) -> SessionHead:
+    """The project (as `Session.project` names it), the first timestamp and the cwd, from the
+    head of the main file alone: cheap, and all stay the same as the file grows. `known_cwds`
+    is not needed: every record names its cwd."""
     path = files.main or (files.subagents[0] if files.subagents else None)
     cwd: str | None = None
     first: str | None = None
@@ -74,7 +75,7 @@ def session_head(files: SessionFiles) -> SessionHead:
                             first = ts
         except OSError:
             pass
-    return SessionHead(project=project_from(cwd, path), started_at=parse_ts(first))
+    return SessionHead(project=project_from(cwd, path), started_at=parse_ts(first), cwd=cwd)
 
 
 _DIALOGUE = frozenset({"user", "assistant", "system", "progress", "attachment"})

@@ -26,6 +26,7 @@ What the turns mean:
 Standard library only: hooks and the MCP server import this without dagster.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,8 +157,10 @@ def parse_session(
     files: SessionFiles,
     *,
     include_thinking: bool = False,
+    known_cwds: Iterable[str] = (),
 ) -> Session:
-    """Parse one session (main file plus subagents). Never raises on bad content."""
+    """Parse one session (main file plus subagents). Never raises on bad content.
+    `known_cwds` is not needed: Claude Code's records name their cwd."""
     fingerprint = files.fingerprint()
     state = SessionState(include_thinking)
     read = _read_files(files, state)

@@ -90,7 +90,7 @@ def claims(path: Path) -> bool:
     return read_meta(path) is not None
 
 
-def session_head(files: SessionFiles) -> SessionHead:
+def session_head(files: SessionFiles, known_cwds: Iterable[str] = ()) -> SessionHead:
     """The project and the start, from the first record of the main file alone."""
     path = files.main or (files.subagents[0] if files.subagents else None)
     meta = read_meta(path) if path is not None else None

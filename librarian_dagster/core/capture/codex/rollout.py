@@ -24,6 +24,7 @@ What is read from where (codex-rs/protocol and codex-rs/history):
 Standard library only: hooks and the MCP server import this without dagster.
 """
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from librarian_dagster.core.capture.codex.files import AGENT
@@ -35,7 +36,9 @@ from librarian_dagster.core.capture.session import UNREADABLE, Session, Turn
 __all__ = ["parse_session"]
 
 
-def parse_session(files: SessionFiles, *, include_thinking: bool = False) -> Session:
+def parse_session(
+    files: SessionFiles, *, include_thinking: bool = False, known_cwds: Iterable[str] = ()
+) -> Session:
     """Parse one session (main rollout plus spawned threads). Never raises on bad content."""
     fingerprint = files.fingerprint()
     state = State(include_thinking)

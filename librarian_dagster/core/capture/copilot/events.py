@@ -24,6 +24,7 @@ Standard library only: hooks and the MCP server import this without dagster.
 """
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -330,7 +331,9 @@ def _read(files: SessionFiles, state: _State) -> tuple[int, str | None]:
     return size, None
 
 
-def parse_session(files: SessionFiles, *, include_thinking: bool = False) -> Session:
+def parse_session(
+    files: SessionFiles, *, include_thinking: bool = False, known_cwds: Iterable[str] = ()
+) -> Session:
     """Parse one Copilot CLI session. Never raises on bad content."""
     fingerprint = files.fingerprint()
     state = _State(include_thinking)

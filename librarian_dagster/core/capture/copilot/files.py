@@ -133,7 +133,7 @@ def start_context(records: Iterable[dict[str, Any]]) -> tuple[str | None, str | 
     return cwd, first
 
 
-def session_head(files: SessionFiles) -> SessionHead:
+def session_head(files: SessionFiles, known_cwds: Iterable[str] = ()) -> SessionHead:
     """The project and the first time, from the first events alone."""
     if files.main is None:
         return SessionHead(project="unknown", started_at=None)

@@ -130,7 +130,7 @@ def session_files_for(paths: Iterable[Path]) -> list[SessionFiles]:
     return found
 
 
-def session_head(files: SessionFiles) -> SessionHead:
+def session_head(files: SessionFiles, known_cwds: Iterable[str] = ()) -> SessionHead:
     """The project and the first time, from the session's row or info alone."""
     main = files.main
     if main is None:

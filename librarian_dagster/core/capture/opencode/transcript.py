@@ -12,6 +12,7 @@ Standard library only: hooks and the MCP server import this without dagster.
 
 import re
 import sqlite3
+from collections.abc import Iterable
 from pathlib import Path
 
 from librarian_dagster.core.capture.files import SessionFiles, project_from
@@ -154,7 +155,9 @@ def _read(files: SessionFiles, main: Path, stats: ParseStats) -> tuple[Thread | 
     return thread, reason
 
 
-def parse_session(files: SessionFiles, *, include_thinking: bool = False) -> Session:
+def parse_session(
+    files: SessionFiles, *, include_thinking: bool = False, known_cwds: Iterable[str] = ()
+) -> Session:
     """Parse one OpenCode session (any form). Never raises on bad content."""
     fingerprint = files.fingerprint()
     stats = ParseStats()

@@ -22,6 +22,7 @@ Standard library only: hooks and the MCP server import this without dagster.
 """
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -254,7 +255,9 @@ def _times(head: dict[str, Any] | None, entries: list[dict[str, Any]]) -> tuple[
     return parse_ts(first), parse_ts(stamps[-1] if stamps else first)
 
 
-def parse_session(files: SessionFiles, *, include_thinking: bool = False) -> Session:
+def parse_session(
+    files: SessionFiles, *, include_thinking: bool = False, known_cwds: Iterable[str] = ()
+) -> Session:
     """Parse one Pi session (the branch it kept). Never raises on bad content."""
     fingerprint = files.fingerprint()
     state = _State(include_thinking)

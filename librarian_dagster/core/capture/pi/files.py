@@ -75,7 +75,7 @@ def session_files_for(paths: Iterable[Path]) -> list[SessionFiles]:
     return _collect(files)
 
 
-def session_head(files: SessionFiles) -> SessionHead:
+def session_head(files: SessionFiles, known_cwds: Iterable[str] = ()) -> SessionHead:
     """The project (from the header's cwd) and the header's time."""
     head = header(files.main) if files.main is not None else None
     cwd = head.get("cwd") if head else None

@@ -1,0 +1,21 @@
+"""Gemini CLI: `~/.gemini/tmp/<project>/chats/session-*.json(l)`, with its subagents' chats."""
+
+from librarian_dagster.core.capture.gemini.files import (
+    AGENT,
+    claims,
+    discover_sessions,
+    session_files_for,
+    session_head,
+)
+from librarian_dagster.core.capture.gemini.transcript import parse_session
+from librarian_dagster.core.capture.reader import Reader
+
+READER = Reader(
+    agent=AGENT,
+    label="Gemini CLI",
+    claims=claims,
+    discover=discover_sessions,
+    files_for=session_files_for,
+    head=session_head,
+    parse=parse_session,
+)
