@@ -363,11 +363,13 @@ def clean(value, limit: int = 2000) -> str:
 
 def session_word(agent) -> str:
     """How a line names a session: "session" for Claude Code's, "Codex session" for another
-    agent's (an unknown name as it is, cleaned)."""
-    name = clean(agent, 40)
-    if not name or name == HOME_AGENT:
-        return "session"
-    return f"{AGENT_LABELS.get(name, name)} session"
+    agent's (a name this copy does not know as it is, when it looks like a name)."""
+    name = agent if isinstance(agent, str) else ""
+    if name in AGENT_LABELS:
+        return "session" if name == HOME_AGENT else f"{AGENT_LABELS[name]} session"
+    if 0 < len(name) <= 40 and name.isascii() and name.replace("-", "").isalnum():
+        return f"{name} session"
+    return "session"
 
 
 def sessions_of(answer: dict) -> list[dict]:
@@ -393,7 +395,7 @@ def sessions_of(answer: dict) -> list[dict]:
             {
                 "id": sid,
                 "project": clean(item.get("project"), 100),
-                "agent": clean(item.get("agent"), 40),
+                "agent": item.get("agent"),
                 # ISO instants: the days are shown, git reads the end whole (--since).
                 "started": clean(item.get("started_at"), 40),
                 "ended": clean(item.get("date"), 40),
