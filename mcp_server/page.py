@@ -267,7 +267,7 @@ def _dagster_links(reader: Reader, memory: "SessionDigest") -> dict[str, str] | 
     if reader.dagster_url is None:
         return None
     ui = reader.dagster_url.rstrip("/")
-    key = partition_key(memory.session_id, memory.project, memory.started_at)
+    key = partition_key(memory.session_id, memory.project, memory.started_at, memory.agent)
     return {
         "partition": f"{ui}/assets/memory?view=partitions&partition={quote(key, safe='')}",
         "runs": f"{ui}/runs?q%5B%5D={quote(f'tag:dagster/partition={key}', safe='')}",

@@ -1,11 +1,13 @@
-"""The sessions' partitions: one per Claude Code session, keyed `<project>/<yyyy-mm>/<session id>`.
+"""The sessions' partitions: one per session of any agent, `<project>/<yyyy-mm>/<agent>/<id>`.
 
 The key leads with what a user picks sessions by in the UI (docs/decisions/0014): the partition
-selection text `app/*` takes a project's sessions, `app/2026-11/*` a project's month, and the
-partitions list's filter `/2026-11/` a month across projects. The session id is always the last
+selection text `app/*` takes a project's sessions, `app/2026-11/*` a project's month,
+`app/2026-11/codex/*` its Codex sessions of that month, and the partitions list's filters
+`/2026-11/` a month and `/codex/` an agent across projects. The session id is always the last
 segment (`session_id_of`, the one place that reads a key); staged files are named by session id.
-Stores from before keep bare session ids as keys: read both ways, and `migrate_partition_keys`
-re-keys them once (the mirror sensor's first tick, `librarian ingest` or `backfill`).
+Stores from before keep older keys (a bare session id, or `<project>/<yyyy-mm>/<id>`): read every
+way, and `migrate_partition_keys` re-keys them once (the mirror sensor's first tick, `librarian
+ingest` or `backfill`).
 """
 
 from collections.abc import Iterable, Sequence
@@ -14,7 +16,7 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from librarian_dagster.core.capture.files import SessionFiles
-from librarian_dagster.core.capture.keys import partition_key, session_id_of
+from librarian_dagster.core.capture.keys import is_current, partition_key, session_id_of
 from librarian_dagster.core.capture.readers import session_head
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.core.store.memories import Memories
@@ -49,16 +51,16 @@ def partition_key_for(files: SessionFiles) -> str:
             started = datetime.fromtimestamp(files.main.stat().st_mtime, UTC)
         except OSError:
             started = None
-    return partition_key(files.session_id, head.project, started)
+    return partition_key(files.session_id, head.project, started, files.agent)
 
 
 def keys_by_session(keys: Iterable[str]) -> dict[str, str]:
-    """Session id -> its partition key, over the keys the instance holds (a `<project>/<month>/`
-    key before a bare one, if a store being re-keyed holds both)."""
+    """Session id -> its partition key, over the keys the instance holds (the newest shape of
+    key first, if a store being re-keyed holds more than one)."""
     out: dict[str, str] = {}
     for key in keys:
         session_id = session_id_of(key)
-        if session_id not in out or "/" in key:
+        if session_id not in out or key.count("/") > out[session_id].count("/"):
             out[session_id] = key
     return out
 
@@ -80,7 +82,7 @@ def keys_for_ids(
     known = keys_by_session(instance.get_dynamic_partitions(SESSIONS))
     keys, new = [], []
     for session_id in session_ids:
-        key = known.get(session_id) or _key_from_store(memories, ledger, session_id)
+        key = known.get(session_id) or _key_from_store(memories, ledger, session_id) or session_id
         if session_id not in known:
             new.append(key)
             known[session_id] = key
@@ -90,35 +92,37 @@ def keys_for_ids(
     return keys
 
 
-def _key_from_store(memories: Memories, ledger: Ledger, session_id: str) -> str:
+def _key_from_store(memories: Memories, ledger: Ledger, session_id: str) -> str | None:
+    """The session's key from what the store holds of it; None where it holds nothing."""
     # What the memory says (the parsed project and start) first: the files may be gone.
     memory = memories.memory_record(session_id)
     if memory is not None:
-        return partition_key(session_id, memory.project, memory.started_at)
+        return partition_key(session_id, memory.project, memory.started_at, memory.agent)
     files = ledger.session_source(session_id)
-    return partition_key_for(files) if files is not None else session_id
+    return partition_key_for(files) if files is not None else None
 
 
 def migrate_partition_keys(instance: dg.DagsterInstance, memories: Memories, ledger: Ledger) -> int:
-    """Re-key partitions named by a bare session id (stores from before) as
-    `<project>/<month>/<id>`; returns how many. Idempotent, and cheap when nothing is bare.
+    """Re-key partitions of an older shape (a bare session id, `<project>/<month>/<id>`: stores
+    from before) as `<project>/<month>/<agent>/<id>`; returns how many. Idempotent, and cheap
+    when every key is current.
 
     Each stage's materialization of an old key is reported once under the new key (metadata
     `migrated_from`), so the UI shows the session as materialized; the old key is then deleted.
     Its runs and events stay in the instance under the old key. A session the store cannot
-    place (no memory, no recorded files) keeps its bare key, which everything reads too.
+    place (no memory, no recorded files) keeps its old key, which everything reads too.
     """
     keys = instance.get_dynamic_partitions(SESSIONS)
-    bare = [k for k in keys if "/" not in k]
-    if not bare:
+    older = [k for k in keys if not is_current(k)]
+    if not older:
         return 0
-    rekeyed = {session_id_of(k) for k in keys if "/" in k}
+    rekeyed = {session_id_of(k) for k in keys if is_current(k)}
     new_of: dict[str, str] = {}
-    for old in bare:
-        if old in rekeyed:
+    for old in older:
+        if session_id_of(old) in rekeyed:
             continue  # re-keyed by an earlier, interrupted migration: only the old key is left
-        new = _key_from_store(memories, ledger, old)
-        if new != old:
+        new = _key_from_store(memories, ledger, session_id_of(old))
+        if new is not None:
             new_of[old] = new
     if new_of:
         instance.add_dynamic_partitions(SESSIONS, list(new_of.values()))
@@ -129,8 +133,8 @@ def migrate_partition_keys(instance: dg.DagsterInstance, memories: Memories, led
                         asset_key=stage, partition=new_of[old], metadata={"migrated_from": old}
                     )
                 )
-    for old in bare:
-        if old in rekeyed or old in new_of:
+    for old in older:
+        if session_id_of(old) in rekeyed or old in new_of:
             instance.delete_dynamic_partition(SESSIONS, old)
     return len(new_of)
 

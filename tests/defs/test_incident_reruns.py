@@ -17,8 +17,8 @@ from librarian_dagster.defs.monitoring import (
 )
 from librarian_dagster.defs.resources import ClockResource, IncidentsResource
 
-KEY = "demo/2026-12/0d6c7a1e-aaaa-4bbb-8ccc-123456789abc"
-OTHER = "demo/2026-12/5f1e2d3c-aaaa-4bbb-8ccc-123456789abc"
+KEY = "demo/2026-12/claude-code/0d6c7a1e-aaaa-4bbb-8ccc-123456789abc"
+OTHER = "demo/2026-12/claude-code/5f1e2d3c-aaaa-4bbb-8ccc-123456789abc"
 
 
 @dg.op

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from librarian_dagster.core.capture import transcripts
+from librarian_dagster.core.capture.claude_code import transcript
 from librarian_dagster.core.capture.readers import session_files_for
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.defs.partitions import keys_by_session
@@ -17,13 +17,13 @@ IDS = ["5a5a5a5a-0000-0000-0000-00000000000" + str(i) for i in range(2)]
 def _counting_reads(monkeypatch) -> list[str]:
     """The names of the transcript files the parser reads, one entry per read."""
     read: list[str] = []
-    real = transcripts.iter_records
+    real = transcript.iter_records
 
     def iter_records(path: Path, *args, **kwargs):
         read.append(Path(path).stem)
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(transcripts, "iter_records", iter_records)
+    monkeypatch.setattr(transcript, "iter_records", iter_records)
     return read
 
 

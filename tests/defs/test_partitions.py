@@ -1,9 +1,10 @@
-"""Partition keys a user can pick by project or month; a store of bare session ids is re-keyed."""
+"""Partition keys a user can pick by project, month or agent; a store's older keys are re-keyed."""
 
 import json
 from datetime import UTC, datetime
 
 import dagster as dg
+import pytest
 
 from librarian_dagster.core.assembly.store import open_store
 from librarian_dagster.core.capture.files import SessionFiles
@@ -29,19 +30,21 @@ OTHER = "34343434-3434-4343-8343-343434343434"
 NOV = datetime(2026, 11, 1, 10, tzinfo=UTC)
 
 
-def test_a_key_leads_with_project_and_month_and_ends_with_the_session_id():
-    key = partition_key(SESSION, "app", NOV)
-    assert key == f"app/2026-11/{SESSION}"
+def test_a_key_leads_with_project_month_and_agent_and_ends_with_the_session_id():
+    key = partition_key(SESSION, "app", NOV, "codex")
+    assert key == f"app/2026-11/codex/{SESSION}"
     assert session_id_of(key) == SESSION
     assert session_id_of(SESSION) == SESSION  # a bare key of a store from before
-    # Nothing the UI's selection text would read as syntax survives in the project label.
-    assert partition_key("x", "my app, [v2]*...", None) == "my-app-v2/undated/x"
-    assert partition_key("x", "a...b", None) == "a.b/undated/x"
-    assert partition_key("x", "///", NOV) == "unknown/2026-11/x"
-    assert keys_by_session([SESSION, f"app/2026-11/{SESSION}", "b/2026-10/x"]) == {
-        SESSION: f"app/2026-11/{SESSION}",
-        "x": "b/2026-10/x",
-    }
+    assert session_id_of(f"app/2026-11/{SESSION}") == SESSION  # a key from before agents
+    # Nothing the UI's selection text would read as syntax survives in the labels.
+    assert partition_key("x", "my app, [v2]*...", None, "claude-code") == (
+        "my-app-v2/undated/claude-code/x"
+    )
+    assert partition_key("x", "a...b", None, "a*b") == "a.b/undated/a-b/x"
+    assert partition_key("x", "///", NOV, "pi") == "unknown/2026-11/pi/x"
+    # The newest shape of a session's keys wins while a store is being re-keyed.
+    keys = [SESSION, f"app/2026-11/{SESSION}", f"app/2026-11/pi/{SESSION}", "b/2026-10/x"]
+    assert keys_by_session(keys) == {SESSION: f"app/2026-11/pi/{SESSION}", "x": "b/2026-10/x"}
 
 
 def test_the_key_comes_from_the_head_of_the_main_file(tmp_path):
@@ -54,14 +57,16 @@ def test_the_key_comes_from_the_head_of_the_main_file(tmp_path):
     ]  # fmt: skip
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     # A worktree belongs to its repository, as `Session.project` says.
-    assert partition_key_for(SessionFiles(SESSION, path)) == f"web/2026-10/{SESSION}"
+    assert partition_key_for(SessionFiles(SESSION, path)) == f"web/2026-10/claude-code/{SESSION}"
     empty = tmp_path / f"{OTHER}.jsonl"
     empty.write_text("", encoding="utf-8")
     month = datetime.now(UTC).strftime("%Y-%m")  # no timestamp in it: the file's month
-    assert partition_key_for(SessionFiles(OTHER, empty)) == f"{tmp_path.name}/{month}/{OTHER}"
+    assert partition_key_for(SessionFiles(OTHER, empty)) == (
+        f"{tmp_path.name}/{month}/claude-code/{OTHER}"
+    )
 
 
-def test_ingest_and_the_sensor_use_project_month_keys(tmp_path, database_url, monkeypatch):
+def test_ingest_and_the_sensor_use_project_month_agent_keys(tmp_path, database_url, monkeypatch):
     mirror = tmp_path / "mirror"
     settings = make_settings(tmp_path, database_url, mirror)
     monkeypatch.setenv("LIBRARIAN_HOME", str(settings.home))
@@ -70,30 +75,32 @@ def test_ingest_and_the_sensor_use_project_month_keys(tmp_path, database_url, mo
     age(write_transcript(mirror / "-work-app", SESSION, "Why is CI slow?", "Cache misses."), 600)
     instance = open_instance(settings)
     tick = sensor_tick(load_defs(), instance, None)
-    assert [r.partition_key for r in tick.run_requests] == [f"app/2026-11/{SESSION}"]
+    assert [r.partition_key for r in tick.run_requests] == [f"app/2026-11/claude-code/{SESSION}"]
     [outcome] = ingest_sessions(session_files_for([mirror]), settings, instance)
     assert outcome.status == "ingested" and outcome.session_id == SESSION
-    assert instance.get_dynamic_partitions(SESSIONS) == [f"app/2026-11/{SESSION}"]
+    assert instance.get_dynamic_partitions(SESSIONS) == [f"app/2026-11/claude-code/{SESSION}"]
     # Staged files stay named by the session id.
     assert (settings.home / "staging" / "memory").exists() is False
     assert (settings.home / "staging" / "session_digest" / f"{SESSION}.json").is_file()
     dispose_instance(instance)
 
 
-def test_a_store_of_bare_session_ids_is_rekeyed_with_its_history(tmp_path, database_url):
+@pytest.mark.parametrize("older", [lambda sid: sid, lambda sid: f"app/2026-11/{sid}"])
+def test_a_store_of_older_keys_is_rekeyed_with_its_history(tmp_path, database_url, older):
     folder = tmp_path / "mirror" / "-work-app"
     for sid in (SESSION, OTHER):
         write_transcript(folder, sid, f"Question {sid}?", "Answer.")
     settings = make_settings(tmp_path, database_url, folder.parent)
     instance = open_instance(settings)
-    # As a store from before: partitions keyed by the bare session id, each run on its own.
+    # As a store from before: partitions keyed by the bare session id (or by project and month
+    # alone, before sessions had an agent), each run on its own.
     sessions = session_files_for([folder])
     with open_store(settings) as store:
         store.ledger.record_sources([(s, s.fingerprint()) for s in sessions])
-    instance.add_dynamic_partitions(SESSIONS, [SESSION, OTHER])
+    instance.add_dynamic_partitions(SESSIONS, [older(SESSION), older(OTHER)])
     job = build_definitions(settings).resolve_job_def(INGEST_SESSION)
     for sid in (SESSION, OTHER):
-        assert job.execute_in_process(partition_key=sid, instance=instance).success
+        assert job.execute_in_process(partition_key=older(sid), instance=instance).success
     # The memory of OTHER is gone and so are its files: its key comes from nowhere, it stays.
     with open_store(settings) as store:
         with store.database.connection() as conn:
@@ -101,8 +108,8 @@ def test_a_store_of_bare_session_ids_is_rekeyed_with_its_history(tmp_path, datab
             conn.execute("DELETE FROM session_sources WHERE session_id = %s", (OTHER,))
 
         assert migrate_partition_keys(instance, store.memories, store.ledger) == 1
-        new = f"app/2026-11/{SESSION}"
-        assert set(instance.get_dynamic_partitions(SESSIONS)) == {new, OTHER}
+        new = f"app/2026-11/claude-code/{SESSION}"
+        assert set(instance.get_dynamic_partitions(SESSIONS)) == {new, older(OTHER)}
         assert migrate_partition_keys(instance, store.memories, store.ledger) == 0  # idempotent
     for stage in STAGES:
         # The UI shows the session materialized under its new key, once, marked as re-keyed.
@@ -110,7 +117,7 @@ def test_a_store_of_bare_session_ids_is_rekeyed_with_its_history(tmp_path, datab
             dg.AssetRecordsFilter(asset_key=dg.AssetKey(stage), asset_partitions=[new]), limit=5
         ).records
         event = record.asset_materialization
-        assert event is not None and event.metadata["migrated_from"].value == SESSION
+        assert event is not None and event.metadata["migrated_from"].value == older(SESSION)
     # And everything runs under the new key: a backfill finds it by the session id.
     [outcome] = backfill(settings, instance=instance)
     assert (outcome.session_id, outcome.status) == (SESSION, "ingested")

@@ -1,4 +1,4 @@
-"""A session's key among the sessions' Dagster partitions: `<project>/<yyyy-mm>/<session id>`.
+"""A session's key among the sessions' Dagster partitions: `<project>/<yyyy-mm>/<agent>/<id>`.
 
 Pure, so that what links to a partition (the recall server's page) need not import Dagster; the
 partitions themselves are in defs/partitions.py (docs/decisions/0014 for the key's shape).
@@ -18,7 +18,16 @@ def session_id_of(partition_key: str) -> str:
     return partition_key.rsplit("/", 1)[-1]
 
 
-def partition_key(session_id: str, project: str, started_at: datetime | None) -> str:
-    label = re.sub(r"\.{2,}", ".", _NOT_LABEL.sub("-", project)).strip("-.") or "unknown"
+def partition_key(session_id: str, project: str, started_at: datetime | None, agent: str) -> str:
     month = started_at.astimezone(UTC).strftime("%Y-%m") if started_at else UNDATED
-    return f"{label}/{month}/{session_id}"
+    return f"{_label(project)}/{month}/{_label(agent)}/{session_id}"
+
+
+def is_current(partition_key: str) -> bool:
+    """Whether a key has today's shape; a store's older keys (a bare session id, then
+    `<project>/<yyyy-mm>/<id>` before sessions had an agent) are re-keyed once."""
+    return partition_key.count("/") == 3
+
+
+def _label(text: str) -> str:
+    return re.sub(r"\.{2,}", ".", _NOT_LABEL.sub("-", text)).strip("-.") or "unknown"

@@ -38,6 +38,10 @@ __all__ = [
 READERS: dict[str, Reader] = {reader.agent: reader for reader in (claude_code.READER,)}
 AGENTS = tuple(READERS)
 NO_READER = "no reader for agent"
+FALLBACK = claude_code.READER.agent
+"""The agent that takes a `.jsonl` file no other reader claims (empty, cut short, not JSON): its
+folder has always been read so, every `*.jsonl` a session, and its parse says why such a file
+holds nothing to remember. Any other file no reader claims is not ingested."""
 
 # Every agent a session may name, as people name it: what filters accept and answers show, whether
 # or not this build reads that agent yet (a store may hold sessions another build wrote). A
@@ -80,10 +84,14 @@ def check_agent(agent: str) -> str:
 
 def agent_of(path: Path) -> str | None:
     """The agent whose transcript this file is, from its first lines; None for no known one."""
-    for reader in READERS.values():
-        if reader.claims(path):
-            return reader.agent
-    return None
+    claimed = _claimed_by(path)
+    if claimed is None and path.suffix == ".jsonl":
+        return FALLBACK
+    return claimed
+
+
+def _claimed_by(path: Path) -> str | None:
+    return next((r.agent for r in READERS.values() if r.claims(path)), None)
 
 
 def parse_session(files: SessionFiles, *, include_thinking: bool = False) -> Session:
@@ -136,7 +144,8 @@ def find(paths: Iterable[Path]) -> Found:
     """Sessions for `librarian ingest PATH...`, each file's agent told from its content.
 
     A folder is searched by every reader, each keeping the sessions it claims; a file is taken
-    by the reader that claims it, with its subagents' files.
+    by the reader that claims it, with its subagents' files (a `.jsonl` no reader claims, by
+    FALLBACK's).
     """
     by_agent: dict[str, list[Path]] = {}
     sessions: list[SessionFiles] = []
@@ -161,6 +170,6 @@ def _claimed_in(folder: Path) -> list[SessionFiles]:
     for reader in READERS.values():
         for files in reader.discover(folder):
             first = files.main or (files.subagents[0] if files.subagents else None)
-            if first is not None and reader.claims(first):
+            if first is not None and agent_of(first) == reader.agent:
                 found.append(files)
     return found
