@@ -50,13 +50,7 @@ from typing import TextIO
 from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.readers import parse_session
 from librarian_dagster.core.capture.session import Session
-from librarian_dagster.core.capture.touches import (
-    CHANGE_TOOLS,
-    READ_TOOLS,
-    FileTouch,
-    file_touches,
-    normal_path,
-)
+from librarian_dagster.core.capture.touches import FileTouch, file_touches, normal_path
 from librarian_dagster.core.recall.file_match import root_of, same_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -64,6 +58,9 @@ from _corpus import SHARED, extract
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_HOOK = ROOT / "hooks" / "run-hook.sh"
+# The tools whose first use of a file the hook answers, as Claude Code names them in its events.
+CHANGE_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
+READ_TOOLS = frozenset({"Read", "NotebookRead"})
 TOOLS = CHANGE_TOOLS | READ_TOOLS
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 

@@ -25,6 +25,16 @@ CORPUS_ENV = "LIBRARIAN_TEST_CORPUS"
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+AGENTS_AWAY = {
+    f"LIBRARIAN_{name}": str(Path(tempfile.gettempdir()) / "librarian-tests-no-agent" / name)
+    for name in ("CODEX_SESSIONS", "GEMINI_SESSIONS", "OPENCODE_DATA", "COPILOT_SESSIONS",
+                 "PI_SESSIONS")
+}  # fmt: skip
+"""The other agents' folders, somewhere that never exists: no test reads this machine's own
+sessions (~/.codex, ~/.gemini, ...); a test that wants an agent's folder names its own."""
+for _variable, _folder in AGENTS_AWAY.items():
+    os.environ.setdefault(_variable, _folder)
+
 # The template every `store` fixture's database is copied from: the schema migrated once per run.
 TEMPLATE = "librarian_template"
 _RUN_FOLDER = pytest.StashKey[Path]()

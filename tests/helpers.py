@@ -15,11 +15,13 @@ import pytest
 from psycopg import sql
 
 from librarian_dagster.core.settings import Settings
+from tests.conftest import AGENTS_AWAY
 
 
 def make_settings(tmp_path: Path, database_url: str, mirror: Path | None = None) -> Settings:
     return Settings.from_env(
         {
+            **AGENTS_AWAY,
             "LIBRARIAN_HOME": str(tmp_path / "home"),
             "LIBRARIAN_MIRROR": str(mirror or tmp_path / "mirror"),
             "LIBRARIAN_DATABASE_URL": database_url,

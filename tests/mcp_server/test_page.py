@@ -246,7 +246,7 @@ def test_a_session_page_shows_the_digest_files_since_chunks_and_dagster_links(st
         r"b\.py\s+unchanged since", read
     )
     assert "Indexed chunks (1)" in read
-    key = f"alpha%2F2026-10%2F{SESSION}"
+    key = f"alpha%2F2026-10%2Fclaude-code%2F{SESSION}"
     assert f"http://127.0.0.1:3000/assets/memory?view=partitions&amp;partition={key}" in html
     assert "/runs?q%5B%5D=tag%3Adagster%2Fpartition%3D" in html
     assert page.get("/session/not-a-session").status_code == 404

@@ -1,1 +1,1 @@
-"""Reading what Claude Code wrote: transcripts into sessions, what the mirror holds, skips."""
+"""Reading what every agent wrote: a reader per agent into one session model, the folders, skips."""

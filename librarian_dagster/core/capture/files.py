@@ -42,9 +42,13 @@ class SessionFiles:
 
     def fingerprint(self) -> str:
         """Changes when any file's size or mtime_ns changes, or the version (stat only, never
-        reads content)."""
+        reads content). Where there is a version it stands for the files' stat: a database that
+        holds many sessions changes size and mtime with each of them."""
         digest = hashlib.sha1()
         for path in self.paths:
+            if self.version:
+                digest.update(f"{path}\n".encode())
+                continue
             try:
                 st = path.stat()
                 digest.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from librarian_dagster.core.capture import claude_code
+from librarian_dagster.core.capture import claude_code, copilot, opencode, pi
 from librarian_dagster.core.capture.files import SessionFiles, SessionHead
 from librarian_dagster.core.capture.reader import Reader
 from librarian_dagster.core.capture.session import Session
@@ -35,7 +35,15 @@ __all__ = [
 ]
 
 # A file is told to be an agent's by the first reader, in this order, that claims it.
-READERS: dict[str, Reader] = {reader.agent: reader for reader in (claude_code.READER,)}
+READERS: dict[str, Reader] = {
+    reader.agent: reader
+    for reader in (
+        opencode.READER,
+        copilot.READER,
+        pi.READER,
+        claude_code.READER,
+    )
+}
 AGENTS = tuple(READERS)
 NO_READER = "no reader for agent"
 FALLBACK = claude_code.READER.agent

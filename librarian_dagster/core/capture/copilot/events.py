@@ -1,0 +1,365 @@
+"""Parse one Copilot CLI session (its events.jsonl) into the session model.
+
+Each line is an event `{type, data, id, parentId, timestamp}`; a subagent's events add
+`agentId` (older versions only `data.parentToolCallId`). What becomes a turn:
+
+* `user.message`: typed text is a "prompt"; text Copilot put there itself (`source` "system" or
+  a skill's, or an empty `content` beside a `transformedContent`) is "meta"; in a subagent's
+  thread it is the task its parent gave ("prompt", with the agent's id).
+* `assistant.message`: its `content` and `toolRequests` are one "text" turn; `reasoningText`
+  is "thinking" only with include_thinking. `encryptedContent` and `reasoningOpaque` are never
+  read.
+* `tool.execution_complete`: a "tool_result" turn (its result, or its error), and the tool use
+  it answers is marked `is_error` when it did not succeed.
+* `session.compaction_complete`'s summary is "compact_summary"; `system.notification`,
+  `skill.invoked` and `abort` are "meta"; `session.task_complete`'s summary is "text".
+* Tokens: output from each assistant message, input and cache from `session.shutdown`'s
+  per-model metrics (the largest seen per model, as a resumed session may repeat them).
+
+Event types the session needs nothing from (hooks, permissions, modes, turn marks, the system
+prompt) are only counted; types this reader does not know are counted in
+`stats.skipped_by_kind`. Subagents' turns follow the main dialogue, by their first timestamp.
+
+Standard library only: hooks and the MCP server import this without dagster.
+"""
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from librarian_dagster.core.capture.copilot.files import workspace_title
+from librarian_dagster.core.capture.copilot.tools import tool_use
+from librarian_dagster.core.capture.files import SessionFiles, project_from
+from librarian_dagster.core.capture.records import ParseStats, iter_records, parse_ts
+from librarian_dagster.core.capture.session import UNREADABLE, Session, ToolUse, Turn
+
+__all__ = ["parse_session"]
+
+# Known, and nothing in them for the session model: counted in records_by_type only.
+_PASSED = frozenset(
+    {
+        "hook.start",
+        "hook.end",
+        "permission.requested",
+        "permission.completed",
+        "assistant.turn_start",
+        "assistant.turn_end",
+        "assistant.usage",
+        "assistant.intent",
+        "assistant.message_delta",
+        "assistant.streaming_delta",
+        "assistant.reasoning_delta",
+        "session.mode_changed",
+        "session.permissions_changed",
+        "session.usage_checkpoint",
+        "session.usage_info",
+        "session.plan_changed",
+        "session.workspace_file_changed",
+        "session.info",
+        "session.warning",
+        "session.error",
+        "session.idle",
+        "session.truncation",
+        "session.snapshot_rewind",
+        "session.handoff",
+        "session.remote_steerable_changed",
+        "session.compaction_start",
+        "session.tools_updated",
+        "session.skills_loaded",
+        "session.background_tasks_changed",
+        "session.custom_agents_updated",
+        "session.mcp_servers_loaded",
+        "session.mcp_server_status_changed",
+        "session.extensions_loaded",
+        "subagent.started",
+        "subagent.completed",
+        "subagent.failed",
+        "subagent.selected",
+        "subagent.deselected",
+        "system.message",
+        "tool.user_requested",
+        "tool.execution_partial_result",
+        "tool.execution_progress",
+        "pending_messages.modified",
+        "user_input.requested",
+        "user_input.completed",
+        "elicitation.requested",
+        "elicitation.completed",
+        "sampling.requested",
+        "sampling.completed",
+        "mcp.oauth_required",
+        "mcp.oauth_completed",
+        "external_tool.requested",
+        "external_tool.completed",
+        "command.queued",
+        "command.execute",
+        "command.completed",
+        "commands.changed",
+        "capabilities.changed",
+        "auto_mode_switch.requested",
+        "auto_mode_switch.completed",
+        "exit_plan_mode.requested",
+        "exit_plan_mode.completed",
+    }
+)
+
+
+@dataclass
+class _State:
+    include_thinking: bool
+    stats: ParseStats = field(default_factory=ParseStats)
+    types: Counter[str] = field(default_factory=Counter)
+    threads: dict[str | None, list[Turn]] = field(default_factory=lambda: {None: []})
+    tools: dict[str, ToolUse] = field(default_factory=dict)
+    cwd: str | None = None
+    branch: str | None = None
+    first_ts: str | None = None
+    last_ts: str | None = None
+    title: str | None = None
+    versions: dict[str, None] = field(default_factory=dict)
+    models: dict[str, None] = field(default_factory=dict)
+    chosen_models: dict[str, None] = field(default_factory=dict)
+    output_tokens: int = 0
+    metrics: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    messages: int = 0
+
+    def add(self, agent: str | None, role: str, kind: str, text: str, rec: dict[str, Any],
+            tools: tuple[ToolUse, ...] = ()) -> None:  # fmt: skip
+        uuid = rec.get("id")
+        self.threads.setdefault(agent, []).append(
+            Turn(
+                role,
+                kind,
+                text,
+                parse_ts(rec.get("timestamp")),
+                tools,
+                agent,
+                uuid if isinstance(uuid, str) else None,
+            )
+        )
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _context(state: _State, data: dict[str, Any]) -> None:
+    """session.start / session.resume / session.context_changed: where the session works."""
+    context = data.get("context") if "context" in data else data
+    if isinstance(context, dict):
+        if state.cwd is None and _str(context.get("cwd")):
+            state.cwd = context["cwd"]
+        if _str(context.get("branch")):
+            state.branch = context["branch"]
+    for key in ("selectedModel", "newModel"):
+        if _str(data.get(key)):
+            state.chosen_models.setdefault(data[key], None)
+    if _str(data.get("copilotVersion")):
+        state.versions.setdefault(data["copilotVersion"], None)
+
+
+def _user(state: _State, rec: dict[str, Any], data: dict[str, Any], agent: str | None) -> None:
+    content = _str(data.get("content"))
+    source = _str(data.get("source"))
+    injected = source == "system" or source.startswith("skill-") or not content.strip()
+    text = content if content.strip() else _str(data.get("transformedContent"))
+    if not text.strip():
+        return
+    state.messages += 1
+    # A subagent's first words are its parent's task: a prompt in its thread, never meta.
+    kind = "prompt" if agent is not None and source.startswith("agent-") else None
+    state.add(agent, "user", kind or ("meta" if injected else "prompt"), text, rec)
+
+
+def _assistant(state: _State, rec: dict[str, Any], data: dict[str, Any], agent: str | None) -> None:
+    state.messages += 1
+    if _str(data.get("model")):
+        state.models.setdefault(data["model"], None)
+    state.output_tokens += _int(data.get("outputTokens"))
+    reasoning = _str(data.get("reasoningText"))
+    if reasoning or data.get("reasoningOpaque") or data.get("encryptedContent"):
+        state.stats.thinking_blocks += 1
+        if state.include_thinking and reasoning.strip():
+            state.add(agent, "assistant", "thinking", reasoning, rec)
+    uses: list[ToolUse] = []
+    requests = data.get("toolRequests")
+    for req in requests if isinstance(requests, list) else ():
+        if isinstance(req, dict) and _str(req.get("name")):
+            use = tool_use(req["name"], req.get("arguments"), req.get("toolCallId"))
+            uses.append(use)
+            if use.id:
+                state.tools[use.id] = use
+    text = _str(data.get("content"))
+    if text.strip() or uses:
+        state.add(agent, "assistant", "text", text, rec, tuple(uses))
+
+
+def _tool_start(
+    state: _State, rec: dict[str, Any], data: dict[str, Any], agent: str | None
+) -> None:
+    """A tool no assistant message asked for (the user ran it): a tool use of its own."""
+    call_id = _str(data.get("toolCallId"))
+    if call_id and call_id not in state.tools and _str(data.get("toolName")):
+        use = tool_use(data["toolName"], data.get("arguments"), call_id)
+        state.tools[call_id] = use
+        state.add(agent, "assistant", "text", "", rec, (use,))
+
+
+def _tool_done(state: _State, rec: dict[str, Any], data: dict[str, Any], agent: str | None) -> None:
+    ok = data.get("success") is not False
+    use = state.tools.get(_str(data.get("toolCallId")))
+    if use is not None and not ok:
+        use.is_error = True
+    result = data.get("result")
+    error = data.get("error")
+    text = _str(result.get("content")) if isinstance(result, dict) else _str(result)
+    if not ok and isinstance(error, dict) and _str(error.get("message")):
+        text = error["message"] if not text else f"{error['message']}\n{text}"
+    if text.strip():
+        state.add(agent, "user", "tool_result", text, rec)
+
+
+def _shutdown(state: _State, data: dict[str, Any]) -> None:
+    metrics = data.get("modelMetrics")
+    for model, entry in metrics.items() if isinstance(metrics, dict) else ():
+        usage = entry.get("usage") if isinstance(entry, dict) else None
+        if not isinstance(usage, dict):
+            continue
+        read, write = _int(usage.get("cacheReadTokens")), _int(usage.get("cacheWriteTokens"))
+        # Copilot's inputTokens include the cached ones: what was new is the rest.
+        fresh = max(_int(usage.get("inputTokens")) - read - write, 0)
+        old = state.metrics.get(model, (0, 0, 0))
+        state.metrics[model] = (max(old[0], fresh), max(old[1], read), max(old[2], write))
+
+
+def _other(
+    state: _State, rtype: str, rec: dict[str, Any], data: dict[str, Any], agent: str | None
+) -> bool:
+    """The remaining event types that carry something; False for one this reader does not know."""
+    if rtype == "session.compaction_complete":
+        state.stats.compactions += 1
+        if _str(data.get("summaryContent")).strip():
+            state.add(agent, "user", "compact_summary", data["summaryContent"], rec)
+    elif rtype in ("system.notification", "skill.invoked"):
+        if _str(data.get("content")).strip():
+            state.add(agent, "user", "meta", data["content"], rec)
+    elif rtype == "abort":
+        state.add(agent, "user", "meta", f"[aborted: {_str(data.get('reason')) or 'unknown'}]", rec)
+    elif rtype == "session.task_complete":
+        if _str(data.get("summary")).strip():
+            state.add(agent, "assistant", "text", data["summary"], rec)
+    elif rtype == "session.title_changed":
+        state.title = _str(data.get("title")) or state.title
+    elif rtype == "session.shutdown":
+        _shutdown(state, data)
+    elif rtype in ("session.start", "session.resume", "session.context_changed",
+                   "session.model_change"):  # fmt: skip
+        _context(state, data)
+    else:
+        return rtype in _PASSED
+    return True
+
+
+_HANDLERS = {
+    "user.message": _user,
+    "assistant.message": _assistant,
+    "tool.execution_start": _tool_start,
+    "tool.execution_complete": _tool_done,
+}
+
+
+def _process(state: _State, rec: dict[str, Any]) -> None:
+    rtype = rec.get("type")
+    rtype = rtype if isinstance(rtype, str) else "<missing>"
+    state.types[rtype] += 1
+    ts = rec.get("timestamp")
+    if isinstance(ts, str) and ts:
+        state.first_ts = state.first_ts or ts
+        state.last_ts = ts
+    data = rec.get("data")
+    data = data if isinstance(data, dict) else {}
+    agent = rec.get("agentId") or data.get("parentToolCallId")
+    agent = agent if isinstance(agent, str) and agent else None
+    handler = _HANDLERS.get(rtype)
+    if handler is not None:
+        handler(state, rec, data, agent)
+    elif not _other(state, rtype, rec, data, agent):
+        state.stats.skipped_by_kind[rtype] = state.stats.skipped_by_kind.get(rtype, 0) + 1
+
+
+def _turns(state: _State) -> list[Turn]:
+    """The main dialogue, then each subagent's turns (by their first timestamp)."""
+    turns = list(state.threads[None])
+    agents = [t for aid, t in state.threads.items() if aid is not None and t]
+    state.stats.subagents = len(agents)
+
+    def first(thread: list[Turn]) -> str:
+        return min((t.timestamp.isoformat() for t in thread if t.timestamp), default="~")
+
+    for thread in sorted(agents, key=lambda t: (first(t), t[0].agent_id or "")):
+        turns.extend(thread)
+    return turns
+
+
+def _skip_reason(size: int, state: _State, turns: list[Turn]) -> str | None:
+    if size == 0:
+        return "empty file"
+    if not state.types:
+        return "not a transcript (no JSON records)"
+    if state.messages == 0:
+        return "no conversation (no user or assistant messages)"
+    if not any(t.kind in ("prompt", "text", "tool_result") for t in turns):
+        return "no conversation (only injected or empty messages)"
+    return None
+
+
+def _read(files: SessionFiles, state: _State) -> tuple[int, str | None]:
+    """Read the events file into `state`: its size, and why it could not be read, if not."""
+    if files.main is None:
+        return 0, None
+    try:
+        size = files.main.stat().st_size
+        for rec in iter_records(files.main, state.stats):
+            _process(state, rec)
+    except OSError as exc:
+        return 0, f"{UNREADABLE} ({exc.strerror or type(exc).__name__})"
+    return size, None
+
+
+def parse_session(files: SessionFiles, *, include_thinking: bool = False) -> Session:
+    """Parse one Copilot CLI session. Never raises on bad content."""
+    fingerprint = files.fingerprint()
+    state = _State(include_thinking)
+    size, unreadable = _read(files, state)
+    turns = _turns(state)
+    stats = state.stats
+    stats.records_by_type = dict(state.types)
+    stats.turns = len(turns)
+    stats.tool_uses = sum(len(t.tool_uses) for t in turns)
+    title = state.title or (workspace_title(files.main) if files.main else None)
+    skip = "no files" if files.main is None else unreadable or _skip_reason(size, state, turns)
+    return Session(
+        session_id=files.session_id,
+        project=project_from(state.cwd, files.main),
+        cwd=state.cwd,
+        git_branch=state.branch,
+        started_at=parse_ts(state.first_ts),
+        ended_at=parse_ts(state.last_ts),
+        title=title,
+        versions=tuple(state.versions),
+        models=tuple(state.models or state.chosen_models),
+        turns=turns,
+        input_tokens=sum(m[0] for m in state.metrics.values()),
+        output_tokens=state.output_tokens,
+        cache_read_tokens=sum(m[1] for m in state.metrics.values()),
+        cache_creation_tokens=sum(m[2] for m in state.metrics.values()),
+        stats=stats,
+        skip_reason=skip,
+        files=tuple(str(p) for p in files.paths),
+        fingerprint=fingerprint,
+        agent="copilot",
+    )

@@ -1,0 +1,117 @@
+"""What a Copilot CLI tool call did: its `ToolUse`, the action told from Copilot's tool names.
+
+Tool names and arguments are those of @github/copilot 1.0.x (its session-events schema and the
+calls in real sessions): `view`/`show_file` read a `path`; `edit`, `create`, `str_replace`,
+`insert` change one; `str_replace_editor` (older versions) says which in its `command` argument;
+`apply_patch` carries a patch (a string) naming its files; `bash`/`powershell` run a `command`,
+and their `read_`/`write_`/`stop_`/`list_` companions work the same shells; `grep`, `rg`, `glob`
+and the web tools search. Anything else (`task`, `ask_user`, `sql`, MCP tools) has no action.
+
+Standard library only: hooks and the MCP server import this without dagster.
+"""
+
+import re
+from typing import Any
+
+from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse
+
+__all__ = ["one_line", "tool_use"]
+
+_ACTIONS = {
+    **dict.fromkeys(
+        (
+            "edit",
+            "create",
+            "str_replace",
+            "insert",
+            "apply_patch",
+            "git_apply_patch",
+            "write",
+            "delete",
+            "rename",
+            "move",
+        ),
+        CHANGE,
+    ),
+    **dict.fromkeys(("view", "show_file", "read", "read_file"), READ),
+    **dict.fromkeys(("grep", "rg", "glob", "web_search", "web_fetch", "fetch", "lsp"), SEARCH),
+    **dict.fromkeys(
+        (
+            "bash",
+            "powershell",
+            "read_bash",
+            "write_bash",
+            "stop_bash",
+            "list_bash",
+            "read_powershell",
+            "write_powershell",
+            "stop_powershell",
+            "list_powershell",
+        ),
+        RUN,
+    ),
+}
+# str_replace_editor's own `command` argument names an editing step, not a shell command.
+_EDITOR_ACTIONS = {"view": READ, "create": CHANGE, "str_replace": CHANGE, "insert": CHANGE,
+                   "undo_edit": CHANGE}  # fmt: skip
+_SHELLS = frozenset(("bash", "powershell", "write_bash", "write_powershell"))
+_PATCH_FILE = re.compile(
+    r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$", re.M
+)
+_DETAIL_KEYS = ("description", "pattern", "query", "url", "intent", "prompt", "question", "skill")
+
+
+def one_line(text: str, width: int = 100) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def _patch_paths(arguments: Any) -> list[str]:
+    """The files an apply_patch names (Add, Update, Delete, Move to): its arguments are the
+    patch itself, or an object holding it."""
+    text = arguments
+    if isinstance(arguments, dict):
+        text = next((v for v in arguments.values() if isinstance(v, str) and "*** " in v), "")
+    if not isinstance(text, str):
+        return []
+    return [m.group(1) or m.group(2) for m in _PATCH_FILE.finditer(text)]
+
+
+def _paths(name: str, args: dict[str, Any], arguments: Any) -> list[str]:
+    if name in ("apply_patch", "git_apply_patch"):
+        return _patch_paths(arguments)
+    paths = [args[k] for k in ("path", "file_path", "filePath") if isinstance(args.get(k), str)]
+    many = args.get("paths")
+    if isinstance(many, list):
+        paths.extend(p for p in many if isinstance(p, str))
+    elif isinstance(many, str):
+        paths.append(many)
+    return [p for p in paths if p]
+
+
+def tool_use(name: str, arguments: Any, call_id: Any) -> ToolUse:
+    """One tool call as the session model has it, from its name and arguments."""
+    args = arguments if isinstance(arguments, dict) else {}
+    action = _ACTIONS.get(name, "")
+    if name == "str_replace_editor":
+        action = _EDITOR_ACTIONS.get(str(args.get("command")), "")
+    paths = list(dict.fromkeys(_paths(name, args, arguments)))
+    command = args.get("command") if name in _SHELLS else None
+    command = command if isinstance(command, str) and command else None
+    if command is not None:
+        summary = f"{name}: {one_line(command, 80)}"
+    elif paths and action in (CHANGE, READ):
+        summary = f"{name} {paths[0]}"
+    else:
+        detail = next(
+            (args[k] for k in _DETAIL_KEYS if isinstance(args.get(k), str) and args[k]), ""
+        )
+        summary = f"{name}: {one_line(detail, 80)}" if detail else name
+    return ToolUse(
+        name=name,
+        action=action,
+        file_paths=tuple(paths),
+        command=command,
+        summary=one_line(summary, 120),
+        id=call_id if isinstance(call_id, str) and call_id else None,
+    )

@@ -1,0 +1,122 @@
+"""What an OpenCode tool part did: its name, `action`, files, command and one-line summary.
+
+OpenCode's tools (packages/opencode/src/tool/) take camelCase inputs: `filePath` (edit, write,
+read), `edits[].filePath` (multiedit), `patchText` (apply_patch, patch: the files are named in
+its `*** Update File:` lines), `command` (bash), `pattern`/`path` (grep, glob, list). A step's
+`patch` part lists the files the step changed on disk, whatever tool did it.
+
+Standard library only: hooks and the MCP server import this without dagster.
+"""
+
+import re
+from typing import Any
+
+from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse
+
+__all__ = ["as_dict", "one_line", "patch_use", "tool_use"]
+
+_ACTIONS = {
+    **dict.fromkeys(("edit", "write", "patch", "multiedit", "apply_patch"), CHANGE),
+    **dict.fromkeys(("read", "view"), READ),
+    **dict.fromkeys(("bash",), RUN),
+    **dict.fromkeys(("grep", "glob", "list", "ls", "webfetch", "websearch", "codesearch"), SEARCH),
+    # task spawns a child session (a subagent); todowrite, todoread, skill, question, invalid
+    # and MCP tools did none of the four: "".
+}
+_PATCH_FILE_RE = re.compile(
+    r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$", re.M
+)
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """The value where it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def one_line(text: str, width: int = 100) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def _paths(name: str, inp: dict[str, Any], metadata: dict[str, Any]) -> list[str]:
+    paths: list[str] = []
+    for key in ("filePath", "file_path", "path"):
+        val = inp.get(key)
+        if isinstance(val, str) and val:
+            paths.append(val)
+    edits = inp.get("edits")
+    if isinstance(edits, list):
+        paths.extend(
+            e["filePath"]
+            for e in edits
+            if isinstance(e, dict) and isinstance(e.get("filePath"), str)
+        )
+    patch = inp.get("patchText")
+    if isinstance(patch, str):
+        for m in _PATCH_FILE_RE.finditer(patch):
+            paths.append(m.group(1) or m.group(2))
+    files = metadata.get("files")
+    if name in ("apply_patch", "patch") and isinstance(files, list):
+        # What apply_patch reports it did, absolute: moves name their target here too.
+        for f in files:
+            if isinstance(f, dict):
+                for key in ("filePath", "movePath"):
+                    if isinstance(f.get(key), str) and f[key]:
+                        paths.append(f[key])
+    return paths
+
+
+def tool_use(part: dict[str, Any]) -> ToolUse:
+    """The tool use a `tool` part records (its state: pending, running, completed or error)."""
+    name = str(part.get("tool") or "?")
+    state = as_dict(part.get("state"))
+    inp = as_dict(state.get("input"))
+    metadata = as_dict(state.get("metadata"))
+    paths = list(dict.fromkeys(_paths(name, inp, metadata)))
+    command = inp.get("command") if name == "bash" and isinstance(inp.get("command"), str) else None
+    action = _ACTIONS.get(name, "")
+    detail = next(
+        (
+            inp[k]
+            for k in ("pattern", "description", "query", "url", "name", "prompt")
+            if isinstance(inp.get(k), str) and inp[k]
+        ),
+        "",
+    )
+    if command is not None:
+        summary = f"{name}: {one_line(command, 80)}"
+    elif paths and not (action == SEARCH and detail):
+        summary = f"{name} {paths[0]}"
+    else:
+        # A search says what it looked for; the folder it looked in is in file_paths.
+        summary = f"{name}: {one_line(detail, 80)}" if detail else name
+    call = part.get("callID")
+    return ToolUse(
+        name=name,
+        file_paths=tuple(paths),
+        command=command,
+        summary=one_line(summary, 120),
+        is_error=state.get("status") == "error",
+        id=call if isinstance(call, str) and call else None,
+        action=action,
+    )
+
+
+def patch_use(part: dict[str, Any], changed: set[str]) -> ToolUse | None:
+    """A step's `patch` part as a change to the files no tool of the step already said it
+    changed (a formatter, `sed -i` in bash); None when the tools named them all."""
+    files = part.get("files")
+    if not isinstance(files, list):
+        return None
+    fresh = [f for f in dict.fromkeys(files) if isinstance(f, str) and f and f not in changed]
+    if not fresh:
+        return None
+    more = f" (+{len(fresh) - 1} more)" if len(fresh) > 1 else ""
+    pid = part.get("id")
+    return ToolUse(
+        name="patch",
+        file_paths=tuple(fresh),
+        summary=one_line(f"patch {fresh[0]}{more}", 120),
+        id=pid if isinstance(pid, str) else None,
+        action=CHANGE,
+    )

@@ -1,0 +1,63 @@
+"""What a Pi tool call did: its `ToolUse`, with the action decided from Pi's tool names.
+
+Pi's built-in tools (@mariozechner/pi-coding-agent, dist/core/tools/): `read` a `path`; `write`
+and `edit` a `path` (edit's `edits` are old/new text pairs of that one file); `bash` runs a
+`command`; `ls`, `grep` and `find` search a folder (`path`, optional). Tools from extensions
+keep their names and get no action.
+
+Standard library only: hooks and the MCP server import this without dagster.
+"""
+
+from typing import Any
+
+from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse
+
+__all__ = ["one_line", "tool_use"]
+
+_ACTIONS = {
+    "read": READ,
+    "write": CHANGE,
+    "edit": CHANGE,
+    "bash": RUN,
+    "ls": SEARCH,
+    "grep": SEARCH,
+    "find": SEARCH,
+}
+_DETAIL_KEYS = ("pattern", "description", "query", "url", "prompt", "task")
+
+
+def one_line(text: str, width: int = 100) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def tool_use(block: dict[str, Any]) -> ToolUse:
+    """One `toolCall` content item as the session model has it."""
+    name = block.get("name")
+    name = name if isinstance(name, str) and name else "?"
+    args = block.get("arguments")
+    args = args if isinstance(args, dict) else {}
+    path = args.get("path")
+    path = path if isinstance(path, str) else ""
+    command = args.get("command") if name == "bash" else None
+    command = command if isinstance(command, str) and command else None
+    action = _ACTIONS.get(name, "")
+    if command is not None:
+        summary = f"{name}: {one_line(command, 80)}"
+    elif path and action in (CHANGE, READ):
+        summary = f"{name} {path}"
+    else:
+        detail = next(
+            (args[k] for k in _DETAIL_KEYS if isinstance(args.get(k), str) and args[k]), ""
+        )
+        detail = detail or path
+        summary = f"{name}: {one_line(detail, 80)}" if detail else name
+    call_id = block.get("id")
+    return ToolUse(
+        name=name,
+        action=action,
+        file_paths=(path,) if path else (),
+        command=command,
+        summary=one_line(summary, 120),
+        id=call_id if isinstance(call_id, str) and call_id else None,
+    )

@@ -1,0 +1,183 @@
+"""The Copilot CLI reader: a hand-made session in Copilot's real event format, and the corpus."""
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from librarian_dagster.core.capture import copilot, readers
+from librarian_dagster.core.capture.files import SessionFiles
+from librarian_dagster.core.capture.session import CHANGE, READ, RUN, UNREADABLE
+from librarian_dagster.core.capture.touches import file_touches
+from librarian_dagster.core.redaction.scan import find_secrets, redact_session
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agents"
+STATE = FIXTURES / "copilot" / "session-state"
+SID = "5f0c2a51-7d3e-4b8e-9a41-2c6d8e9f1a07"
+SUBAGENT = "toolu_01Sub7gQm2xKpL4dVnA9cE3w"
+LEGACY = "9b1d7e22-4a3c-4f5e-8d6b-0c1a2b3c4d5e"
+READER = copilot.READER
+
+
+def _files(sid: str = SID) -> SessionFiles:
+    (files,) = [f for f in READER.discover(STATE) if f.session_id == sid]
+    return files
+
+
+def test_discovers_both_layouts_and_claims_only_copilot_files():
+    found = {f.session_id: f.main for f in READER.discover(STATE)}
+    assert found == {SID: STATE / SID / "events.jsonl", LEGACY: STATE / f"{LEGACY}.jsonl"}
+    assert READER.claims(STATE / SID / "events.jsonl")
+    assert readers.agent_of(STATE / SID / "events.jsonl") == "copilot"
+    pi_file = next((FIXTURES / "pi").rglob("*.jsonl"))
+    claude = next((FIXTURES.parent / "transcripts" / "daaain__claude-code-log").glob("*.jsonl"))
+    assert not READER.claims(pi_file) and not READER.claims(claude)
+    assert readers.agent_of(claude) == "claude-code"
+
+
+def test_files_for_a_file_and_find_over_a_folder():
+    assert READER.files_for([STATE / SID / "events.jsonl"]) == [_files()]
+    found = readers.find([FIXTURES / "copilot"])
+    assert {(s.agent, s.session_id) for s in found.sessions} == {
+        ("copilot", SID),
+        ("copilot", LEGACY),
+    }
+
+
+def test_session_fields_from_start_context_workspace_and_shutdown():
+    files = _files()
+    session = READER.parse(files)
+    head = READER.head(files)
+    assert session.agent == "copilot" and session.session_id == SID
+    # A Windows cwd stays as Copilot wrote it; the project is its last folder.
+    assert session.cwd == "C:\\Users\\Dana\\git\\harbor"
+    assert session.project == head.project == "harbor"
+    assert session.started_at == head.started_at
+    assert session.started_at is not None and session.started_at.tzinfo is not None
+    assert session.ended_at is not None and session.ended_at > session.started_at
+    assert session.git_branch == "dev"
+    assert session.title == "Fix the port check: accept 443"
+    assert session.versions == ("1.0.74",)
+    assert session.models == ("claude-sonnet-4.6", "claude-opus-4.8")
+    # inputTokens include the cached ones: 5000 - 3000 - 1000, plus the subagent's 900.
+    assert (session.input_tokens, session.cache_read_tokens) == (1900, 3000)
+    assert session.cache_creation_tokens == 1000
+    assert session.output_tokens == 120 + 80 + 60 + 40
+    assert session.fingerprint == files.fingerprint()
+    assert session.skip_reason is None
+
+
+def test_turns_main_dialogue_then_the_subagent():
+    session = READER.parse(_files())
+    kinds = [(t.kind, t.agent_id) for t in session.turns]
+    main = [k for k, a in kinds if a is None]
+    assert main == [
+        "prompt", "meta", "text", "tool_result", "tool_result", "text", "tool_result",
+        "tool_result", "meta", "compact_summary", "text",
+    ]  # fmt: skip
+    sub = [k for k, a in kinds if a == SUBAGENT]
+    assert sub == ["prompt", "text", "tool_result", "text"]
+    # The subagent's turns all come after the main dialogue's.
+    assert [a for _, a in kinds] == [None] * len(main) + [SUBAGENT] * len(sub)
+    assert session.turns[0].text == "fix the failing port check"
+    assert session.turns[len(main)].text.startswith("Review the port check change")
+    assert session.stats.subagents == 1 and session.stats.compactions == 1
+    assert session.stats.turns == len(session.turns)
+
+
+def test_tool_uses_actions_paths_and_the_failed_one():
+    session = READER.parse(_files())
+    uses = {u.id: u for t in session.turns for u in t.tool_uses}
+    assert session.stats.tool_uses == len(uses) == 5
+    view, shell, edit = uses["toolu_01View"], uses["toolu_01Pwsh"], uses["toolu_01Edit"]
+    assert (view.action, view.file_paths) == (READ, ("C:\\Users\\Dana\\git\\harbor\\src\\port.go",))
+    assert (shell.action, shell.command, shell.summary) == (
+        RUN,
+        "go test ./...",
+        "powershell: go test ./...",
+    )
+    assert shell.is_error and not view.is_error and not edit.is_error
+    assert (edit.action, edit.summary) == (CHANGE, "edit src\\port.go")
+    assert uses[SUBAGENT].action == "" and uses[SUBAGENT].summary == "task: Review the change"
+    patch = uses["toolu_01SubPatch"]
+    assert (patch.action, patch.file_paths) == (
+        CHANGE,
+        ("C:\\Users\\Dana\\git\\harbor\\src\\port_test.go",),
+    )
+    denied = [t.text for t in session.turns if t.kind == "tool_result"][1]
+    assert denied.startswith("Denied by preToolUse hook")
+    touches = {t.path: (t.edits, t.reads) for t in file_touches(session)}
+    assert touches == {
+        "c:/Users/Dana/git/harbor/src/port.go": (1, 1),
+        "c:/Users/Dana/git/harbor/src/port_test.go": (1, 0),
+    }
+
+
+def test_thinking_only_when_asked_and_opaque_reasoning_never():
+    plain = READER.parse(_files())
+    assert not any(t.kind == "thinking" for t in plain.turns)
+    assert plain.stats.thinking_blocks == 1
+    thinking = READER.parse(_files(), include_thinking=True)
+    assert [t.text for t in thinking.turns if t.kind == "thinking"] == [
+        "The port check probably compares strings."
+    ]
+    assert not any("REDACTED/opaque" in t.text for t in thinking.turns)
+
+
+def test_bad_and_unknown_lines_are_counted_not_fatal():
+    session = READER.parse(_files())
+    stats = session.stats
+    assert stats.malformed_lines == 1
+    assert stats.malformed_examples == ["events.jsonl:33: invalid JSON at column 70"]
+    assert stats.skipped_by_kind == {"session.hologram_projected": 1}
+    lines = (STATE / SID / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    assert sum(stats.records_by_type.values()) == len(lines) - 1
+    assert stats.records_by_type["hook.start"] == 1
+
+
+def test_a_session_without_conversation_and_an_unreadable_one(tmp_path: Path):
+    legacy = READER.parse(_files(LEGACY))
+    assert legacy.skip_reason == "no conversation (no user or assistant messages)"
+    assert (legacy.project, legacy.git_branch, legacy.versions) == ("harbor", "main", ("0.0.354",))
+    gone = READER.parse(SessionFiles(SID, tmp_path / "nowhere" / "events.jsonl", agent="copilot"))
+    assert gone.skip_reason is not None and gone.skip_reason.startswith(UNREADABLE)
+    empty = tmp_path / SID / "events.jsonl"
+    empty.parent.mkdir()
+    empty.write_bytes(b"")
+    assert READER.parse(SessionFiles(SID, empty, agent="copilot")).skip_reason == "empty file"
+
+
+def test_a_session_folder_copied_elsewhere_keeps_its_id(tmp_path: Path):
+    shutil.copytree(STATE / SID, tmp_path / SID)
+    (found,) = READER.discover(tmp_path)
+    assert found.session_id == SID and READER.parse(found).title is not None
+
+
+def _corpus(agents_corpus: Path) -> list[SessionFiles]:
+    return READER.discover(agents_corpus / "copilot-cli")
+
+
+@pytest.mark.slow
+def test_every_corpus_session_parses_and_redacts(agents_corpus: Path):
+    manifest = [json.loads(line) for line in (agents_corpus / "manifest.jsonl").open()]
+    expected = {m["session_id"] for m in manifest if m["agent"] == "copilot-cli"}
+    sessions = _corpus(agents_corpus)
+    assert {s.session_id for s in sessions} == expected and len(expected) == 15
+    actions: Counter[str] = Counter()
+    for files in sessions:
+        assert files.main is not None and READER.claims(files.main)
+        session = READER.parse(files)
+        assert session.skip_reason is None, (files.session_id, session.skip_reason)
+        assert session.stats.malformed_lines == 0 and session.stats.skipped_by_kind == {}
+        assert session.project == READER.head(files).project and session.started_at
+        assert any(t.kind == "prompt" for t in session.turns) and session.git_branch
+        actions.update(u.action for t in session.turns for u in t.tool_uses)
+        redacted, _ = redact_session(session)
+        for turn in redacted.turns:
+            assert ";base64," not in turn.text
+            assert find_secrets(turn.text) == []
+            for use in turn.tool_uses:
+                assert find_secrets(use.summary) == []
+    assert actions[CHANGE] and actions[READ] and actions[RUN]
