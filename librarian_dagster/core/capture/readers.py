@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from librarian_dagster.core.capture import claude_code, copilot, opencode, pi
+from librarian_dagster.core.capture import claude_code, codex, copilot, opencode, pi
 from librarian_dagster.core.capture.files import SessionFiles, SessionHead
 from librarian_dagster.core.capture.reader import Reader
 from librarian_dagster.core.capture.session import Session
@@ -38,6 +38,7 @@ __all__ = [
 READERS: dict[str, Reader] = {
     reader.agent: reader
     for reader in (
+        codex.READER,
         opencode.READER,
         copilot.READER,
         pi.READER,

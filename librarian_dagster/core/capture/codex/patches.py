@@ -1,0 +1,32 @@
+"""The files a Codex `apply_patch` names: what its patch text adds, updates, deletes or moves.
+
+Codex's patch format (codex-rs/apply-patch) names each file on a line of its own:
+`*** Add File: p`, `*** Update File: p` (optionally followed by `*** Move to: q`) and
+`*** Delete File: p`. Every one of them is a file the patch changed.
+
+Standard library only: hooks and the MCP server import this without dagster.
+"""
+
+import posixpath
+import re
+
+__all__ = ["BEGIN", "joined", "patch_paths"]
+
+BEGIN = "*** Begin Patch"
+
+_FILE_LINE = re.compile(r"^\*\*\* (?:Add File|Update File|Delete File|Move to): *(.+?)\s*$", re.M)
+
+
+def patch_paths(patch: str, workdir: str | None = None) -> tuple[str, ...]:
+    """Every path the patch names, once each, in order. A relative path is joined to `workdir`
+    when one is given (the call ran somewhere other than the session's cwd), else kept as the
+    patch names it."""
+    found = (m.group(1) for m in _FILE_LINE.finditer(patch))
+    return tuple(dict.fromkeys(joined(p, workdir) for p in found if p))
+
+
+def joined(path: str, workdir: str | None) -> str:
+    """`path` under `workdir` when it is relative and a workdir is given; else as it is."""
+    if not workdir or path.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:[\\/]", path):
+        return path
+    return posixpath.normpath(posixpath.join(workdir, path))
