@@ -4,8 +4,9 @@ earlier sessions that changed it, and why.
 Asks the recall server's `POST /history` (beside /recall) with the file, the session's cwd, the
 checkout's root where git has one here, and the task at hand (the latest prompt of the session's
 transcript, or a subagent's own task), and turns a non-empty answer into a short context: each
-session's full id, dates and branch, what it did, the digest lines that name the file and
-whether the file changed since. The server decides which sessions and in what order.
+session's agent where it is not Claude Code ("Codex session ..."), full id, dates and branch,
+what it did, the digest lines that name the file and whether the file changed since. The
+server decides which sessions and in what order.
 
 Once per file per agent of a session (a subagent has a context of its own): a marker file,
 taken with O_EXCL, so two parallel Reads of one file cannot both add it. A failed ask gives the
@@ -224,7 +225,8 @@ def _line(item: dict) -> str | None:
     since = recall.clean(item.get("changed_since"), 60)
     if since:
         where.append(f"the file {since}")
-    head = f"- session {sid} (" + "; ".join(w for w in where if w) + ")"
+    word = recall.session_word(item.get("agent"))
+    head = f"- {word} {sid} (" + "; ".join(w for w in where if w) + ")"
     title = recall.clean(item.get("title"), 200).replace('"', "'")
     summary = recall.clean(item.get("summary"), 400)
     return head + (f' "{title}"' if title else "") + (f": {summary}" if summary else "")

@@ -9,7 +9,8 @@ runs in a daemon thread that we wait for at most `LIBRARIAN_RECALL_TIMEOUT_MS`. 
 timeouts alone would not bound it: a server that trickles bytes resets them on every read, and a
 name lookup ignores them. Past the deadline the thread is abandoned and dies with the process.
 
-Each session is named with its dates, branch and the files it changed. For the sessions of this
+Each session is named with its dates, branch and the files it changed, and with its agent when
+that is not Claude Code (whose hook this is): "Codex session ...". For the sessions of this
 repository, git (a subprocess, within what is left of the same deadline) says how many of those
 files changed since the session ended, and in how many commits: a memory of code that has moved
 on is marked, not trusted blindly. Outside a repository, or past the deadline, nothing is said.
@@ -54,6 +55,18 @@ MAX_FILES = 20  # read of an answer's list (the server sends at most this many)
 MIN_GIT_MS = 40
 MAX_GIT_COMMITS = 1000  # commits read since a session ended: enough to say "1000+"
 OFF = ("off", "0", "false", "no")
+# How people name each agent: a copy of core/capture/readers.py's LABELS (a test keeps them
+# equal), since importing the readers would cost every prompt their import.
+AGENT_LABELS = {
+    "claude-code": "Claude Code",
+    "codex": "Codex",
+    "gemini": "Gemini CLI",
+    "opencode": "OpenCode",
+    "copilot": "Copilot CLI",
+    "pi": "Pi",
+}
+HOME_AGENT = "claude-code"
+"""The agent whose hooks these are: its sessions are named plainly, "session ..."."""
 HEADER = (
     "Librarian remembers past sessions that may bear on this prompt (from memory, possibly out "
     "of date; the MCP tool get_digest with a session_id returns the whole session):"
@@ -348,6 +361,17 @@ def clean(value, limit: int = 2000) -> str:
     return "".join(c for c in text[:limit] if c.isprintable())
 
 
+def session_word(agent) -> str:
+    """How a line names a session: "session" for Claude Code's, "Codex session" for another
+    agent's (a name this copy does not know as it is, when it looks like a name)."""
+    name = agent if isinstance(agent, str) else ""
+    if name in AGENT_LABELS:
+        return "session" if name == HOME_AGENT else f"{AGENT_LABELS[name]} session"
+    if 0 < len(name) <= 40 and name.isascii() and name.replace("-", "").isalnum():
+        return f"{name} session"
+    return "session"
+
+
 def sessions_of(answer: dict) -> list[dict]:
     """Results grouped by session, best session first; malformed entries are skipped.
 
@@ -371,6 +395,7 @@ def sessions_of(answer: dict) -> list[dict]:
             {
                 "id": sid,
                 "project": clean(item.get("project"), 100),
+                "agent": item.get("agent"),
                 # ISO instants: the days are shown, git reads the end whole (--since).
                 "started": clean(item.get("started_at"), 40),
                 "ended": clean(item.get("date"), 40),
@@ -458,7 +483,9 @@ def _head(session: dict, with_summary: bool) -> str:
         where += (", " if where else "") + "branch " + session["branch"]
     if session["stale"]:
         where += f"; {session['stale']}"
-    head = f"- session {session['id']}" + (f" ({where})" if where else "")
+    head = f"- {session_word(session.get('agent'))} {session['id']}" + (
+        f" ({where})" if where else ""
+    )
     if session["title"]:
         head += f' "{session["title"]}"'
     return head + (f": {session['summary']}" if with_summary and session["summary"] else "")

@@ -39,6 +39,7 @@ from starlette.responses import JSONResponse, Response
 
 from librarian_dagster.core.assembly.providers import configured_embedder
 from librarian_dagster.core.assembly.store import Store, migrated_url
+from librarian_dagster.core.capture.readers import KNOWN_AGENTS, check_agent
 from librarian_dagster.core.digest.schema import PRIVATE_DOMAIN, Domain
 from librarian_dagster.core.models.embeddings import Embedder
 from librarian_dagster.core.ops.tokens import TokenFileError
@@ -81,7 +82,8 @@ from mcp_server.auth import (
 from mcp_server.page import Reader, page_routes
 
 INSTRUCTIONS = """\
-Librarian remembers past Claude Code sessions. Before solving a problem, ask search_chunks
+Librarian remembers past coding-agent sessions (Claude Code, Codex, Gemini CLI, OpenCode, Copilot
+CLI, Pi; each result names its `agent`). Before solving a problem, ask search_chunks
 "have I dealt with this before?" in plain words (an error message, a component, a decision);
 read the whole session with get_digest; browse recent work with list_sessions. Before changing
 a file, file_history says which earlier sessions changed it, and why."""
@@ -114,6 +116,13 @@ ProjectFilter = Annotated[
     Field(max_length=200, description="Only this project (the last folder name of its cwd)."),
 ]
 Tag = Annotated[Text, Field(max_length=200)]
+AgentFilter = Annotated[
+    Annotated[Text, AfterValidator(check_agent)] | None,
+    Field(
+        description=f"Only sessions of this coding agent: one of {', '.join(KNOWN_AGENTS)}.",
+        json_schema_extra={"enum": [*KNOWN_AGENTS, None]},
+    ),
+]
 # The longest next_cursor is a timestamp and a session id, base64'd: well under this.
 _MAX_CURSOR = 1000
 _MAX_SESSION_ID = 200
@@ -297,6 +306,7 @@ def _add_search(
     def search_chunks(
         query: Query,
         project: ProjectFilter = None,
+        agent: AgentFilter = None,
         domain: DomainFilter = None,
         tags: AllTags = None,
         any_tags: AnyTags = None,
@@ -314,6 +324,7 @@ def _add_search(
         """
         filters = SearchFilters(
             project=project,
+            agent=agent,
             domain=domain,
             tags=tuple(tags or ()),
             any_tags=tuple(any_tags or ()),
@@ -372,6 +383,7 @@ def _add_readers(
     @server.tool()
     def list_sessions(
         project: ProjectFilter = None,
+        agent: AgentFilter = None,
         domain: DomainFilter = None,
         since: SinceFilter = None,
         limit: PageLimit = 20,
@@ -379,8 +391,9 @@ def _add_readers(
     ) -> SessionList:
         """Remembered sessions, newest first, a page at a time."""
         filters = SearchFilters(
-            project=project, domain=domain, since=since, include_private=private_allowed(domain)
-        )
+            project=project, agent=agent, domain=domain, since=since,
+            include_private=private_allowed(domain),
+        )  # fmt: skip
         try:
             return lifespan.served().memories.list_sessions(filters, limit=limit, cursor=cursor)
         except InvalidCursor as exc:
@@ -410,6 +423,7 @@ class RecallRequest(BaseModel):
     cwd: Text | None = Field(default=None, max_length=_MAX_PATH)
     git_branch: Text | None = Field(default=None, max_length=200)
     project: ProjectFilter = None
+    agent: AgentFilter = None
     domain: DomainFilter = None
     tags: list[Tag] | None = Field(default=None, max_length=50)
     any_tags: list[Tag] | None = Field(default=None, max_length=50)
@@ -418,8 +432,8 @@ class RecallRequest(BaseModel):
 
 
 _RECALL_SHAPE = (
-    '{"query": str, "limit": 1..10} and optionally "cwd", "git_branch", "project", "domain", '
-    '"tags", "any_tags", "since", "until"'
+    '{"query": str, "limit": 1..10} and optionally "cwd", "git_branch", "project", "agent", '
+    '"domain", "tags", "any_tags", "since", "until"'
 )
 
 

@@ -39,6 +39,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from librarian_dagster.core.capture.keys import partition_key
+from librarian_dagster.core.capture.readers import KNOWN_AGENTS, label
 from librarian_dagster.core.capture.skips import valid_session_id
 from librarian_dagster.core.digest.schema import SECTIONS
 from librarian_dagster.core.ops.tokens import FORGET, PRIVATE
@@ -97,6 +98,8 @@ _templates.filters["plain"] = plain
 _templates.filters["pathpart"] = lambda text: quote(str(text), safe="")
 # A session's dates, as `librarian search` prints them ("2026-11-01", or "a to b").
 _templates.filters["dates"] = lambda s: dates(s.started_at, s.ended_at)
+# An agent as people name it ("Codex").
+_templates.filters["agent"] = label
 
 
 @dataclass(frozen=True)
@@ -199,18 +202,26 @@ def _end_of(day: datetime | None) -> datetime | None:
 
 
 async def _search(reader: Reader, http: Request, viewer: Viewer) -> Response:
-    """`/?q=...&project=&branch=&since=&until=`: the answer as session cards, or "nothing
-    relevant" when recall abstains; the box alone without `q`."""
-    asked = {k: http.query_params.get(k, "").strip() for k in ("q", "project", "branch")}
+    """`/?q=...&project=&agent=&branch=&since=&until=`: the answer as session cards, or "nothing
+    relevant" when recall abstains; the box alone without `q`. The agent select offers the
+    agents the store holds sessions of (an agent not known is no filter: no one typed it)."""
+    asked = {k: http.query_params.get(k, "").strip() for k in ("q", "project", "branch", "agent")}
     days = {k: http.query_params.get(k, "").strip() for k in ("since", "until")}
-    values: dict[str, object] = {**asked, **days, "cards": None, "note": None}
+    served = reader.served()
+    held = await run_in_threadpool(served.memories.agents_held, KNOWN_AGENTS, viewer.private)
+    if asked["agent"] not in KNOWN_AGENTS:
+        asked["agent"] = ""
+    if asked["agent"] and asked["agent"] not in held:
+        held.append(asked["agent"])
+    # One agent held: nothing to choose between, no select.
+    agents = [(a, label(a)) for a in held] if len(held) > 1 else []
+    values: dict[str, object] = {**asked, **days, "agents": agents, "cards": None, "note": None}
     if asked["q"]:
         filters = SearchFilters(
-            project=asked["project"] or None, git_branch=asked["branch"] or None,
-            since=_day(days["since"]), until=_end_of(_day(days["until"])),
-            include_private=viewer.private,
+            project=asked["project"] or None, agent=asked["agent"] or None,
+            git_branch=asked["branch"] or None, since=_day(days["since"]),
+            until=_end_of(_day(days["until"])), include_private=viewer.private,
         )  # fmt: skip
-        served = reader.served()
         result = await run_in_threadpool(
             recall, served.search, served.embedder, asked["q"][:QUERY_CHARS], filters, RESULTS,
             min_relevance=reader.min_relevance, boosts=reader.boosts,

@@ -17,6 +17,11 @@ def register(add_parser: AddParser) -> None:
     search = add_parser("search", help="search remembered sessions")
     search.add_argument("query")
     search.add_argument("--project")
+    search.add_argument(
+        "--agent",
+        help="only sessions of this coding agent: claude-code, codex, gemini, opencode, "
+        "copilot or pi",
+    )
     search.add_argument("--domain", help="only sessions of this domain, e.g. technical")
     search.add_argument("--tag", action="append", default=[], help="repeatable: all must match")
     search.add_argument(
@@ -68,6 +73,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     # Imported here, not at parser build: pydantic and the digest cost every command ~0.4 s.
     from librarian_dagster.core.assembly.providers import configured_embedder
     from librarian_dagster.core.assembly.store import open_store
+    from librarian_dagster.core.capture.readers import UnknownAgent, check_agent
     from librarian_dagster.core.digest.schema import DOMAINS, PRIVATE_DOMAIN
     from librarian_dagster.core.recall.answer import (
         MAX_RESULTS,
@@ -87,8 +93,14 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.domain == PRIVATE_DOMAIN and not args.include_private:
         print("librarian search: --domain private needs --include-private", file=sys.stderr)
         return 2
+    try:
+        agent = check_agent(args.agent) if args.agent is not None else None
+    except UnknownAgent as exc:
+        print(f"librarian search: --agent: {exc}", file=sys.stderr)
+        return 2
     filters = SearchFilters(
         project=args.project,
+        agent=agent,
         domain=args.domain,
         tags=tuple(args.tag),
         any_tags=tuple(args.any_tag),

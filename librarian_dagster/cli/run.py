@@ -87,6 +87,7 @@ def end_with_the_embedded_server(settings: "Settings", command: str) -> None:
 def cmd_status(args: argparse.Namespace) -> int:
     from librarian_dagster.core.assembly.providers import describe
     from librarian_dagster.core.assembly.store import open_store
+    from librarian_dagster.core.capture.readers import label
     from librarian_dagster.core.recall.answer import REEMBED_HOW, other_spaces
     from librarian_dagster.core.settings import Settings
     from librarian_dagster.core.store.database import describe_location
@@ -94,11 +95,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     with open_store(settings) as store:
         stats, spaces = store.memories.stats(), store.search.embedding_spaces()
+        agents = store.memories.agents(include_private=True)
     last = stats.last_ingest
     providers = describe(settings)
     print(f"database:    {describe_location(settings)}")
     print(f"mirror:      {settings.mirror}")
     print(f"sessions:    {stats.sessions} in {stats.projects} project(s)")
+    if agents:
+        print("by agent:    " + ", ".join(f"{label(a.agent)} {a.sessions}" for a in agents))
     print(f"chunks:      {stats.chunks}")
     print(f"last ingest: {last.isoformat(timespec='seconds') if last else 'never'}")
     print(f"digests:     {providers['digests']}")

@@ -95,9 +95,45 @@ def test_search_filters_and_text_output(remembered, capsys):
     ]
 
 
+def test_search_by_agent_here_and_through_a_running_server(remembered, capsys, monkeypatch):
+    embedder = local_embedder()
+    bullet = "Raised SQLite busy_timeout in the Go sync daemon so two writers stop failing"
+    [vector] = embedder.embed_documents([bullet])
+    remembered.memories.replace_memory(
+        memory_record("codex-sqlite", agent="codex", embedding_model=embedder.model_name),
+        [ChunkRecord("solution", 0, bullet, vector), ChunkRecord(EXCHANGE, 0, bullet, vector)],
+    )
+    question = "SQLite busy_timeout two writers"
+    every = _search_json(capsys, question, "--limit", "10")["results"]
+    agents = {r["session_id"]: r["agent"] for r in every}
+    assert agents["codex-sqlite"] == "codex" and agents["sqlite"] == "claude-code"
+    assert set(agents.values()) == {"claude-code", "codex"}
+    codex = _search_json(capsys, question, "--limit", "10", "--agent", "codex")
+    assert {(r["session_id"], r["agent"]) for r in codex["results"]} == {("codex-sqlite", "codex")}
+    claude = _search_json(capsys, question, "--limit", "10", "--agent", "claude-code")
+    assert "sqlite" in {r["session_id"] for r in claude["results"]}
+    assert {r["agent"] for r in claude["results"]} == {"claude-code"}
+    # The card names an agent other than Claude Code beside the project.
+    assert main(["search", question, "--agent", "codex"]) == 0
+    assert capsys.readouterr().out.startswith("1. alpha · Codex · main · ")
+    assert main(["search", question, "--agent", "claude-code"]) == 0
+    assert capsys.readouterr().out.startswith("1. alpha · main · ")
+    app = http_app(build_server(Served.of(remembered, embedder)), "127.0.0.1")
+    with serve_http(app, port := free_port()):
+        monkeypatch.setenv("LIBRARIAN_MCP_PORT", str(port))
+        # The process cannot reach the database: only the server can have answered.
+        monkeypatch.setenv("LIBRARIAN_DATABASE_URL", "postgresql://127.0.0.1:1/nowhere")
+        assert _search_json(capsys, question, "--limit", "10", "--agent", "codex") == codex
+
+
 def test_search_refuses_bad_options_before_touching_the_store(capsys):
     assert main(["search", "x", "--domain", "finance"]) == 2
     assert "--domain must be one of technical, business" in capsys.readouterr().err
+    assert main(["search", "x", "--agent", "Codex"]) == 2
+    assert (
+        "librarian search: --agent: unknown agent 'Codex': one of claude-code, codex, gemini, "
+        "opencode, copilot, pi" in capsys.readouterr().err
+    )
     assert main(["search", "x", "--limit", "51"]) == 2
     assert "between 1 and 50" in capsys.readouterr().err
 

@@ -8,6 +8,7 @@ import pytest
 
 from librarian_dagster.core.capture.session import CHANGE, READ, SEARCH, Session, ToolUse, Turn
 from librarian_dagster.core.capture.touches import FileTouch, file_touches, normal_path
+from librarian_dagster.core.recall.cards import render_history
 from librarian_dagster.core.recall.file_match import root_of, same_file
 from librarian_dagster.core.recall.history import (
     NOTHING_TOUCHED,
@@ -109,8 +110,8 @@ def test_touches_count_changes_and_reads_of_every_agent():
 
 
 def _remember(store, session_id, touches, *, cwd="/src/alpha", days_ago=0, project="alpha",
-              vector=(1.0, 0.0, 0.0), digest_lines=()):  # fmt: skip
-    memory = memory_record(session_id, project=project, days_ago=days_ago)
+              vector=(1.0, 0.0, 0.0), digest_lines=(), agent="claude-code"):  # fmt: skip
+    memory = memory_record(session_id, project=project, days_ago=days_ago, agent=agent)
     digest = memory.digest.model_copy(update={"solution": list(digest_lines)})
     memory = memory.model_copy(update={"cwd": cwd, "digest": digest})
     store.memories.replace_memory(memory, [ChunkRecord("exchange", 0, "t", list(vector))], touches)
@@ -161,6 +162,21 @@ def test_the_most_recent_changer_comes_first_then_the_nearest_to_the_task(store)
     # Without a task, by recency.
     by_recency = [s.session_id for s in _ask(store, main).results]
     assert by_recency == ["newest", "old-other", "old-parser"]
+
+
+def test_each_earlier_session_is_named_with_its_agent(store):
+    main = "/src/alpha/pkg/main.go"
+    _remember(store, "codex-1", [FileTouch(main, 2, 1)], days_ago=1, agent="codex")
+    _remember(store, "claude-1", [FileTouch(main, 1, 0)], days_ago=3)
+    history = _ask(store, main, task="the parser")
+    assert [(r.session_id, r.agent) for r in history.results] == [
+        ("codex-1", "codex"),
+        ("claude-1", "claude-code"),
+    ]
+    codex, claude = render_history(history).split("\n\n")[1:]
+    # The card names the agent beside the project; Claude Code, the usual one, goes unnamed.
+    assert codex.startswith("1. alpha · Codex · main · ")
+    assert claude.startswith("2. alpha · main · ") and "Claude Code" not in claude
 
 
 def test_worktrees_subfolders_and_other_projects(store):

@@ -37,12 +37,14 @@ def memory_record(
     tags=("go",),
     days_ago=0,
     embedding_model=MODEL,
+    agent="claude-code",
 ) -> MemoryRecord:
     """A memory as the write path would store it; other test folders build theirs here too."""
     end = datetime(2026, 11, 1, tzinfo=UTC) - timedelta(days=days_ago)
     return MemoryRecord(
         session_id=session_id,
         project=project,
+        agent=agent,
         cwd=f"/src/{project}",
         git_branch="main",
         started_at=end - timedelta(hours=1),
@@ -479,6 +481,72 @@ def test_a_session_s_agent_and_version_are_kept_where_its_files_are(store):
     store.memories.replace_memory(memory_record("ses_1").model_copy(update={"agent": "codex"}), [])
     again = store.memories.get_memory("ses_1")
     assert again is not None and again.agent == "codex"
+
+
+def _two_agents(store) -> None:
+    """The same work done by Claude Code and by Codex, a private Codex session, and a Claude Code
+    session of another project: every list finds each of them."""
+    for session_id, agent, project, domain in (
+        ("cc", "claude-code", "alpha", "technical"),
+        ("cx", "codex", "alpha", "technical"),
+        ("cx-private", "codex", "alpha", "private"),
+        ("cc-beta", "claude-code", "beta", "technical"),
+    ):
+        store.memories.replace_memory(
+            memory_record(session_id, agent=agent, project=project, domain=domain),
+            [
+                ChunkRecord("solution", 0, "fixed the sqlite lock timeout", _unit(1, 0, 0)),
+                ChunkRecord(EXCHANGE, 0, "User: sqlite lock? Assistant: timeout", _unit(1, 0, 0)),
+            ],
+        )
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "vector", "text"])
+def test_the_agent_filter_keeps_one_agent_s_sessions_in_every_list(store, mode):
+    _two_agents(store)
+
+    def found(**filters) -> dict[str, str]:
+        hits = store.search.find(
+            "sqlite lock", _unit(1, 0, 0), MODEL, SearchFilters(**filters), limit=10, mode=mode
+        )
+        return {h.session_id: h.agent for h in hits}
+
+    assert found() == {"cc": "claude-code", "cx": "codex", "cc-beta": "claude-code"}
+    assert found(agent="codex") == {"cx": "codex"}
+    assert found(agent="codex", include_private=True) == {"cx": "codex", "cx-private": "codex"}
+    assert found(agent="claude-code") == {"cc": "claude-code", "cc-beta": "claude-code"}
+    assert found(agent="claude-code", project="beta") == {"cc-beta": "claude-code"}
+    assert found(agent="codex", project="beta") == {}
+    assert found(agent="gemini") == {}
+    # A session written after the index's last refresh is filtered by its agent too.
+    store.memories.replace_memory(
+        memory_record("cx-new", agent="codex"),
+        [ChunkRecord("solution", 0, "the sqlite lock again", _unit(1, 0, 0))],
+    )
+    assert found(agent="codex") == {"cx": "codex", "cx-new": "codex"}
+    assert "cx-new" not in found(agent="claude-code")
+
+
+def test_listings_filter_and_count_by_agent(store):
+    _two_agents(store)
+    listed = store.memories.list_sessions(SearchFilters(agent="codex"))
+    assert [(s.session_id, s.agent) for s in listed.sessions] == [("cx", "codex")]
+    every = store.memories.list_sessions(SearchFilters(agent="codex", include_private=True))
+    assert {s.session_id for s in every.sessions} == {"cx", "cx-private"}
+    assert {s.agent for s in store.memories.list_sessions().sessions} == {"claude-code", "codex"}
+    digest = store.memories.get_memory("cx")
+    assert digest is not None and digest.agent == "codex"
+    counts = [(a.agent, a.sessions) for a in store.memories.agents(include_private=True)]
+    assert counts == [("claude-code", 2), ("codex", 2)]
+    assert [(a.agent, a.sessions) for a in store.memories.agents()] == [
+        ("claude-code", 2),
+        ("codex", 1),
+    ]
+    known = ("claude-code", "codex", "gemini", "opencode", "copilot", "pi")
+    assert store.memories.agents_held(known) == ["claude-code", "codex"]
+    store.memories.delete_memory("cx")
+    assert store.memories.agents_held(known) == ["claude-code"]
+    assert store.memories.agents_held(known, include_private=True) == ["claude-code", "codex"]
 
 
 def test_a_question_in_other_words_is_ranked_by_meaning_not_by_a_shared_filler_word(store):

@@ -58,7 +58,11 @@ def served(store):
     ]
     for sid, cwd, path, days_ago, project in rows:
         memory = memory_record(
-            sid, project=project, days_ago=days_ago, embedding_model=FakeEmbedder.model_name
+            sid,
+            project=project,
+            days_ago=days_ago,
+            embedding_model=FakeEmbedder.model_name,
+            agent="codex" if sid == OLDER else "claude-code",
         )
         digest = memory.digest.model_copy(update={"solution": ["Made main.go read the flag once"]})
         memory = memory.model_copy(update={"cwd": cwd, "digest": digest, "git_branch": "feat/x"})
@@ -80,6 +84,8 @@ def test_the_first_read_names_the_sessions_that_changed_the_file(hooks, served, 
     assert "beta-session" not in text
     assert "branch feat/x" in text and "changed it (2 edits)" in text
     assert "Made main.go read the flag once" in text
+    # Codex changed it too: a Claude Code user is told whose session that was.
+    assert f"\n- Codex session {OLDER} (" in text and f"\n- session {NEWEST} (" in text
     assert "history added 2 sessions" in hooks.log_lines()[-1]
 
 

@@ -341,6 +341,43 @@ def test_sessions_are_named_with_their_distilled_lines_not_the_matched_words(hoo
     ]
 
 
+def test_another_agent_s_session_is_named_with_its_agent(hooks, bare):
+    results = [
+        _result("s1", BULLET, agent="codex"),
+        _result("s2", BULLET, agent="claude-code"),
+        _result("s3", BULLET),  # a server from before the agent was said
+        _result("s4", BULLET, agent="cursor-cli"),  # an agent the hook does not know yet
+        _result("s5", BULLET, agent="x\n- session forged"),
+    ]
+    with answering(200, {"results": results}) as server:
+        text = _context(
+            hooks.run("user_prompt_submit", user_prompt_event(bare, prompt=PROMPT), _on(server.url))
+        )
+    assert text is not None
+    assert [line for line in text.splitlines() if line.startswith("- ")] == [
+        "- Codex session s1 (alpha, 2026-11-01): summary of s1",
+        "- session s2 (alpha, 2026-11-01): summary of s2",
+        "- session s3 (alpha, 2026-11-01): summary of s3",
+        "- cursor-cli session s4 (alpha, 2026-11-01): summary of s4",
+        "- session s5 (alpha, 2026-11-01): summary of s5",
+    ]
+
+
+def test_the_hooks_name_the_agents_as_the_readers_do():
+    import sys
+
+    from hookutil import HOOKS
+
+    from librarian_dagster.core.capture.readers import LABELS, READERS
+
+    sys.path.insert(0, str(HOOKS))
+    import librarian_recall  # a hook module, found beside the scripts
+
+    assert librarian_recall.AGENT_LABELS == LABELS
+    # Each reader's own label is the one the table gives its agent.
+    assert {r.agent: r.label for r in READERS.values()} == {a: LABELS[a] for a in READERS}
+
+
 def test_a_small_budget_names_more_sessions_before_more_lines(hooks, bare):
     results = [
         _result(f"s{i}", "x", highlights=[f"line {i}.{j} " + "z" * 120 for j in range(3)])

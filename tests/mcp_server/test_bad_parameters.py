@@ -27,6 +27,8 @@ BAD = [
     ("search_chunks", {"query": "lock", "tags": "go"}, "tags"),
     ("search_chunks", {"query": "lock", "tags": ["x"] * 51}, "tags"),
     ("search_chunks", {"query": "lock", "project": "p" * 201}, "project"),
+    ("search_chunks", {"query": "lock", "agent": "cursor"}, "one of claude-code, codex"),
+    ("search_chunks", {"query": "lock", "agent": "x" * 10_000}, "unknown agent"),
     ("search_chunks", {"query": "lock\x00"}, "NUL"),
     ("get_digest", {"session_id": "no-such-session"}, "no session"),
     ("get_digest", {"session_id": ""}, "session_id"),
@@ -38,6 +40,7 @@ BAD = [
     ("list_sessions", {"cursor": base64.urlsafe_b64encode(b"\xff\xfe|x").decode()}, "cursor"),
     ("list_sessions", {"cursor": "c" * 5000}, "cursor"),
     ("list_sessions", {"project": "alpha\x00"}, "NUL"),
+    ("list_sessions", {"agent": "Claude Code"}, "one of claude-code, codex"),
     ("no_such_tool", {}, "no_such_tool"),
 ]
 

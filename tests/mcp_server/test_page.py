@@ -69,6 +69,38 @@ def test_a_search_shows_session_cards_and_says_nothing_relevant(store):
     assert empty.status_code == 200 and 'name="q"' in empty.text and "card" not in empty.text
 
 
+CODEX_SESSION = "019a0c5e-0000-7000-8000-00000000000c"
+
+
+def test_cards_and_pages_name_the_agent_and_the_search_filters_by_it(store):
+    page = _client(store)
+    _remember(store, SESSION, "retry the sqlite lock with a busy timeout", title="Fix the lock")
+    # One agent held: nothing to choose between, no select.
+    assert 'name="agent"' not in page.get("/").text
+    _remember(store, CODEX_SESSION, "retry the sqlite lock in Go", title="Go lock", agent="codex")
+    form = page.get("/").text
+    assert '<select name="agent"' in form
+    options = re.findall(r'<option value="([^"]*)"[^>]*>([^<]*)</option>', form)
+    assert options == [("", "any agent"), ("claude-code", "Claude Code"), ("codex", "Codex")]
+
+    def cards(**params) -> dict[str, str]:
+        html = page.get("/", params={"q": "sqlite lock", **params}).text
+        found = re.findall(r'class="agent">([^<]*)</span>.*?href="/session/([^"]+)"', html, re.S)
+        return {session: agent for agent, session in found}
+
+    assert cards() == {SESSION: "Claude Code", CODEX_SESSION: "Codex"}
+    assert cards(agent="codex") == {CODEX_SESSION: "Codex"}
+    assert cards(agent="claude-code") == {SESSION: "Claude Code"}
+    # The choice is kept in the form; a name no agent has filters nothing.
+    assert '<option value="codex" selected>' in page.get("/", params={"agent": "codex"}).text
+    assert cards(agent="<b>nobody</b>") == {SESSION: "Claude Code", CODEX_SESSION: "Codex"}
+    session = _text(page.get(f"/session/{CODEX_SESSION}").text)
+    assert re.search(r"alpha\s+·\s+Codex\s+·", session)
+    listing = _text(page.get("/projects/alpha").text)
+    assert re.search(r"Go lock\s+Codex\s+·", listing)
+    assert re.search(r"Fix the lock\s+Claude Code\s+·", listing)
+
+
 def test_every_page_sends_the_strict_headers(store):
     _remember(store, SESSION, "lock")
     page = _client(store)

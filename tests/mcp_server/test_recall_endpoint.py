@@ -91,6 +91,8 @@ def test_an_empty_memory_answers_nothing_relevant_with_a_note(store):
         ({"query": "lock", "projects": "alpha"}, "projects"),
         ({"query": "lock", "project": 7}, "project"),
         ({"query": "lock", "domain": "secret"}, "domain"),
+        ({"query": "lock", "agent": "cursor"}, "unknown agent 'cursor': one of claude-code, codex"),
+        ({"query": "lock", "agent": 3}, "agent"),
         ({"query": "lock", "tags": "go"}, "tags"),
         ({"query": "lock", "until": "last tuesday"}, "until"),
         ({"query": "lock", "cwd": ["/src"]}, "cwd"),
@@ -109,7 +111,7 @@ def test_a_bad_body_is_a_400_that_says_what_is_wrong(served, body, says):
 def test_the_filters_of_search_chunks_filter(store):
     _remember(store)  # s0 .. s4, s<i> ended i days before 2026-11-01
     store.memories.replace_memory(
-        memory_record("b0", project="beta", embedding_model=FakeEmbedder.model_name),
+        memory_record("b0", project="beta", embedding_model=FakeEmbedder.model_name, agent="codex"),
         [ChunkRecord("solution", 0, "sqlite lock fix b", [1.0, 0.0, 0.0])],
     )
     with serve_http(
@@ -118,9 +120,14 @@ def test_the_filters_of_search_chunks_filter(store):
         # s<i> began i days and an hour before 2026-11-01: until the 29th leaves s3 and s4.
         until = _post(url, {"query": "lock", "limit": 10, "until": "2026-10-29T00:00:00Z"})
         beta = _post(url, {"query": "lock", "limit": 10, "project": "beta"})
+        codex = _post(url, {"query": "lock", "limit": 10, "agent": "codex"})
+        claude = _post(url, {"query": "lock", "limit": 10, "agent": "claude-code"})
         private = _post(url, {"query": "lock", "domain": "private"})
     assert {r["session_id"] for r in until.json()["results"]} == {"s3", "s4"}
     assert {r["session_id"] for r in beta.json()["results"]} == {"b0"}
+    assert [(r["session_id"], r["agent"]) for r in codex.json()["results"]] == [("b0", "codex")]
+    assert {r["agent"] for r in claude.json()["results"]} == {"claude-code"}
+    assert {r["session_id"] for r in claude.json()["results"]} == {f"s{i}" for i in range(5)}
     assert private.status_code == 400 and "private" in private.json()["error"]
 
 

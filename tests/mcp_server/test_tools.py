@@ -5,6 +5,8 @@ import asyncio
 import pytest
 from mcp import Client
 
+from librarian_dagster.core.capture.readers import KNOWN_AGENTS
+from librarian_dagster.core.capture.touches import FileTouch
 from librarian_dagster.core.digest.schema import DOMAINS
 from librarian_dagster.core.store.memories import ChunkRecord
 from mcp_server.app import Served, build_server
@@ -24,6 +26,10 @@ class FakeEmbedder:
         return [1.0, 0.0, 0.0] if "lock" in text else [0.0, 1.0, 0.0]
 
 
+CODEX_SESSION = "s3"
+"""The one session of the store Codex wrote; Claude Code wrote the others."""
+
+
 @pytest.fixture
 def server(store):
     for i in range(5):
@@ -33,8 +39,10 @@ def server(store):
                 project="alpha" if i % 2 else "beta",
                 days_ago=i,
                 embedding_model=FakeEmbedder.model_name,
+                agent="codex" if f"s{i}" == CODEX_SESSION else "claude-code",
             ),
             [ChunkRecord("worked_on", 0, f"sqlite lock fix {i}", [1.0, 0.01 * i, 0.0])],
+            [FileTouch("/src/alpha/lock.go", 1, 0)] if i % 2 else [],
         )
     return build_server(Served.of(store, FakeEmbedder()))
 
@@ -61,6 +69,44 @@ def test_tools_are_listed_with_typed_schemas(server):
         domain = tools[name].input_schema["properties"]["domain"]
         listed = [v for option in domain["anyOf"] for v in option.get("enum", [])]
         assert listed == list(DOMAINS), name
+        agent = tools[name].input_schema["properties"]["agent"]
+        assert agent["enum"] == [*KNOWN_AGENTS, None], name
+        assert "codex" in agent["description"], name
+
+
+def test_every_answer_names_the_agent_and_search_and_listing_filter_by_it(server):
+    found = _call(server, "search_chunks", {"query": "lock", "limit": 10}).structured_content
+    agents = {r["session_id"]: r["agent"] for r in found["results"]}
+    assert agents == {f"s{i}": "codex" if i == 3 else "claude-code" for i in range(5)}
+    only = _call(server, "search_chunks", {"query": "lock", "agent": "codex", "limit": 10})
+    assert [(r["session_id"], r["agent"]) for r in only.structured_content["results"]] == [
+        (CODEX_SESSION, "codex")
+    ]
+    claude = _call(server, "search_chunks", {"query": "lock", "agent": "claude-code"})
+    assert CODEX_SESSION not in {r["session_id"] for r in claude.structured_content["results"]}
+    listed = _call(server, "list_sessions", {"agent": "codex"}).structured_content["sessions"]
+    assert [(s["session_id"], s["agent"]) for s in listed] == [(CODEX_SESSION, "codex")]
+    every = _call(server, "list_sessions", {}).structured_content["sessions"]
+    assert sorted(s["agent"] for s in every) == ["claude-code"] * 4 + ["codex"]
+    digest = _call(server, "get_digest", {"session_id": CODEX_SESSION}).structured_content
+    assert digest["agent"] == "codex"
+    history = _call(
+        server, "file_history", {"path": "/src/alpha/lock.go", "cwd": "/src/alpha"}
+    ).structured_content
+    assert [(r["session_id"], r["agent"]) for r in history["results"]] == [
+        ("s1", "claude-code"),
+        (CODEX_SESSION, "codex"),
+    ]
+
+
+@pytest.mark.parametrize("tool", ["search_chunks", "list_sessions"])
+def test_an_unknown_agent_is_refused_naming_the_known_ones(server, tool):
+    arguments = {"query": "lock"} if tool == "search_chunks" else {}
+    refused = _call(server, tool, {**arguments, "agent": "cursor"})
+    assert refused.is_error
+    text = refused.content[0].text
+    assert "unknown agent 'cursor'" in text
+    assert "claude-code, codex, gemini, opencode, copilot, pi" in text
 
 
 def test_get_digest_returns_the_whole_digest(server):

@@ -18,9 +18,13 @@ from librarian_dagster.core.capture.session import Session
 
 __all__ = [
     "AGENTS",
+    "KNOWN_AGENTS",
+    "LABELS",
     "READERS",
     "Found",
+    "UnknownAgent",
     "agent_of",
+    "check_agent",
     "discover",
     "find",
     "known_cwds",
@@ -51,6 +55,23 @@ FALLBACK = claude_code.READER.agent
 folder has always been read so, every `*.jsonl` a session, and its parse says why such a file
 holds nothing to remember. Any other file no reader claims is not ingested."""
 
+# Every agent a session may name, as people name it: what filters accept and answers show, whether
+# or not this build reads that agent yet (a store may hold sessions another build wrote). A
+# reader's own label comes first (`label`); the hooks keep a copy (hooks/librarian_recall.py).
+LABELS: dict[str, str] = {
+    "claude-code": "Claude Code",
+    "codex": "Codex",
+    "gemini": "Gemini CLI",
+    "opencode": "OpenCode",
+    "copilot": "Copilot CLI",
+    "pi": "Pi",
+}
+KNOWN_AGENTS = tuple(LABELS)
+
+
+class UnknownAgent(ValueError):
+    """An agent filter naming no agent Librarian knows; the message lists the known ones."""
+
 
 def not_a_transcript() -> str:
     """Why a file no reader claims is not ingested: one line, naming what is read."""
@@ -61,7 +82,16 @@ def not_a_transcript() -> str:
 def label(agent: str) -> str:
     """How people name an agent ("Codex"); an unknown name as it is."""
     reader = READERS.get(agent)
-    return reader.label if reader else agent
+    return reader.label if reader else LABELS.get(agent, agent)
+
+
+def check_agent(agent: str) -> str:
+    """`agent` when it is a known agent's name; else UnknownAgent saying which names are."""
+    if agent not in LABELS and agent not in READERS:
+        known = ", ".join(dict.fromkeys([*LABELS, *READERS]))
+        shown = agent if len(agent) <= 40 else agent[:40] + "..."
+        raise UnknownAgent(f"unknown agent {shown!r}: one of {known}")
+    return agent
 
 
 def agent_of(path: Path) -> str | None:

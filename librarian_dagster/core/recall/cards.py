@@ -3,17 +3,30 @@ files it changed, enough to judge it without asking for its digest (`librarian s
 
 The MCP tool returns the same facts as fields of each result (core/store/rows.py: ChunkResult);
 the prompt hook renders its own, with the standard library only (hooks/librarian_recall.py).
+
+A card names the agent that wrote its session beside the project ("git-sync · Codex") when that
+is not Claude Code: the sessions of most stores are mostly Claude Code's, and a name on every card
+would say the usual thing each time; the name that is there then stands out. `--json` and the
+tools always carry the field.
 """
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from librarian_dagster.core.capture.readers import label
 from librarian_dagster.core.digest.distil import cut
 from librarian_dagster.core.store.rows import ChunkResult, FileHistory
 
 SHOWN_FILES = 4
 MATCH_CHARS = 200
+USUAL_AGENT = "claude-code"
+"""The agent a card does not name: the one most sessions are by."""
+
+
+def agent_named(agent: str) -> str | None:
+    """The agent as a card names it ("Codex"); None for the usual one."""
+    return None if agent == USUAL_AGENT else label(agent)
 
 
 def render_history(history: FileHistory) -> str:
@@ -28,7 +41,8 @@ def render_history(history: FileHistory) -> str:
         where = " · ".join(
             part
             for part in (
-                entry.project, entry.git_branch, dates(entry.started_at, entry.date), touched,
+                entry.project, agent_named(entry.agent), entry.git_branch,
+                dates(entry.started_at, entry.date), touched,
                 entry.changed_since,
             )
             if part
@@ -68,7 +82,8 @@ def render_cards(results: Sequence[ChunkResult]) -> str:
     cards = []
     for rank, card in enumerate(session_cards(results), 1):
         first = card.first
-        where = " · ".join(part for part in (first.project, first.git_branch, card.dates) if part)
+        parts = (first.project, agent_named(first.agent), first.git_branch, card.dates)
+        where = " · ".join(part for part in parts if part)
         lines = [f"{rank}. {where} · relevance {first.score:.2f}"]
         lines.append(f"   {first.title or first.summary}")
         if first.title and first.summary:

@@ -192,6 +192,7 @@ def _card(
     return FileSession(
         session_id=row["session_id"],
         project=row["project"],
+        agent=row["agent"],
         started_at=row["started_at"],
         date=row["date"],
         git_branch=row["git_branch"],

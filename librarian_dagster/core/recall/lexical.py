@@ -19,8 +19,9 @@ The first segment is kept in a file, when the index is given a folder for it
 catches up on the rest as above. It is written after a full load and after a merge into one.
 
 Beside the postings, the same snapshot gives what ranking asks of every session (importance, date,
-whether it is private): a search then needs no query of its own for the default filter (no
-private sessions) or the ranking boosts, two round trips and a fetch of every session id fewer.
+whether it is private, which agent wrote it): a search then needs no query of its own for the
+default filter (no private sessions), an agent filter or the ranking boosts, two round trips and
+a fetch of every session id fewer.
 A memory is only ever written with its chunks, so the generation covers these facts too.
 """
 
@@ -92,17 +93,22 @@ class Segment:
 
 @dataclass(frozen=True)
 class SessionFacts:
-    """What ranking and the private filter need of each memory, by session number (`Names`)."""
+    """What ranking and the private and agent filters need of each memory, by session number
+    (`Names`)."""
 
     known: np.ndarray
     """Whether the session had a memory in the snapshot (numbers of deleted ones stay taken)."""
     private: np.ndarray
+    agent: np.ndarray
+    """The agent that wrote it, numbered by the index's agent `Names` (-1: no memory)."""
     importance: np.ndarray
     dated: np.ndarray
     """When the session happened (ended, else started, else ingested), in seconds since 1970."""
 
 
-_NO_FACTS = SessionFacts(*(np.zeros(0, dtype=t) for t in (bool, bool, np.float64, np.float64)))
+_NO_FACTS = SessionFacts(
+    *(np.zeros(0, dtype=t) for t in (bool, bool, np.int32, np.float64, np.float64))
+)
 
 
 @dataclass(frozen=True)
@@ -160,6 +166,7 @@ class LexicalLists(Protocol):
         sessions: Collection[str] | None = None,
         include_private: bool = True,
         pool: int | None = None,
+        agent: str | None = None,
     ) -> BM25Lists: ...
 
     def private_sessions(self) -> list[str]: ...
@@ -180,6 +187,7 @@ class LexicalIndex:
         self._lock = threading.Lock()
         self._sessions = Names()
         self._models = Names()
+        self._agents = Names()
         self._folder = folder
         self._store: str | None = None  # the store's identity, once read: the file's name
         self._kept_ids: np.ndarray | None = None  # the first segment's ids, when it is the file's
@@ -218,7 +226,7 @@ class LexicalIndex:
                     # Nothing known yet: all there is, without naming 100,000 ids.
                     only = new if segments else None
                     segments.append(_load_segment(cur, only, self._sessions, self._models))
-                facts = _load_facts(cur, self._sessions)
+                facts = _load_facts(cur, self._sessions, self._agents)
             segments = [s for s in segments if s.live.any()]
             rest = sum(len(s.ids) for s in segments[1:])
             if rest and rest >= _REWRITE_SHARE * len(segments[0].ids):
@@ -317,9 +325,11 @@ class LexicalIndex:
         sessions: Collection[str] | None = None,
         include_private: bool = True,
         pool: int | None = None,
+        agent: str | None = None,
     ) -> Scored:
         """BM25 of every chunk of `model` (of `sessions`, when given) holding one of `terms`;
-        without the private sessions unless `include_private`. With a `pool`, only the chunks
+        without the private sessions unless `include_private`; of `agent`'s sessions alone,
+        when given. With a `pool`, only the chunks
         that can be among the `pool` best of their layer are kept (`Scored.top` of that pool
         is the same, and a million chunks' worth of rows is not carried along).
 
@@ -329,6 +339,13 @@ class LexicalIndex:
         allowed = self._sessions.codes(sessions) if sessions is not None else None
         # By session number; sessions numbered after the snapshot are not private in it.
         private = self._facts.private if not include_private else None
+        if agent is not None:
+            # Another agent's sessions are left out as the private ones are: by number, from
+            # the facts, with no list of names (an agent the store does not hold: every one).
+            codes = self._agents.codes({agent})
+            facts = self._facts
+            other = ~(facts.known & (facts.agent == (int(codes[0]) if len(codes) else -2)))
+            private = other if private is None else (private | other)
         parts: list[tuple[np.ndarray, ...]] = []
         best_covered = 0.0
         for segment in self._segments:
@@ -376,7 +393,7 @@ class LexicalIndex:
         if allowed is not None:
             keep &= np.isin(segment.sessions[rows], allowed)
         if private is not None and private.any():
-            keep &= ~np.isin(segment.sessions[rows], np.flatnonzero(private))
+            keep &= ~_marked(private, segment.sessions[rows])
         rows = rows[keep]
         if not len(rows):
             return None
@@ -409,6 +426,15 @@ def _best(rows: np.ndarray, scores: np.ndarray, pool: int) -> np.ndarray:
         return rows
     cut = np.partition(scores[rows], len(rows) - pool)[len(rows) - pool]
     return rows[scores[rows] >= cut]
+
+
+def _marked(mask: np.ndarray, sessions: np.ndarray) -> np.ndarray:
+    """`mask` (by session number) of each of `sessions`: a lookup, not a search, however many
+    are marked; a session numbered after the snapshot the mask was made in is not marked."""
+    inside = sessions < len(mask)
+    marked = np.zeros(len(sessions), dtype=bool)
+    marked[inside] = mask[sessions[inside]]
+    return marked
 
 
 def _value(row: Any, default: Any) -> Any:
@@ -472,22 +498,28 @@ def _load_segment(
     )
 
 
-def _load_facts(cur: psycopg.Cursor[tuple[Any, ...]], sessions: Names) -> SessionFacts:
-    """Every memory's importance, date and privacy, numbered as the postings number sessions."""
+def _load_facts(
+    cur: psycopg.Cursor[tuple[Any, ...]], sessions: Names, agents: Names
+) -> SessionFacts:
+    """Every memory's importance, date, privacy and agent, numbered as the postings number
+    sessions."""
     rows = cur.execute(
         "SELECT session_id, domain = %s, importance,"
-        " EXTRACT(EPOCH FROM COALESCE(ended_at, started_at, ingested_at))::float8 FROM memories",
+        " EXTRACT(EPOCH FROM COALESCE(ended_at, started_at, ingested_at))::float8, agent"
+        " FROM memories",
         (PRIVATE_DOMAIN,),
     ).fetchall()
     codes = np.array([sessions.code(r[0]) for r in rows], dtype=np.int64)
     size = len(sessions.names)
     known, private = np.zeros(size, dtype=bool), np.zeros(size, dtype=bool)
     importance, dated = np.zeros(size), np.zeros(size)
+    agent = np.full(size, -1, dtype=np.int32)
     known[codes] = True
     private[codes] = [bool(r[1]) for r in rows]
     importance[codes] = [float(r[2]) for r in rows]
     dated[codes] = [float(r[3]) for r in rows]
-    return SessionFacts(known, private, importance, dated)
+    agent[codes] = [agents.code(r[4]) for r in rows]
+    return SessionFacts(known, private, agent, importance, dated)
 
 
 def _merge(segments: Sequence[Segment]) -> Segment:

@@ -51,7 +51,7 @@ def session_facts(
     (the relevance's evidence), by session."""
     rows = conn.execute(
         ours(f"""
-        SELECT m.session_id, m.project, COALESCE(m.ended_at, m.started_at) AS date,
+        SELECT m.session_id, m.project, m.agent, COALESCE(m.ended_at, m.started_at) AS date,
                m.summary, m.domain, m.tags, e.exchange_cosine, e.digest_cosine,
                1 - (v.embedding::vector({dim}) <=> %(vector)s::vector({dim}))
                    AS session_cosine,
@@ -120,7 +120,8 @@ def session_results(
             results.append(ChunkResult(
                 text=chunk["text"], score=score, session_id=session_id,
                 section=chunk["section"], position=chunk["position"],
-                project=session["project"], date=session["date"], summary=session["summary"],
+                project=session["project"], agent=session["agent"], date=session["date"],
+                summary=session["summary"],
                 domain=session["domain"], tags=session["tags"], title=session["title"],
                 git_branch=session["git_branch"], highlights=lines,
                 started_at=session["started_at"], files=session["files"],

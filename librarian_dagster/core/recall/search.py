@@ -161,16 +161,18 @@ class Search:
     ) -> tuple[QuestionTerms, Scope, set[str] | None]:
         """The question's terms, what the search may read, and the sessions the caller's
         filters allow (None: any), with the postings brought up to the store's generation."""
-        # The private domain is left out through the in-memory session facts (no join, no list
-        # of every other session); the caller's own filters, when any, in SQL.
+        # The private domain and the agent are left out of the BM25 lists through the in-memory
+        # session facts (no join, no list of every other session); the caller's other filters,
+        # when any, in SQL. The vector lists take them all in SQL.
         where, params = filter_sql(replace(filters, include_private=True))
+        others, others_params = filter_sql(replace(filters, include_private=True, agent=None))
         with self._db.connection() as conn:
             terms = question_terms(conn, query_text)
             self._lexical.refresh(conn, terms.generation)
             allowed = None
-            if where:  # `where` is our own text (fixed clauses, values as named parameters)
-                chosen = ours(f"SELECT m.session_id FROM memories m WHERE TRUE {where}")
-                allowed = {r["session_id"] for r in conn.execute(chosen, params)}
+            if others:  # our own text (fixed clauses, values as named parameters)
+                chosen = ours(f"SELECT m.session_id FROM memories m WHERE TRUE {others}")
+                allowed = {r["session_id"] for r in conn.execute(chosen, others_params)}
         params |= {
             "model": model,
             "hidden": [] if filters.include_private else self._lexical.private_sessions(),
@@ -203,6 +205,7 @@ class Search:
                 allowed,
                 filters.include_private,
                 pool=CANDIDATES,
+                agent=filters.agent,
             )
         return gather(vector, scored, terms, scope, mode)
 

@@ -24,9 +24,9 @@ class Files:
         with self._db.connection() as conn:
             return conn.execute(
                 """
-                SELECT f.session_id, f.path, f.edits, f.reads, m.project, m.cwd, m.git_branch,
-                       m.started_at, COALESCE(m.ended_at, m.started_at) AS date, m.title,
-                       m.summary, m.domain, m.tags, m.files, m.digest
+                SELECT f.session_id, f.path, f.edits, f.reads, m.project, m.agent, m.cwd,
+                       m.git_branch, m.started_at, COALESCE(m.ended_at, m.started_at) AS date,
+                       m.title, m.summary, m.domain, m.tags, m.files, m.digest
                 FROM session_files f JOIN memories m USING (session_id)
                 WHERE f.name = ANY(%(names)s)
                       AND (%(private_ok)s OR m.domain <> %(private_domain)s)

@@ -54,6 +54,12 @@ class ProjectCount:
 
 
 @dataclass(frozen=True)
+class AgentCount:
+    agent: str
+    sessions: int
+
+
+@dataclass(frozen=True)
 class IndexedChunk:
     section: str
     position: int
@@ -301,6 +307,27 @@ class Memories:
                 """,
                 (include_private, PRIVATE_DOMAIN, limit),
             ).fetchall()
+
+    def agents(self, include_private: bool = False) -> list[AgentCount]:
+        """The agents whose sessions are remembered, with how many each, the most first."""
+        with self._db.connection() as conn, conn.cursor(row_factory=class_row(AgentCount)) as cur:
+            return cur.execute(
+                "SELECT agent, COUNT(*) AS sessions FROM memories WHERE %s OR domain <> %s"
+                " GROUP BY agent ORDER BY sessions DESC, agent",
+                (include_private, PRIVATE_DOMAIN),
+            ).fetchall()
+
+    def agents_held(self, agents: Sequence[str], include_private: bool = False) -> list[str]:
+        """Those of `agents` with a remembered session, in their order: an index probe each,
+        where counting them all (`agents`) reads every row."""
+        with self._db.connection() as conn:
+            rows = conn.execute(
+                "SELECT a.agent FROM unnest(%s::text[]) WITH ORDINALITY AS a (agent, place)"
+                " WHERE EXISTS (SELECT 1 FROM memories m WHERE m.agent = a.agent"
+                " AND (%s OR m.domain <> %s)) ORDER BY a.place",
+                (list(agents), include_private, PRIVATE_DOMAIN),
+            ).fetchall()
+        return [r["agent"] for r in rows]
 
     def indexed_chunks(self, session_id: str) -> list[IndexedChunk]:
         """What search reads of one session: its chunks, by section and place."""

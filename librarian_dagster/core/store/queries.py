@@ -12,6 +12,8 @@ from librarian_dagster.core.digest.schema import PRIVATE_DOMAIN, Domain
 @dataclass(frozen=True)
 class SearchFilters:
     project: str | None = None
+    agent: str | None = None
+    """Only sessions of this agent (claude-code, codex, ...: core/capture/readers.py)."""
     domain: Domain | None = None
     tags: Sequence[str] = ()
     """Only sessions carrying all of these tags."""
@@ -35,6 +37,9 @@ def filter_sql(filters: SearchFilters) -> tuple[str, dict[str, Any]]:
     if filters.project:
         clauses.append("m.project = %(project)s")
         params["project"] = filters.project
+    if filters.agent:
+        clauses.append("m.agent = %(agent)s")
+        params["agent"] = filters.agent
     if filters.domain:
         clauses.append("m.domain = %(domain)s")
         params["domain"] = filters.domain

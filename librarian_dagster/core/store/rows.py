@@ -147,6 +147,11 @@ class ChunkResult(BaseModel):
     )
     position: int = Field(description="The bullet's place in its section, from 0.")
     project: str
+    agent: str = Field(
+        default="claude-code",
+        description="The coding agent that wrote the session: claude-code, codex, gemini, "
+        "opencode, copilot or pi.",
+    )
     date: datetime | None = Field(description="When the session ended.")
     started_at: datetime | None = Field(default=None, description="When the session began.")
     summary: str = Field(description="One-sentence summary of the whole session.")
@@ -214,6 +219,11 @@ class FileSession(BaseModel):
 
     session_id: str
     project: str
+    agent: str = Field(
+        default="claude-code",
+        description="The coding agent that wrote the session: claude-code, codex, gemini, "
+        "opencode, copilot or pi.",
+    )
     started_at: datetime | None
     date: datetime | None = Field(description="When the session ended.")
     git_branch: str | None
