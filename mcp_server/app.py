@@ -39,7 +39,7 @@ from starlette.responses import JSONResponse, Response
 
 from librarian_dagster.core.assembly.providers import configured_embedder
 from librarian_dagster.core.assembly.store import Store, migrated_url
-from librarian_dagster.core.capture.readers import KNOWN_AGENTS, check_agent
+from librarian_dagster.core.capture.readers import AGENTS, check_agent
 from librarian_dagster.core.digest.schema import PRIVATE_DOMAIN, Domain
 from librarian_dagster.core.models.embeddings import Embedder
 from librarian_dagster.core.ops.tokens import TokenFileError
@@ -119,8 +119,8 @@ Tag = Annotated[Text, Field(max_length=200)]
 AgentFilter = Annotated[
     Annotated[Text, AfterValidator(check_agent)] | None,
     Field(
-        description=f"Only sessions of this coding agent: one of {', '.join(KNOWN_AGENTS)}.",
-        json_schema_extra={"enum": [*KNOWN_AGENTS, None]},
+        description=f"Only sessions of this coding agent: one of {', '.join(AGENTS)}.",
+        json_schema_extra={"enum": [*AGENTS, None]},
     ),
 ]
 # The longest next_cursor is a timestamp and a session id, base64'd: well under this.

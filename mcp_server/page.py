@@ -39,7 +39,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from librarian_dagster.core.capture.keys import partition_key
-from librarian_dagster.core.capture.readers import KNOWN_AGENTS, label
+from librarian_dagster.core.capture.readers import AGENTS, label
 from librarian_dagster.core.capture.skips import valid_session_id
 from librarian_dagster.core.digest.schema import SECTIONS
 from librarian_dagster.core.ops.tokens import FORGET, PRIVATE
@@ -208,8 +208,8 @@ async def _search(reader: Reader, http: Request, viewer: Viewer) -> Response:
     asked = {k: http.query_params.get(k, "").strip() for k in ("q", "project", "branch", "agent")}
     days = {k: http.query_params.get(k, "").strip() for k in ("since", "until")}
     served = reader.served()
-    held = await run_in_threadpool(served.memories.agents_held, KNOWN_AGENTS, viewer.private)
-    if asked["agent"] not in KNOWN_AGENTS:
+    held = await run_in_threadpool(served.memories.agents_held, AGENTS, viewer.private)
+    if asked["agent"] not in AGENTS:
         asked["agent"] = ""
     if asked["agent"] and asked["agent"] not in held:
         held.append(asked["agent"])

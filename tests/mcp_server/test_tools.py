@@ -5,7 +5,7 @@ import asyncio
 import pytest
 from mcp import Client
 
-from librarian_dagster.core.capture.readers import KNOWN_AGENTS
+from librarian_dagster.core.capture.readers import AGENTS
 from librarian_dagster.core.capture.touches import FileTouch
 from librarian_dagster.core.digest.schema import DOMAINS
 from librarian_dagster.core.store.memories import ChunkRecord
@@ -70,7 +70,7 @@ def test_tools_are_listed_with_typed_schemas(server):
         listed = [v for option in domain["anyOf"] for v in option.get("enum", [])]
         assert listed == list(DOMAINS), name
         agent = tools[name].input_schema["properties"]["agent"]
-        assert agent["enum"] == [*KNOWN_AGENTS, None], name
+        assert agent["enum"] == [*AGENTS, None], name
         assert "codex" in agent["description"], name
 
 

@@ -18,7 +18,6 @@ from librarian_dagster.core.capture.session import Session
 
 __all__ = [
     "AGENTS",
-    "KNOWN_AGENTS",
     "LABELS",
     "READERS",
     "Found",
@@ -36,16 +35,17 @@ __all__ = [
     "session_heads",
 ]
 
-# A file is told to be an agent's by the first reader, in this order, that claims it.
+# A file is told to be an agent's by the first reader, in this order, that claims it (each claims
+# only its own agent's first records, so the order is the one people see the agents listed in).
 READERS: dict[str, Reader] = {
     reader.agent: reader
     for reader in (
+        claude_code.READER,
         codex.READER,
         gemini.READER,
         opencode.READER,
         copilot.READER,
         pi.READER,
-        claude_code.READER,
     )
 }
 AGENTS = tuple(READERS)
@@ -55,18 +55,9 @@ FALLBACK = claude_code.READER.agent
 folder has always been read so, every `*.jsonl` a session, and its parse says why such a file
 holds nothing to remember. Any other file no reader claims is not ingested."""
 
-# Every agent a session may name, as people name it: what filters accept and answers show, whether
-# or not this build reads that agent yet (a store may hold sessions another build wrote). A
-# reader's own label comes first (`label`); the hooks keep a copy (hooks/librarian_recall.py).
-LABELS: dict[str, str] = {
-    "claude-code": "Claude Code",
-    "codex": "Codex",
-    "gemini": "Gemini CLI",
-    "opencode": "OpenCode",
-    "copilot": "Copilot CLI",
-    "pi": "Pi",
-}
-KNOWN_AGENTS = tuple(LABELS)
+LABELS: dict[str, str] = {agent: reader.label for agent, reader in READERS.items()}
+"""Every agent, as people name it: what filters accept and answers show (the hooks, which run
+without this package, keep a copy in hooks/librarian_recall.py that a test holds equal)."""
 
 
 class UnknownAgent(ValueError):
@@ -81,14 +72,13 @@ def not_a_transcript() -> str:
 
 def label(agent: str) -> str:
     """How people name an agent ("Codex"); an unknown name as it is."""
-    reader = READERS.get(agent)
-    return reader.label if reader else LABELS.get(agent, agent)
+    return LABELS.get(agent, agent)
 
 
 def check_agent(agent: str) -> str:
     """`agent` when it is a known agent's name; else UnknownAgent saying which names are."""
-    if agent not in LABELS and agent not in READERS:
-        known = ", ".join(dict.fromkeys([*LABELS, *READERS]))
+    if agent not in LABELS:
+        known = ", ".join(LABELS)
         shown = agent if len(agent) <= 40 else agent[:40] + "..."
         raise UnknownAgent(f"unknown agent {shown!r}: one of {known}")
     return agent
