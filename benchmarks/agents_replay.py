@@ -156,6 +156,8 @@ def main() -> None:
             for touch in first_touches(args.project, session, events):
                 know(touch, every, worked_in)
                 touches.append(touch)
+        # The hook's once-per-file markers of a kept scratch's last run would silence this one.
+        shutil.rmtree(scratch / "plugin-data" / "state", ignore_errors=True)
         port = int(env["LIBRARIAN_MCP_PORT"])
         server = start_server(env, port)
         try:

@@ -179,6 +179,18 @@ def test_each_earlier_session_is_named_with_its_agent(store):
     assert claude.startswith("2. alpha · main · ") and "Claude Code" not in claude
 
 
+def test_each_other_agent_s_most_recent_change_is_named_before_the_nearest(store):
+    main = "/src/alpha/pkg/main.go"
+    _remember(store, "codex-old", [FileTouch(main, 1, 0)], days_ago=9, agent="codex")
+    _remember(store, "codex-older", [FileTouch(main, 1, 0)], days_ago=12, agent="codex")
+    for day in (1, 2, 3):
+        _remember(store, f"claude-{day}", [FileTouch(main, 1, 0)], days_ago=day,
+                  vector=(0.0, 1.0, 0.0))  # fmt: skip
+    # Every Claude Code session is nearer the task; Codex's latest change is named all the same.
+    ids = [s.session_id for s in _ask(store, main, task="fix the parser").results]
+    assert ids == ["claude-1", "claude-2", "codex-old"]  # newest, this checkout's, Codex's
+
+
 def test_worktrees_subfolders_and_other_projects(store):
     _remember(store, "root", [FileTouch("/src/alpha/api/x.ts", 1, 0)], days_ago=3)
     _remember(store, "sub", [FileTouch("/src/alpha/api/x.ts", 1, 0)], cwd="/src/alpha/api",

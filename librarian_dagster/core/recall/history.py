@@ -166,8 +166,9 @@ def _chosen(
 ) -> list[dict[str, Any]]:
     """The most recent session that changed the file; the most recent that changed it in this
     very checkout (the same path: another worktree's change may be on a branch not merged
-    here); then the changers nearest the task, then the readers nearest it (by recency where
-    there is no task)."""
+    here); the most recent change of each other agent that changed it (a user who works with
+    two agents is told what the other did); then the changers nearest the task, then the
+    readers nearest it (by recency where there is no task)."""
     changed = [s for s in sessions if s["edits"] > 0]
     read = [s for s in sessions if s["edits"] == 0]
     if not changed:
@@ -176,6 +177,9 @@ def _chosen(
     here = next((s for s in changed[1:] if s["path"] == path), None)
     if here is not None:
         first.append(here)
+    for session in changed:  # newest first: each agent's most recent change
+        if all(session["agent"] != s["agent"] for s in first):
+            first.append(session)
     rest = [s for s in changed if s not in first]
     return [*first, *_nearest(rest, closeness), *_nearest(read, closeness)][:limit]
 
