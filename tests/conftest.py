@@ -242,9 +242,10 @@ def corpus_source() -> Path | None:
 
 
 @pytest.fixture(scope="session")
-def agents_corpus(tmp_path_factory) -> Path:
+def agents_corpus(pytestconfig) -> Path:
     """The agents corpus' `agents/` folder (`agents/<agent>/<project>/<session>.*` and its
-    manifest), unpacked once per run. Absent, its tests skip, saying so; on CI (`CI` set) its
+    manifest), unpacked once per run into the run's shared folder, the first worker to need it
+    unpacking while the others wait. Absent, its tests skip, saying so; on CI (`CI` set) its
     absence fails them, as the dev corpus' does."""
     from benchmarks._corpus import AGENTS_TARBALL, unpack_agents
 
@@ -253,7 +254,9 @@ def agents_corpus(tmp_path_factory) -> Path:
         if os.environ.get("CI"):
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
-    return unpack_agents(tmp_path_factory.mktemp("agents-corpus"))
+    shared = pytestconfig.stash[_RUN_FOLDER]
+    with _exclusive(shared / "agents-corpus.lock"):
+        return unpack_agents(shared / "agents-corpus")
 
 
 @pytest.fixture(scope="session")
