@@ -7,6 +7,7 @@ so. With LIBRARIAN_TEST_SCREENSHOTS set to a folder, the tests leave their scree
 (docs/images/ holds the ones the README shows).
 """
 
+import functools
 import os
 import shutil
 import tempfile
@@ -141,12 +142,23 @@ def _click(browser, by: str, what: str, shown: str) -> None:
 
 
 def _search(browser, site: str, question: str) -> None:
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    browser.get(site + "/")
-    box = browser.find_element(By.NAME, "q")
-    _follow(browser, lambda: box.send_keys(question, Keys.ENTER), "p.note, p.nothing")
+    for attempt in range(3):
+        browser.get(site + "/")
+        try:
+            box = browser.find_element(By.NAME, "q")
+            _follow(
+                browser, functools.partial(box.send_keys, question, Keys.ENTER), "p.note, p.nothing"
+            )
+            return
+        except WebDriverException:
+            # ChromeDriver, on a busy machine, now and then loses the node it just found
+            # ("Node with given id does not belong to the document"): the page is loaded anew.
+            if attempt == 2:
+                raise
 
 
 def test_a_search_typed_in_the_box_shows_cards_and_the_url_keeps_it(site, browser):

@@ -22,7 +22,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ParseStats", "decode_line", "head_records", "iter_records", "parse_ts"]
+__all__ = [
+    "ParseStats",
+    "count_of",
+    "decode_line",
+    "head_records",
+    "iter_records",
+    "parse_ts",
+    "text_of",
+]
 
 _MAX_MALFORMED_EXAMPLES = 20
 _READ_BUFFER = 1 << 20
@@ -230,3 +238,13 @@ def parse_ts(value: Any) -> datetime | None:
         return datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
+
+
+def count_of(value: Any) -> int:
+    """A count a record gives (tokens): an int that is not a bool, else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def text_of(value: Any) -> str:
+    """A string a record gives, else "" (a field of another type, or missing)."""
+    return value if isinstance(value, str) else ""

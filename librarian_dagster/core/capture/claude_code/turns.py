@@ -18,7 +18,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from librarian_dagster.core.capture.records import ParseStats, parse_ts
+from librarian_dagster.core.capture.records import ParseStats, count_of, parse_ts
 from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse, Turn
 
 __all__ = ["SessionState", "TurnBuilder"]
@@ -180,10 +180,10 @@ class TurnBuilder:
         usage = msg.get("usage")
         if mid and isinstance(usage, dict) and mid not in s.usage_seen:
             s.usage_seen.add(mid)
-            s.input_tokens += _int(usage.get("input_tokens"))
-            s.output_tokens += _int(usage.get("output_tokens"))
-            s.cache_read_tokens += _int(usage.get("cache_read_input_tokens"))
-            s.cache_creation_tokens += _int(usage.get("cache_creation_input_tokens"))
+            s.input_tokens += count_of(usage.get("input_tokens"))
+            s.output_tokens += count_of(usage.get("output_tokens"))
+            s.cache_read_tokens += count_of(usage.get("cache_read_input_tokens"))
+            s.cache_creation_tokens += count_of(usage.get("cache_creation_input_tokens"))
         content = msg.get("content")
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
@@ -297,10 +297,6 @@ class TurnBuilder:
                 else ("prompt" if "prompt" in kinds or not kinds else sorted(kinds)[0])
             )
             self.turns.append(Turn("user", kind, text, ts, (), self.agent_id, uuid))
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 class SessionState:

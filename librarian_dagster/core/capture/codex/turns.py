@@ -18,7 +18,7 @@ from librarian_dagster.core.capture.codex.tools import (
     output_text,
     tool_use,
 )
-from librarian_dagster.core.capture.records import ParseStats, parse_ts
+from librarian_dagster.core.capture.records import ParseStats, count_of, parse_ts
 from librarian_dagster.core.capture.session import ToolUse, Turn
 
 __all__ = ["FORKED_MARK", "State", "Thread"]
@@ -109,10 +109,6 @@ class State:
             use.is_error = True
         else:
             self.failed_calls.add(call_id)
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 class Thread:
@@ -283,9 +279,9 @@ class Thread:
     def _tokens(self, info: Any) -> None:
         total = info.get("total_token_usage") if isinstance(info, dict) else None
         if isinstance(total, dict):
-            cached = _int(total.get("cached_input_tokens"))
-            uncached = max(_int(total.get("input_tokens")) - cached, 0)
-            self.tokens = (uncached, _int(total.get("output_tokens")), cached)
+            cached = count_of(total.get("cached_input_tokens"))
+            uncached = max(count_of(total.get("input_tokens")) - cached, 0)
+            self.tokens = (uncached, count_of(total.get("output_tokens")), cached)
 
 
 def _mcp_failed(result: Any) -> bool:

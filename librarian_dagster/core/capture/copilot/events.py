@@ -31,7 +31,13 @@ from typing import Any
 from librarian_dagster.core.capture.copilot.files import workspace_title
 from librarian_dagster.core.capture.copilot.tools import tool_use
 from librarian_dagster.core.capture.files import SessionFiles, project_from
-from librarian_dagster.core.capture.records import ParseStats, iter_records, parse_ts
+from librarian_dagster.core.capture.records import (
+    ParseStats,
+    count_of,
+    iter_records,
+    parse_ts,
+    text_of,
+)
 from librarian_dagster.core.capture.session import UNREADABLE, Session, ToolUse, Turn
 
 __all__ = ["parse_session"]
@@ -140,34 +146,26 @@ class _State:
         )
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
 def _context(state: _State, data: dict[str, Any]) -> None:
     """session.start / session.resume / session.context_changed: where the session works."""
     context = data.get("context") if "context" in data else data
     if isinstance(context, dict):
-        if state.cwd is None and _str(context.get("cwd")):
+        if state.cwd is None and text_of(context.get("cwd")):
             state.cwd = context["cwd"]
-        if _str(context.get("branch")):
+        if text_of(context.get("branch")):
             state.branch = context["branch"]
     for key in ("selectedModel", "newModel"):
-        if _str(data.get(key)):
+        if text_of(data.get(key)):
             state.chosen_models.setdefault(data[key], None)
-    if _str(data.get("copilotVersion")):
+    if text_of(data.get("copilotVersion")):
         state.versions.setdefault(data["copilotVersion"], None)
 
 
 def _user(state: _State, rec: dict[str, Any], data: dict[str, Any], agent: str | None) -> None:
-    content = _str(data.get("content"))
-    source = _str(data.get("source"))
+    content = text_of(data.get("content"))
+    source = text_of(data.get("source"))
     injected = source == "system" or source.startswith("skill-") or not content.strip()
-    text = content if content.strip() else _str(data.get("transformedContent"))
+    text = content if content.strip() else text_of(data.get("transformedContent"))
     if not text.strip():
         return
     state.messages += 1
@@ -178,10 +176,10 @@ def _user(state: _State, rec: dict[str, Any], data: dict[str, Any], agent: str |
 
 def _assistant(state: _State, rec: dict[str, Any], data: dict[str, Any], agent: str | None) -> None:
     state.messages += 1
-    if _str(data.get("model")):
+    if text_of(data.get("model")):
         state.models.setdefault(data["model"], None)
-    state.output_tokens += _int(data.get("outputTokens"))
-    reasoning = _str(data.get("reasoningText"))
+    state.output_tokens += count_of(data.get("outputTokens"))
+    reasoning = text_of(data.get("reasoningText"))
     if reasoning or data.get("reasoningOpaque") or data.get("encryptedContent"):
         state.stats.thinking_blocks += 1
         if state.include_thinking and reasoning.strip():
@@ -189,12 +187,12 @@ def _assistant(state: _State, rec: dict[str, Any], data: dict[str, Any], agent: 
     uses: list[ToolUse] = []
     requests = data.get("toolRequests")
     for req in requests if isinstance(requests, list) else ():
-        if isinstance(req, dict) and _str(req.get("name")):
+        if isinstance(req, dict) and text_of(req.get("name")):
             use = tool_use(req["name"], req.get("arguments"), req.get("toolCallId"))
             uses.append(use)
             if use.id:
                 state.tools[use.id] = use
-    text = _str(data.get("content"))
+    text = text_of(data.get("content"))
     if text.strip() or uses:
         state.add(agent, "assistant", "text", text, rec, tuple(uses))
 
@@ -203,8 +201,8 @@ def _tool_start(
     state: _State, rec: dict[str, Any], data: dict[str, Any], agent: str | None
 ) -> None:
     """A tool no assistant message asked for (the user ran it): a tool use of its own."""
-    call_id = _str(data.get("toolCallId"))
-    if call_id and call_id not in state.tools and _str(data.get("toolName")):
+    call_id = text_of(data.get("toolCallId"))
+    if call_id and call_id not in state.tools and text_of(data.get("toolName")):
         use = tool_use(data["toolName"], data.get("arguments"), call_id)
         state.tools[call_id] = use
         state.add(agent, "assistant", "text", "", rec, (use,))
@@ -212,13 +210,13 @@ def _tool_start(
 
 def _tool_done(state: _State, rec: dict[str, Any], data: dict[str, Any], agent: str | None) -> None:
     ok = data.get("success") is not False
-    use = state.tools.get(_str(data.get("toolCallId")))
+    use = state.tools.get(text_of(data.get("toolCallId")))
     if use is not None and not ok:
         use.is_error = True
     result = data.get("result")
     error = data.get("error")
-    text = _str(result.get("content")) if isinstance(result, dict) else _str(result)
-    if not ok and isinstance(error, dict) and _str(error.get("message")):
+    text = text_of(result.get("content")) if isinstance(result, dict) else text_of(result)
+    if not ok and isinstance(error, dict) and text_of(error.get("message")):
         text = error["message"] if not text else f"{error['message']}\n{text}"
     if text.strip():
         state.add(agent, "user", "tool_result", text, rec)
@@ -230,9 +228,12 @@ def _shutdown(state: _State, data: dict[str, Any]) -> None:
         usage = entry.get("usage") if isinstance(entry, dict) else None
         if not isinstance(usage, dict):
             continue
-        read, write = _int(usage.get("cacheReadTokens")), _int(usage.get("cacheWriteTokens"))
+        read, write = (
+            count_of(usage.get("cacheReadTokens")),
+            count_of(usage.get("cacheWriteTokens")),
+        )
         # Copilot's inputTokens include the cached ones: what was new is the rest.
-        fresh = max(_int(usage.get("inputTokens")) - read - write, 0)
+        fresh = max(count_of(usage.get("inputTokens")) - read - write, 0)
         old = state.metrics.get(model, (0, 0, 0))
         state.metrics[model] = (max(old[0], fresh), max(old[1], read), max(old[2], write))
 
@@ -243,18 +244,20 @@ def _other(
     """The remaining event types that carry something; False for one this reader does not know."""
     if rtype == "session.compaction_complete":
         state.stats.compactions += 1
-        if _str(data.get("summaryContent")).strip():
+        if text_of(data.get("summaryContent")).strip():
             state.add(agent, "user", "compact_summary", data["summaryContent"], rec)
     elif rtype in ("system.notification", "skill.invoked"):
-        if _str(data.get("content")).strip():
+        if text_of(data.get("content")).strip():
             state.add(agent, "user", "meta", data["content"], rec)
     elif rtype == "abort":
-        state.add(agent, "user", "meta", f"[aborted: {_str(data.get('reason')) or 'unknown'}]", rec)
+        state.add(
+            agent, "user", "meta", f"[aborted: {text_of(data.get('reason')) or 'unknown'}]", rec
+        )
     elif rtype == "session.task_complete":
-        if _str(data.get("summary")).strip():
+        if text_of(data.get("summary")).strip():
             state.add(agent, "assistant", "text", data["summary"], rec)
     elif rtype == "session.title_changed":
-        state.title = _str(data.get("title")) or state.title
+        state.title = text_of(data.get("title")) or state.title
     elif rtype == "session.shutdown":
         _shutdown(state, data)
     elif rtype in ("session.start", "session.resume", "session.context_changed",

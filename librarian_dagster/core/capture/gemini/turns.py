@@ -28,7 +28,7 @@ from librarian_dagster.core.capture.gemini.parts import (
 )
 from librarian_dagster.core.capture.gemini.project import paths_in_text
 from librarian_dagster.core.capture.gemini.tools import absolute_paths, result_text, tool_use
-from librarian_dagster.core.capture.records import ParseStats, parse_ts
+from librarian_dagster.core.capture.records import ParseStats, count_of, parse_ts
 from librarian_dagster.core.capture.session import ToolUse, Turn
 
 __all__ = ["ChatState", "TurnBuilder"]
@@ -87,14 +87,10 @@ class ChatState:
     def tokens(self, tokens: Any) -> None:
         if not isinstance(tokens, dict):
             return
-        cached = _int(tokens.get("cached"))
-        self.input_tokens += max(_int(tokens.get("input")) - cached, 0)
+        cached = count_of(tokens.get("cached"))
+        self.input_tokens += max(count_of(tokens.get("input")) - cached, 0)
         self.cache_read_tokens += cached
-        self.output_tokens += _int(tokens.get("output")) + _int(tokens.get("thoughts"))
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+        self.output_tokens += count_of(tokens.get("output")) + count_of(tokens.get("thoughts"))
 
 
 def _calls(msg: dict[str, Any]) -> list[dict[str, Any]]:

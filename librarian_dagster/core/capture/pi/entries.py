@@ -29,7 +29,13 @@ from typing import Any
 
 from librarian_dagster.core.capture.files import SessionFiles, project_from
 from librarian_dagster.core.capture.pi.tools import tool_use
-from librarian_dagster.core.capture.records import ParseStats, iter_records, parse_ts
+from librarian_dagster.core.capture.records import (
+    ParseStats,
+    count_of,
+    iter_records,
+    parse_ts,
+    text_of,
+)
 from librarian_dagster.core.capture.session import UNREADABLE, Session, ToolUse, Turn
 
 __all__ = ["parse_session"]
@@ -66,14 +72,6 @@ class _State:
         )
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
 def _text(content: Any) -> str:
     """The text of a content value (a string, or text and image items); base64 never leaves."""
     if isinstance(content, str):
@@ -83,19 +81,19 @@ def _text(content: Any) -> str:
         if not isinstance(item, dict):
             continue
         if item.get("type") == "text":
-            parts.append(_str(item.get("text")))
+            parts.append(text_of(item.get("text")))
         elif item.get("type") == "image":
-            parts.append(f"[image: {_str(item.get('mimeType')) or 'unknown'}]")
+            parts.append(f"[image: {text_of(item.get('mimeType')) or 'unknown'}]")
     return "\n".join(p for p in parts if p)
 
 
 def _assistant(state: _State, entry: dict[str, Any], msg: dict[str, Any]) -> None:
-    if _str(msg.get("model")):
+    if text_of(msg.get("model")):
         state.models.setdefault(msg["model"], None)
     usage = msg.get("usage")
     if isinstance(usage, dict):
         for i, key in enumerate(("input", "output", "cacheRead", "cacheWrite")):
-            state.tokens[i] += _int(usage.get(key))
+            state.tokens[i] += count_of(usage.get(key))
     texts: list[str] = []
     thinking: list[str] = []
     uses: list[ToolUse] = []
@@ -104,10 +102,10 @@ def _assistant(state: _State, entry: dict[str, Any], msg: dict[str, Any]) -> Non
         kind = item.get("type") if isinstance(item, dict) else None
         state.stats.blocks_by_type[str(kind)] = state.stats.blocks_by_type.get(str(kind), 0) + 1
         if kind == "text":
-            texts.append(_str(item.get("text")))
+            texts.append(text_of(item.get("text")))
         elif kind == "thinking":
             state.stats.thinking_blocks += 1
-            thinking.append(_str(item.get("thinking")))
+            thinking.append(text_of(item.get("thinking")))
         elif kind == "toolCall":
             use = tool_use(item)
             uses.append(use)
@@ -120,13 +118,13 @@ def _assistant(state: _State, entry: dict[str, Any], msg: dict[str, Any]) -> Non
     text = "\n".join(t for t in texts if t)
     if text.strip() or uses:
         state.add(entry, "assistant", "text", text, tuple(uses))
-    elif _str(msg.get("errorMessage")):
+    elif text_of(msg.get("errorMessage")):
         # A failed or aborted call: what went wrong is all it said.
         state.add(entry, "assistant", "other", f"[error: {msg['errorMessage']}]")
 
 
 def _tool_result(state: _State, entry: dict[str, Any], msg: dict[str, Any]) -> None:
-    use = state.tools.get(_str(msg.get("toolCallId")))
+    use = state.tools.get(text_of(msg.get("toolCallId")))
     if use is not None and msg.get("isError") is True:
         use.is_error = True
     text = _text(msg.get("content"))
@@ -147,13 +145,13 @@ def _message(state: _State, entry: dict[str, Any]) -> bool:
         _tool_result(state, entry, msg)
     elif role == "user" and _text(msg.get("content")).strip():
         state.add(entry, "user", "prompt", _text(msg.get("content")))
-    elif role == "bashExecution" and _str(msg.get("command")):
+    elif role == "bashExecution" and text_of(msg.get("command")):
         state.add(entry, "user", "prompt", f"! {msg['command']}")
-        if _str(msg.get("output")).strip():
+        if text_of(msg.get("output")).strip():
             state.add(entry, "user", "tool_result", msg["output"])
     elif role == "custom" and _text(msg.get("content")).strip():
         state.add(entry, "user", "meta", _text(msg.get("content")))
-    elif role in ("branchSummary", "compactionSummary") and _str(msg.get("summary")).strip():
+    elif role in ("branchSummary", "compactionSummary") and text_of(msg.get("summary")).strip():
         state.add(entry, "user", "compact_summary", msg["summary"])
     return role in (
         "user",
@@ -172,13 +170,13 @@ def _entry(state: _State, entry: dict[str, Any], rtype: str) -> bool:
         return _message(state, entry)
     if rtype in ("compaction", "branch_summary"):
         state.stats.compactions += int(rtype == "compaction")
-        if _str(entry.get("summary")).strip():
+        if text_of(entry.get("summary")).strip():
             state.add(entry, "user", "compact_summary", entry["summary"])
     elif rtype == "custom_message":
         if _text(entry.get("content")).strip():
             state.add(entry, "user", "meta", _text(entry.get("content")))
     elif rtype == "model_change":
-        if _str(entry.get("modelId")):
+        if text_of(entry.get("modelId")):
             state.chosen_models.setdefault(entry["modelId"], None)
     else:
         return rtype in _PASSED
@@ -232,7 +230,7 @@ def _title(entries: list[dict[str, Any]]) -> str | None:
     """The latest `session_info` name in the file (an empty one clears it), as Pi lists it."""
     for entry in reversed(entries):
         if entry.get("type") == "session_info":
-            return _str(entry.get("name")).strip() or None
+            return text_of(entry.get("name")).strip() or None
     return None
 
 
@@ -272,7 +270,7 @@ def parse_session(
             skip = _skip_reason(size, state)
         except OSError as exc:
             skip = f"{UNREADABLE} ({exc.strerror or type(exc).__name__})"
-    cwd = _str(head.get("cwd")) or None if head else None
+    cwd = text_of(head.get("cwd")) or None if head else None
     started, ended = _times(head, entries)
     stats = state.stats
     stats.records_by_type = dict(state.types)
