@@ -645,10 +645,14 @@ def serve(
     stopping = threading.Event()
     if watch is not None:
         threading.Thread(target=_watch, args=(watch, stopping), daemon=True).start()
-    uvicorn.run(app, host=host, port=port, log_level="warning")
-    stopping.set()
-    if warm is not None:
-        warm.wait()
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    finally:
+        # uvicorn raises the signal that stopped it again as it returns: a Ctrl-C comes out of
+        # `run` as KeyboardInterrupt, and the warm-up must still be waited for on the way out.
+        stopping.set()
+        if warm is not None:
+            warm.wait()
     if watch is not None and watch.lost:
         raise SystemExit(f"librarian mcp: {watch.lost}")
 
