@@ -8,7 +8,7 @@ Standard library only: hooks and the MCP server import this without dagster.
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -17,6 +17,7 @@ __all__ = [
     "SessionFiles",
     "SessionHead",
     "distinct_files",
+    "given_files",
     "project_from",
     "project_of",
     "worktrees_of",
@@ -90,6 +91,18 @@ def distinct_files(files: Iterable[Path]) -> list[Path]:
             continue  # gone since it was listed
         kept.setdefault((st.st_dev, st.st_ino), path)
     return sorted(kept.values())
+
+
+def given_files(paths: Iterable[Path], discover: Callable[[Path], list[SessionFiles]]) -> set[Path]:
+    """The files `librarian ingest PATH...` was given: each file as it is, and every file of the
+    sessions `discover` finds in each folder."""
+    files: set[Path] = set()
+    for p in (Path(p) for p in paths):
+        if p.is_dir():
+            files.update(f for s in discover(p) for f in s.paths)
+        elif p.is_file():
+            files.add(p)
+    return files
 
 
 def project_from(cwd: str | None, main: Path | None) -> str:

@@ -16,6 +16,7 @@ from librarian_dagster.core.capture.files import (
     SessionFiles,
     SessionHead,
     distinct_files,
+    given_files,
     project_from,
 )
 from librarian_dagster.core.capture.records import head_records, parse_ts
@@ -66,13 +67,7 @@ def discover_sessions(root: Path) -> list[SessionFiles]:
 
 def session_files_for(paths: Iterable[Path]) -> list[SessionFiles]:
     """The sessions of these files and folders (a folder is searched as `discover_sessions`)."""
-    files: set[Path] = set()
-    for p in (Path(p) for p in paths):
-        if p.is_dir():
-            files.update(f for s in discover_sessions(p) for f in s.paths)
-        elif p.is_file():
-            files.add(p)
-    return _collect(files)
+    return _collect(given_files(paths, discover_sessions))
 
 
 def session_head(files: SessionFiles, known_cwds: Iterable[str] = ()) -> SessionHead:
