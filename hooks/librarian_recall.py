@@ -344,6 +344,10 @@ def within(timeout_s: float, work):
     if worker.is_alive():
         raise RecallFailed("timeout")
     if "error" in box:
+        if isinstance(box["error"], TimeoutError):
+            # The call's own socket deadline (the same one) can fire just before the join's:
+            # either way the server did not answer in time.
+            raise RecallFailed("timeout")
         raise box["error"]
     return box["answer"]
 
