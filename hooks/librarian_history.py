@@ -2,11 +2,15 @@
 earlier sessions that changed it, and why.
 
 Asks the recall server's `POST /history` (beside /recall) with the file, the session's cwd, the
-checkout's root where git has one here, and the task at hand (the latest prompt of the session's
-transcript, or a subagent's own task), and turns a non-empty answer into a short context: each
-session's agent where it is not Claude Code ("Codex session ..."), full id, dates and branch,
-what it did, the digest lines that name the file and whether the file changed since. The
-server decides which sessions and in what order.
+checkout's root where git has one here, and the live transcript (in which the server's reader of
+the agent finds the task at hand: the latest prompt, or a subagent's own task), and turns a
+non-empty answer into a short context: each session's agent where it is not Claude Code
+("Codex session ..."), full id, dates and branch, what it did, the digest lines that name the
+file and whether the file changed since. The server decides which sessions and in what order.
+
+Another agent's tool call (a shell command, a patch) names no file: the server's reader of that
+agent says which files it touches (`POST /touches`, `touched`), by the rule its transcripts are
+read by, and the first of them not seen yet in the session is asked about.
 
 Once per file per agent of a session (a subagent has a context of its own): a marker file,
 taken with O_EXCL, so two parallel Reads of one file cannot both add it. A failed ask gives the
@@ -34,24 +38,78 @@ UNREACHABLE_S = 30
 HANGS_TO_WAIT = 2
 """Deadlines missed in a row before the server is left alone."""
 UNREACHABLE_MARK = ".history-unreachable"
-TAIL_BLOCK = 64 * 1024
-MAX_TAIL = 1024 * 1024
-"""Bytes of the transcript read from its end to find the latest prompt."""
-TASK_CHARS = 1000
 MAX_PATH_CHARS = 4096
+MAX_TOOL_TEXT = 8000
+MAX_TOUCHED = 20
+SEEN = "history seen"
 HEADER = (
     "Librarian remembers earlier sessions that worked on {path} (from memory, possibly out of "
     "date; the MCP tool get_digest with a session_id returns the whole session):"
 )
-_INJECTED = ("<", "[Request interrupted", "Caveat:")
+
+
+def _beside_recall(env, name: str) -> str:
+    """An endpoint beside the prompt hook's: its `/recall` -> `/<name>`."""
+    url = recall.recall_url(env).rstrip("/")
+    if url.endswith("/recall"):
+        return url[: -len("/recall")] + "/" + name
+    return url + "/" + name
 
 
 def history_url(env) -> str:
-    """Beside the prompt hook's endpoint: its `/recall` -> `/history`."""
-    url = recall.recall_url(env).rstrip("/")
-    if url.endswith("/recall"):
-        return url[: -len("/recall")] + "/history"
-    return url + "/history"
+    return _beside_recall(env, "history")
+
+
+def _timeout_s(env) -> float:
+    return recall.int_env(env, "LIBRARIAN_HISTORY_TIMEOUT_MS", DEFAULT_TIMEOUT_MS,
+                          recall.MIN_TIMEOUT_MS, recall.MAX_TIMEOUT_MS) / 1000.0  # fmt: skip
+
+
+def _shortened(tool_input: dict) -> dict:
+    """The tool's input with each string cut to MAX_TOOL_TEXT: a patch names its files in its
+    headers, a command its operands, long before the body's limit."""
+    return {k: v[:MAX_TOOL_TEXT] if isinstance(v, str) else v for k, v in tool_input.items()}
+
+
+def touched(event: dict, agent: str, env) -> tuple[str, list[str], str]:
+    """(action, files, outcome) of the tool call in `event`, as the server's reader of `agent`
+    says (`POST /touches`): an agent whose tools take a command or a patch, not a file path.
+    Relative paths are joined to the event's cwd. Never raises: no files on any failure."""
+    start = time.perf_counter()
+    try:
+        if _off(env):
+            return "", [], "history off"
+        if _recently_unreachable(env):
+            return "", [], "history skipped (server hung lately)"
+        name, tool_input = event.get("tool_name"), event.get("tool_input")
+        if not isinstance(name, str) or not isinstance(tool_input, dict):
+            return "", [], "no tool call"
+        body: dict = {"agent": agent, "tool_name": name[:200], "tool_input": _shortened(tool_input)}
+        cwd = event.get("cwd")
+        if isinstance(cwd, str) and recall.sendable(cwd, MAX_PATH_CHARS) and os.path.isabs(cwd):
+            body["cwd"] = cwd
+        timeout = _timeout_s(env)
+        token = env.get("LIBRARIAN_MCP_TOKEN") or ""
+        url = _beside_recall(env, "touches")
+        data = json.dumps(body).encode("ascii")
+        try:
+            answer = recall.within(timeout, lambda: recall.fetch(url, data, token, timeout))
+        except (recall.RecallFailed, OSError, ValueError) as exc:
+            why = str(exc) if isinstance(exc, recall.RecallFailed) else type(exc).__name__
+            _count_hang(env, why == "timeout")
+            return "", [], f"touches failed ({why}) {_ms(start)}"
+        action, paths = answer.get("action"), answer.get("paths")
+        if not isinstance(action, str) or not isinstance(paths, list):
+            return "", [], f"touches failed (no paths) {_ms(start)}"
+        base = cwd if isinstance(cwd, str) and os.path.isabs(cwd) else lib.event_cwd(event, env)
+        files = [
+            os.path.normpath(os.path.join(base, p))
+            for p in paths[:MAX_TOUCHED]
+            if isinstance(p, str) and recall.sendable(p, MAX_PATH_CHARS)
+        ]
+        return action, files, f"{action or 'nothing'} of {len(files)} files {_ms(start)}"
+    except Exception as exc:
+        return "", [], f"touches error: {type(exc).__name__} {_ms(start)}"
 
 
 def _off(env) -> bool:
@@ -59,66 +117,6 @@ def _off(env) -> bool:
         (env.get(name) or "").strip().lower() in recall.OFF
         for name in ("LIBRARIAN_HISTORY", "LIBRARIAN_RECALL")
     )
-
-
-def _user_text(record: dict) -> str | None:
-    """What the user typed, if the record is a typed prompt."""
-    if record.get("type") != "user" or record.get("isMeta"):
-        return None
-    message = record.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    if isinstance(content, list):
-        if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
-            return None
-        content = "\n".join(
-            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
-        )
-    if not isinstance(content, str) or not content.strip():
-        return None
-    text = content.strip()
-    return None if text.startswith(_INJECTED) else text
-
-
-def latest_prompt(path) -> str | None:
-    """The last typed prompt in the last MAX_TAIL bytes of a transcript; None on anything odd."""
-    if not isinstance(path, str) or not path or "\x00" in path:
-        return None
-    try:
-        with open(path, "rb") as fh:
-            end = fh.seek(0, os.SEEK_END)
-            start, carry = end, b""
-            while start > 0 and end - start < MAX_TAIL:
-                start = max(0, start - TAIL_BLOCK)
-                fh.seek(start)
-                block = fh.read(min(TAIL_BLOCK, end - start)) + carry
-                lines = block.split(b"\n")
-                carry = lines.pop(0) if start > 0 else b""
-                for line in reversed(lines):
-                    if b'"user"' not in line or b"tool_result" in line:
-                        continue
-                    try:
-                        record = json.loads(line.decode("utf-8", "replace"))
-                    except ValueError:
-                        continue
-                    text = _user_text(record) if isinstance(record, dict) else None
-                    if text:
-                        return text[:TASK_CHARS]
-    except OSError:
-        return None
-    return None
-
-
-def task_of(event: dict) -> str | None:
-    """A subagent's own task (its transcript beside the session's), else the latest prompt."""
-    transcript = event.get("transcript_path")
-    agent = event.get("agent_id")
-    if isinstance(transcript, str) and isinstance(agent, str) and lib.session_key(agent) == agent:
-        folder = os.path.splitext(transcript)[0]
-        name = agent if agent.startswith("agent-") else f"agent-{agent}"
-        own = latest_prompt(os.path.join(folder, "subagents", name + ".jsonl"))
-        if own:
-            return own
-    return latest_prompt(transcript)
 
 
 def _marker(event: dict, path: str, env) -> str | None:
@@ -200,9 +198,14 @@ def request_body(event: dict, path: str) -> bytes:
     root = recall.git_root(os.path.dirname(path))
     if root and recall.sendable(root, MAX_PATH_CHARS):
         body["root"] = root
-    task = task_of(event)
-    if task and recall.sendable(task, TASK_CHARS):
-        body["task"] = task
+    # The task (the latest prompt, or a subagent's own) is the server's to read from the live
+    # transcript, by the agent's reader: no hook parses a transcript.
+    transcript = event.get("transcript_path")
+    if isinstance(transcript, str) and recall.sendable(transcript, MAX_PATH_CHARS):
+        body["transcript_path"] = transcript
+    subagent = event.get("agent_id")
+    if isinstance(subagent, str) and recall.sendable(subagent, 200):
+        body["subagent"] = subagent
     sid = event.get("session_id")
     if isinstance(sid, str) and recall.sendable(sid, 200):
         body["session_id"] = sid
@@ -278,9 +281,8 @@ def context(event: dict, path: str, env) -> tuple[str | None, str]:
             return None, "history skipped (server hung lately)"
         marker = _marker(event, path, env)
         if not _take(marker):
-            return None, "history seen"
-        timeout = recall.int_env(env, "LIBRARIAN_HISTORY_TIMEOUT_MS", DEFAULT_TIMEOUT_MS,
-                                 recall.MIN_TIMEOUT_MS, recall.MAX_TIMEOUT_MS) / 1000.0  # fmt: skip
+            return None, SEEN
+        timeout = _timeout_s(env)
         token = env.get("LIBRARIAN_MCP_TOKEN") or ""
         url = history_url(env)
         try:

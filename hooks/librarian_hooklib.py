@@ -20,6 +20,7 @@ from librarian_dagster.core.library.paths import LIBRARY_DIRNAME as LIBRARY_DIRN
 from librarian_dagster.core.library.paths import find_library as find_library
 
 SCRATCH_NAME = ".scratch.md"
+
 # Bounded debug log: one rotation keeps at most about twice this on disk.
 LOG_MAX_BYTES = 256 * 1024
 # Per-session state files older than this are swept when a new session starts.

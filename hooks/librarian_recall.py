@@ -66,7 +66,9 @@ AGENT_LABELS = {
     "pi": "Pi",
 }
 HOME_AGENT = "claude-code"
-"""The agent whose hooks these are: its sessions are named plainly, "session ..."."""
+"""The agent whose plugin these hooks are: its sessions are named plainly, "session ...".
+Another agent's configuration names its own after the script (`run-hook.sh pre_tool_use.py
+codex`, as `librarian connect` writes it)."""
 HEADER = (
     "Librarian remembers past sessions that may bear on this prompt (from memory, possibly out "
     "of date; the MCP tool get_digest with a session_id returns the whole session):"
@@ -75,6 +77,12 @@ HEADER = (
 
 class RecallFailed(Exception):
     """The server could not be asked or gave no usable answer; the message is safe to log."""
+
+
+def agent_argument(argv: list[str]) -> str:
+    """The agent named after the script, else HOME_AGENT."""
+    name = argv[1] if len(argv) > 1 else ""
+    return name if name in AGENT_LABELS else HOME_AGENT
 
 
 def int_env(env, name: str, default: int, low: int, high: int) -> int:

@@ -22,20 +22,32 @@ with pycache.elsewhere():
     import librarian_history as history
     import librarian_hooklib as lib  # siblings, found through sys.path[0] (the script's folder)
     import librarian_inject as inject
+    import librarian_recall as recall
 
 HOOK = "pre_tool_use"
 READS = ("Read",)  # hooks.json's other tools change the file
 
 
-def handle(event: dict, env=None):
+def handle(event: dict, env=None, agent: str = recall.HOME_AGENT):
+    """`agent`: whose hook this is (the command's argument). Claude Code's tool calls name their
+    file; another agent's (a shell command, a patch) are read by the server's reader of it."""
     env = os.environ if env is None else env
-    path = inject.target_file(event)
-    if path is None:
-        return None, "no file path"
-    noted, outcome = (
-        inject.notes(event, path, env) if event.get("tool_name") not in READS else (None, "a read")
-    )
-    recalled, history_outcome = history.context(event, path, env)  # never raises
+    if agent == recall.HOME_AGENT:
+        path = inject.target_file(event)
+        if path is None:
+            return None, "no file path"
+        paths, changes = [path], event.get("tool_name") not in READS
+    else:
+        action, paths, outcome = history.touched(event, agent, env)  # never raises
+        if not paths:
+            return None, outcome
+        changes = action == "change"
+    noted, outcome = inject.notes(event, paths[0], env) if changes else (None, "a read")
+    # The first file of the call not seen yet in this session: one history per tool call.
+    for path in paths:
+        recalled, history_outcome = history.context(event, path, env)  # never raises
+        if history_outcome != history.SEEN:
+            break
     texts = [t for t in (noted, recalled) if t]
     outcome = f"{outcome}; {history_outcome}"
     if not texts:
@@ -47,7 +59,8 @@ def handle(event: dict, env=None):
 
 
 def main() -> int:
-    return lib.run(HOOK, handle)
+    agent = recall.agent_argument(sys.argv)
+    return lib.run(HOOK, lambda event: handle(event, agent=agent))
 
 
 if __name__ == "__main__":

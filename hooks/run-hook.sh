@@ -20,4 +20,6 @@ if [ -z "$python" ] || [ ! -x "$python" ]; then
         python=python3
     fi
 fi
-exec "$python" -E -S "$hooks/$1"
+script=$1
+shift  # what follows the script's name is its own: the agent whose hook it is
+exec "$python" -E -S "$hooks/$script" "$@"

@@ -20,13 +20,14 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal, TypeVar
 
+import anyio
 import uvicorn
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.mcpserver import MCPServer
@@ -39,7 +40,14 @@ from starlette.responses import JSONResponse, Response
 
 from librarian_dagster.core.assembly.providers import configured_embedder
 from librarian_dagster.core.assembly.store import Store, migrated_url
-from librarian_dagster.core.capture.readers import AGENTS, check_agent
+from librarian_dagster.core.capture.readers import (
+    AGENTS,
+    READERS,
+    check_agent,
+    live_task,
+    live_tool,
+)
+from librarian_dagster.core.capture.session import CHANGE, READ
 from librarian_dagster.core.digest.schema import PRIVATE_DOMAIN, Domain
 from librarian_dagster.core.models.embeddings import Embedder
 from librarian_dagster.core.ops.tokens import TokenFileError
@@ -127,6 +135,7 @@ AgentFilter = Annotated[
 _MAX_CURSOR = 1000
 _MAX_SESSION_ID = 200
 _MAX_PATH = 4096  # PATH_MAX on Linux
+_MAX_TASK = 2000
 
 # The tools' parameters: what an agent sees of each, and its bounds.
 Query = Annotated[Text, Field(min_length=1, max_length=2000, description="What to recall.")]
@@ -175,7 +184,7 @@ RepositoryCwd = Annotated[
 Task = Annotated[
     Text | None,
     Field(
-        max_length=2000,
+        max_length=_MAX_TASK,
         description="What you are doing: the sessions nearest to it come after the most recent "
         "one.",
     ),
@@ -403,6 +412,7 @@ def _add_readers(
 
 RECALL_PATH = "/recall"
 HISTORY_PATH = "/history"
+TOUCHES_PATH = "/touches"
 RECALL_MAX_LIMIT = 10
 # A query is at most 2,000 characters (search_chunks' own limit): 16 KiB is ample JSON for one,
 # and reading no more keeps a bad client from making us buffer a large body.
@@ -449,12 +459,38 @@ class HistoryRequest(BaseModel):
     path: Text = Field(min_length=1, max_length=_MAX_PATH)
     cwd: Text | None = Field(default=None, max_length=_MAX_PATH)
     root: Text | None = Field(default=None, max_length=_MAX_PATH)
-    task: Text | None = Field(default=None, max_length=2000)
+    task: Text | None = Field(default=None, max_length=_MAX_TASK)
     session_id: Text | None = Field(default=None, max_length=_MAX_SESSION_ID)
     limit: int = Field(default=DEFAULT_SESSIONS, ge=1, le=MAX_SESSIONS)
+    transcript_path: Text | None = Field(default=None, max_length=_MAX_PATH)
+    """The asker's live transcript, for its task when none is given (a hook reads no
+    transcript itself; the server's readers do, on this machine)."""
+    subagent: Text | None = Field(default=None, max_length=_MAX_SESSION_ID)
+    """The subagent asking, whose own task is then the task."""
 
 
-_HISTORY_SHAPE = '{"path": str} and optionally "cwd", "root", "task", "session_id", "limit"'
+_HISTORY_SHAPE = (
+    '{"path": str} and optionally "cwd", "root", "task", "session_id", "limit", '
+    '"transcript_path", "subagent"'
+)
+
+HOOKED = tuple(agent for agent, reader in READERS.items() if reader.live_tool is not None)
+"""The agents whose hooks ask /touches what a tool call touches."""
+MAX_TOUCHED = 20
+
+
+class TouchesRequest(BaseModel):
+    """The body of `POST /touches`: a tool call as an agent's hook shows it, before it runs."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    agent: Literal[HOOKED]  # type: ignore[valid-type]
+    tool_name: Text = Field(min_length=1, max_length=200)
+    tool_input: dict[str, object]
+    cwd: Text | None = Field(default=None, max_length=_MAX_PATH)
+
+
+_TOUCHES_SHAPE = '{"agent": str, "tool_name": str, "tool_input": {...}} and optionally "cwd"'
 
 
 def _recall_arguments(asked: RecallRequest) -> dict[str, object]:
@@ -466,30 +502,22 @@ def _recall_arguments(asked: RecallRequest) -> dict[str, object]:
 
 
 Asked = TypeVar("Asked", bound=BaseModel)
+Answer = Callable[[Asked], Awaitable[Response]]
 
 
-def _tool_endpoint(
-    server: MCPServer,
-    host: str,
-    name: str,
-    tool: str,
-    request: type[Asked],
-    shape: str,
-    arguments_of: Callable[[Asked], dict[str, object]],
-):
-    """`POST` a JSON body of `request`'s shape -> the `tool`'s structured result as JSON: one
-    round trip, for a hook with no MCP client and a deadline (`/recall`, `/history`)."""
+def _hook_endpoint(host: str, auth_required: bool, name: str, request: type[Asked], shape: str,
+                   answer: "Answer[Asked]"):  # fmt: skip
+    """`POST` a JSON body of `request`'s shape -> `answer`'s response: one round trip, for a
+    hook with no MCP client and a deadline (`/recall`, `/history`, `/touches`)."""
     loopback = host in LOOPBACK_HOSTS
-    # The SDK's bearer backend has checked the token of every request to this app before it
-    # gets here (the same verifier as /mcp); it does not refuse, so this endpoint does.
-    auth_required = server.settings.auth is not None
-    path = f"POST /{name}"
 
     async def endpoint(http: Request) -> Response:
         # The same DNS-rebinding guard the SDK puts on /mcp when it serves loopback: a web page
         # must not read memories through a hostname that resolves to 127.0.0.1.
         if loopback and named_elsewhere(http.headers.get("host", "")):
             return _error(421, REBOUND)
+        # The SDK's bearer backend has checked the token of every request to this app before it
+        # gets here (the same verifier as /mcp); it does not refuse, so this endpoint does.
         if auth_required and not authenticated():
             return _error(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
         # JSON only: a browser cannot send it cross-origin without a preflight we never allow.
@@ -511,11 +539,23 @@ def _tool_endpoint(
                 f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()
             )
             return _error(400, f"expected {shape}: {reasons}")
-        # Through the tool itself, not a second call of core: the endpoint gives exactly the
-        # answer the tool gives (same threshold, same errors), and MCPServer runs the blocking
-        # work in a worker thread.
+        return await answer(asked)
+
+    return endpoint
+
+
+def _through_tool(
+    server: MCPServer, name: str, tool: str, arguments_of: Callable[[Asked], dict[str, object]]
+) -> "Answer[Asked]":
+    """The answer of the `tool` itself, as JSON, not a second call of core: the endpoint gives
+    exactly the answer the tool gives (same threshold, same errors). `arguments_of` may read
+    files, so it runs in a worker thread, as MCPServer runs the tool."""
+    path = f"POST /{name}"
+
+    async def answer(asked: Asked) -> Response:
+        arguments = await anyio.to_thread.run_sync(arguments_of, asked)
         try:
-            result = await server.call_tool(tool, arguments_of(asked))
+            result = await server.call_tool(tool, arguments)
         except UnexpectedToolError as exc:
             # The database is down or broken: the cause goes to the server's log (psycopg's
             # messages name the server, never query parameters), not to the client.
@@ -527,7 +567,26 @@ def _tool_endpoint(
             return _error(503, f"{name} returned no structured result")
         return JSONResponse(result.structured_content)
 
-    return endpoint
+    return answer
+
+
+def _history_arguments(asked: HistoryRequest) -> dict[str, object]:
+    """file_history's arguments; without a `task`, the one the live transcript gives (its
+    reader's turns: the latest prompt, or the subagent's task)."""
+    arguments = asked.model_dump(exclude_none=True, exclude={"transcript_path", "subagent"})
+    if asked.task is None and asked.transcript_path is not None:
+        task = live_task(Path(asked.transcript_path), asked.subagent)
+        if task:
+            arguments["task"] = task[:_MAX_TASK]
+    return arguments
+
+
+async def _touches(asked: "TouchesRequest") -> Response:
+    use = live_tool(asked.agent, asked.tool_name, asked.tool_input, asked.cwd)
+    if use is None:
+        return _error(400, f"no hook of {asked.agent!r} is read: one of {', '.join(HOOKED)}")
+    paths = list(use.file_paths) if use.action in (READ, CHANGE) else []
+    return JSONResponse({"action": use.action, "paths": paths[:MAX_TOUCHED]})
 
 
 def http_app(server: MCPServer, host: str) -> Starlette:
@@ -535,15 +594,21 @@ def http_app(server: MCPServer, host: str) -> Starlette:
     for the PreToolUse hook and, for older
     clients, legacy SSE at /sse. A server built with a verifier demands a token on all three."""
     app = server.streamable_http_app(host=host)
-    recall_endpoint = _tool_endpoint(
-        server, host, "recall", "search_chunks", RecallRequest, _RECALL_SHAPE, _recall_arguments
+    auth_required = server.settings.auth is not None
+    recall = _through_tool(server, "recall", "search_chunks", _recall_arguments)
+    recall_endpoint = _hook_endpoint(
+        host, auth_required, "recall", RecallRequest, _RECALL_SHAPE, recall
     )
     app.add_route(RECALL_PATH, recall_endpoint, methods=["POST"])
-    history_endpoint = _tool_endpoint(
-        server, host, "history", "file_history", HistoryRequest, _HISTORY_SHAPE,
-        lambda asked: asked.model_dump(exclude_none=True),
-    )  # fmt: skip
+    history = _through_tool(server, "history", "file_history", _history_arguments)
+    history_endpoint = _hook_endpoint(
+        host, auth_required, "history", HistoryRequest, _HISTORY_SHAPE, history
+    )
     app.add_route(HISTORY_PATH, history_endpoint, methods=["POST"])
+    touches_endpoint = _hook_endpoint(
+        host, auth_required, "touches", TouchesRequest, _TOUCHES_SHAPE, _touches
+    )
+    app.add_route(TOUCHES_PATH, touches_endpoint, methods=["POST"])
     # Mounted last, so /mcp and /recall match first; the SSE app serves /sse and /messages/.
     app.mount("/", server.sse_app(host=host))
     return app

@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "parse",
     "redact",
     "library",
+    "connect",
     "tokens",
 )
 

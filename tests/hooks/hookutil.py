@@ -35,13 +35,15 @@ class HookRunner:
         self.env["LIBRARIAN_LOG"] = str(self.log)
         self.env["LIBRARIAN_RECALL"] = "off"
 
-    def run(self, name: str, event, extra_env=None, cwd=None) -> subprocess.CompletedProcess:
+    def run(
+        self, name: str, event, extra_env=None, cwd=None, args=()
+    ) -> subprocess.CompletedProcess:
         env = dict(self.env, **(extra_env or {}))
         stdin = event if isinstance(event, bytes | str) else json.dumps(event)
         if isinstance(stdin, str):
             stdin = stdin.encode("utf-8")
         return subprocess.run(
-            [sys.executable, "-E", "-S", str(HOOKS / f"{name}.py")],
+            [sys.executable, "-E", "-S", str(HOOKS / f"{name}.py"), *args],
             input=stdin,
             capture_output=True,
             env=env,

@@ -6,6 +6,7 @@ to the tool's result. Skipped, saying so, without the CLI."""
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,8 @@ def claude() -> str:
     return str(cli)
 
 
-def test_the_cli_loads_the_plugin_and_a_read_gets_the_files_history(claude, store, tmp_path):
+@pytest.mark.parametrize("how", ["plugin-dir", "librarian connect"])
+def test_the_cli_loads_the_plugin_and_a_read_gets_the_files_history(claude, store, tmp_path, how):
     repo = tmp_path / "alpha"
     (repo / "cmd").mkdir(parents=True)
     target = repo / "cmd" / "main.go"
@@ -55,6 +57,15 @@ def test_the_cli_loads_the_plugin_and_a_read_gets_the_files_history(claude, stor
     store.memories.replace_memory(memory, [], [FileTouch("/elsewhere/alpha/cmd/main.go", 2, 0)])
     home = tmp_path / "home"
     home.mkdir()
+    plugin = ["--plugin-dir", str(ROOT)]
+    if how == "librarian connect":  # the user's own settings turn the plugin on
+        connected = subprocess.run(
+            [sys.executable, "-m", "librarian_dagster.cli.main", "connect", "claude-code"],
+            env={**os.environ, "HOME": str(home), "LIBRARIAN_HOME": str(tmp_path / "lib")},
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert connected.returncode == 0, connected.stderr
+        plugin = []
     app = http_app(build_server(Served.of(store, FakeEmbedder())), "127.0.0.1")
     with serve_http(app, free_port()) as url, ReadsOnce() as api:
         api.target = str(target)
@@ -66,8 +77,8 @@ def test_the_cli_loads_the_plugin_and_a_read_gets_the_files_history(claude, stor
             "LIBRARIAN_MCP_URL": url + "/mcp", "LIBRARIAN_LOG": str(tmp_path / "hooks.log"),
         })  # fmt: skip
         done = subprocess.run(
-            [claude, "-p", "look at cmd/main.go and tell me what it does", "--plugin-dir",
-             str(ROOT), "--model", "claude-haiku-4-5"],
+            [claude, "-p", "look at cmd/main.go and tell me what it does", *plugin,
+             "--model", "claude-haiku-4-5"],
             cwd=repo, env=env, capture_output=True, timeout=120, stdin=subprocess.DEVNULL,
         )  # fmt: skip
         calls = [c.json for c in api.calls() if c.path.startswith("/v1/messages")]

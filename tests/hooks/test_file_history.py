@@ -116,17 +116,10 @@ def test_an_edit_gets_its_library_notes_first_then_the_history(hooks, served, re
     assert text.index("- flags are parsed once") < text.index(HEADER) < text.index(NEWEST)
 
 
-def test_the_request_carries_the_task_the_root_and_the_token(hooks, repo, tmp_path):
+def test_the_request_carries_the_transcript_the_root_and_the_token(hooks, repo, tmp_path):
     (repo / ".git").mkdir()
     transcript = tmp_path / "session.jsonl"
-    lines = [
-        {"type": "user", "message": {"role": "user", "content": "make the flag parser strict"}},
-        {"type": "assistant", "message": {"content": [{"type": "text", "text": "ok"}]}},
-        {"type": "user", "message": {"content": [{"type": "tool_result", "content": "x"}]}},
-        {"type": "user", "isMeta": True, "message": {"content": "<system-reminder>"}},
-    ]
-    transcript.write_text("\n".join(map(json.dumps, lines)) + "\n{broken\n", encoding="utf-8")
-    event = dict(_read(repo), transcript_path=str(transcript))
+    event = dict(_read(repo), transcript_path=str(transcript), agent_id="a52886dc")
     with answering(200, {"path": "cmd/main.go", "results": []}) as server:
         hooks.run("pre_tool_use", event, _on(server.url, LIBRARIAN_MCP_TOKEN="tok-x"))
     [(method, path, headers, body)] = server.requests
@@ -137,7 +130,8 @@ def test_the_request_carries_the_task_the_root_and_the_token(hooks, repo, tmp_pa
         "limit": 3,
         "cwd": str(repo),
         "root": str(repo),
-        "task": "make the flag parser strict",
+        "transcript_path": str(transcript),
+        "subagent": "a52886dc",
         "session_id": "abc123",
     }
 
@@ -263,3 +257,50 @@ def test_plain_http_does_not_load_the_http_client(hooks, repo, tmp_path):
             capture_output=True, env=hooks.env, timeout=60,
         )  # fmt: skip
     assert proc.stdout.split() == [b"False"], proc.stderr
+
+
+def _codex(repo, tool: str, command: str, session="codex-1") -> dict:
+    """A PreToolUse event as Codex sends it: the shell as `Bash`, a patch as `apply_patch`."""
+    return {
+        "session_id": session,
+        "turn_id": "t1",
+        "transcript_path": None,
+        "cwd": str(repo),
+        "hook_event_name": "PreToolUse",
+        "tool_name": tool,
+        "tool_input": {"command": command},
+    }
+
+
+def test_a_codex_shell_read_gets_the_files_history_once(hooks, served, repo):
+    env = _on(served)
+    read = _codex(repo, "Bash", "sed -n 1,40p cmd/main.go")
+    text = _context(hooks.run("pre_tool_use", read, env, args=["codex"]))
+    assert text is not None and NEWEST in text and HEADER in text
+    assert _context(hooks.run("pre_tool_use", read, env, args=["codex"])) is None
+    assert "history seen" in hooks.log_lines()[-1]
+    # A command that reads no file asks nothing more than what it touches.
+    assert _context(hooks.run("pre_tool_use", _codex(repo, "Bash", "go test ./..."), env,
+                              args=["codex"])) is None  # fmt: skip
+    assert "run of 0 files" in hooks.log_lines()[-1]
+
+
+def test_a_codex_patch_gets_the_history_of_its_first_new_file(hooks, served, repo):
+    patch = (
+        "*** Begin Patch\n*** Add File: cmd/new.go\n+package main\n"
+        "*** Update File: cmd/main.go\n@@\n-a\n+b\n*** End Patch\n"
+    )
+    env = _on(served)
+    text = _context(hooks.run("pre_tool_use", _codex(repo, "apply_patch", patch), env,
+                              args=["codex"]))  # fmt: skip
+    assert text is None  # cmd/new.go: remembered by no session
+    again = _context(hooks.run("pre_tool_use", _codex(repo, "apply_patch", patch), env,
+                               args=["codex"]))  # fmt: skip
+    assert again is not None and NEWEST in again and "cmd/main.go" in again
+
+
+def test_a_codex_hook_with_the_server_down_adds_nothing(hooks, repo):
+    env = _on(f"http://127.0.0.1:{free_port()}")
+    proc = hooks.run("pre_tool_use", _codex(repo, "Bash", "cat cmd/main.go"), env, args=["codex"])
+    assert _context(proc) is None
+    assert "touches failed (ConnectionRefusedError)" in hooks.log_lines()[-1]

@@ -127,4 +127,4 @@ def test_hooks_json_runs_each_script_the_way_these_tests_do(name):
     assert f'sh "${{CLAUDE_PLUGIN_ROOT}}/hooks/run-hook.sh" {name}.py' in commands
     # which runs the script as these tests do: a Python 3 with -E -S.
     launcher = (REPO / "hooks" / "run-hook.sh").read_text("utf-8")
-    assert launcher.rstrip().endswith('exec "$python" -E -S "$hooks/$1"')
+    assert launcher.rstrip().endswith('exec "$python" -E -S "$hooks/$script" "$@"')

@@ -1,6 +1,7 @@
 """`POST /history` beside /mcp: file_history as plain JSON in one round trip, over real HTTP."""
 
 import asyncio
+import json
 
 import httpx
 import pytest
@@ -61,3 +62,35 @@ def test_a_bad_body_is_a_400_that_says_why(served, body):
     response = _post(served, body)
     assert response.status_code == 400
     assert response.json()["error"]
+
+
+def test_touches_says_what_a_hooked_agent_s_tool_call_touches(served):
+    def touches(body) -> httpx.Response:
+        return httpx.post(served + "/touches", json=body, timeout=20)
+
+    read = {"agent": "codex", "tool_name": "Bash", "tool_input": {"command": "cat cmd/main.go"}}
+    assert touches(read).json() == {"action": "read", "paths": ["cmd/main.go"]}
+    run = dict(read, tool_input={"command": "go test ./..."})
+    assert touches(run).json() == {"action": "run", "paths": []}
+    patch = "*** Begin Patch\n*** Delete File: cmd/old.go\n*** End Patch\n"
+    edit = dict(read, tool_name="apply_patch", tool_input={"command": patch})
+    assert touches(edit).json() == {"action": "change", "paths": ["cmd/old.go"]}
+    for bad in [dict(read, agent="cursor"), dict(read, tool_input="cat x"), {"agent": "codex"}]:
+        response = touches(bad)
+        assert response.status_code == 400 and "expected" in response.json()["error"]
+
+
+def test_history_reads_the_task_from_the_live_transcript(tmp_path):
+    from mcp_server.app import HistoryRequest, _history_arguments
+
+    transcript = tmp_path / "0b5e0000-0000-4000-8000-000000000002.jsonl"
+    prompt = {"type": "user", "sessionId": transcript.stem, "message": {"content": "fix flags"}}
+    transcript.write_text(json.dumps(prompt) + "\n", encoding="utf-8")
+    asked = HistoryRequest(path="a.go", cwd="/src/alpha", transcript_path=str(transcript))
+    assert _history_arguments(asked) == {
+        "path": "a.go", "cwd": "/src/alpha", "limit": asked.limit, "task": "fix flags"
+    }  # fmt: skip
+    given = asked.model_copy(update={"task": "the hook's own"})
+    assert _history_arguments(given)["task"] == "the hook's own"
+    gone = asked.model_copy(update={"transcript_path": str(tmp_path / "gone.jsonl")})
+    assert "task" not in _history_arguments(gone)

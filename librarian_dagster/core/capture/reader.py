@@ -7,12 +7,13 @@ other agent's folder.
 Standard library only: hooks and the MCP server import this without dagster.
 """
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from librarian_dagster.core.capture.files import SessionFiles, SessionHead
-from librarian_dagster.core.capture.session import Session
+from librarian_dagster.core.capture.session import Session, ToolUse
 
 __all__ = ["Reader"]
 
@@ -40,3 +41,7 @@ class Reader:
 
     `known_cwds`, for both: folders where sessions (of any agent) ran, for an agent whose
     transcripts do not name theirs (Gemini CLI keeps a hash of it); the others ignore it."""
+    live_tool: Callable[[str, Mapping[str, Any], str | None], ToolUse] | None = None
+    """`live_tool(name, tool_input, cwd)`: a tool call as this agent's hooks show it before it
+    runs (their tool name and input, which may differ from the transcript's): what it will do
+    and to which files, by the same rule as `parse`. None where no hook of the agent asks."""

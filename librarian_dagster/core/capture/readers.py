@@ -10,11 +10,12 @@ Standard library only: hooks and the MCP server import this without dagster.
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from librarian_dagster.core.capture import claude_code, codex, copilot, gemini, opencode, pi
 from librarian_dagster.core.capture.files import SessionFiles, SessionHead
 from librarian_dagster.core.capture.reader import Reader
-from librarian_dagster.core.capture.session import Session
+from librarian_dagster.core.capture.session import Session, ToolUse
 
 __all__ = [
     "AGENTS",
@@ -28,6 +29,8 @@ __all__ = [
     "find",
     "known_cwds",
     "label",
+    "live_task",
+    "live_tool",
     "not_a_transcript",
     "parse_session",
     "session_files_for",
@@ -200,3 +203,66 @@ def _claimed_in(folder: Path) -> list[SessionFiles]:
             if first is not None and agent_of(first) == reader.agent:
                 found.append(files)
     return found
+
+
+# What the hooks ask of a session still going on. The hooks run without this package, so the
+# recall server answers for them (mcp_server's /touches and /history): what a tool call is about
+# to touch, and what the session is doing now, each by the agent's own reader.
+
+LIVE_TASK_MAX_BYTES = 16 * 1024 * 1024
+"""A live session's files read for its task at most: about 0.15 s of parsing, within a hook's
+deadline; a longer session has no task, and its file history comes in recency order alone."""
+
+
+def live_tool(
+    agent: str, name: str, tool_input: Mapping[str, Any], cwd: str | None = None
+) -> ToolUse | None:
+    """What a tool call that `agent`'s hook shows will do, and to which files; None for an
+    agent whose hooks are not read."""
+    reader = READERS.get(agent)
+    if reader is None or reader.live_tool is None:
+        return None
+    return reader.live_tool(name, tool_input, cwd)
+
+
+def _asks(prompt: str) -> bool:
+    """Whether a prompt says what the work is: a bare command (`/exit`, `/clear`) does not."""
+    words = prompt.split()
+    return bool(words) and not (len(words) == 1 and words[0].startswith("/"))
+
+
+def _bare(agent_id: str) -> str:
+    return agent_id.removeprefix("agent-")
+
+
+def live_task(transcript: Path, subagent: str | None = None) -> str | None:
+    """What the session of this transcript is doing now: the latest prompt its user typed, or a
+    subagent's task (its own first prompt, as its parent gave it). None for a file no reader
+    claims, one too long to read within a hook's deadline, or one with no prompt yet."""
+    try:
+        if not transcript.is_file():
+            return None
+    except OSError:
+        return None
+    agent = _claimed_by(transcript)
+    if agent is None:
+        return None
+    sessions = READERS[agent].files_for([transcript])
+    if not sessions:
+        return None
+    files = sessions[0]
+    try:
+        size = sum(p.stat().st_size for p in files.paths)
+    except OSError:
+        return None
+    if size > LIVE_TASK_MAX_BYTES:
+        return None
+    session = parse_session(files)
+    prompts = [t for t in session.turns if t.role == "user" and t.kind == "prompt"]
+    prompts = [t for t in prompts if _asks(t.text)]
+    if subagent:
+        own = [t for t in prompts if t.agent_id and _bare(t.agent_id) == _bare(subagent)]
+        if own:
+            return own[0].text
+    main = [t for t in prompts if not t.agent_id]
+    return main[-1].text if main else None

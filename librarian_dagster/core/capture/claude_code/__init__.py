@@ -7,6 +7,7 @@ from librarian_dagster.core.capture.claude_code.files import (
     session_head,
 )
 from librarian_dagster.core.capture.claude_code.transcript import parse_session
+from librarian_dagster.core.capture.claude_code.turns import live_tool
 from librarian_dagster.core.capture.reader import Reader
 
 READER = Reader(
@@ -17,4 +18,5 @@ READER = Reader(
     files_for=session_files_for,
     head=session_head,
     parse=parse_session,
+    live_tool=live_tool,
 )

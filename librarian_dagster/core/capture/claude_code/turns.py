@@ -16,6 +16,7 @@ Standard library only: hooks and the MCP server import this without dagster.
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from librarian_dagster.core.capture.records import ParseStats, count_of, parse_ts
@@ -110,6 +111,11 @@ def _tool_use(block: dict[str, Any]) -> ToolUse:
         summary=_one_line(summary, 120),
         id=block.get("id") if isinstance(block.get("id"), str) else None,
     )
+
+
+def live_tool(name: str, tool_input: Mapping[str, Any], cwd: str | None = None) -> ToolUse:
+    """A tool call as Claude Code's hooks show it (`tool_name`, `tool_input`): as transcripts."""
+    return _tool_use({"name": name, "input": dict(tool_input)})
 
 
 _COMMAND_NAME_RE = re.compile(r"<command-name>(.*?)</command-name>", re.S)

@@ -9,6 +9,7 @@ from librarian_dagster.core.capture.codex.files import (
     session_head,
 )
 from librarian_dagster.core.capture.codex.rollout import parse_session
+from librarian_dagster.core.capture.codex.tools import live_tool
 from librarian_dagster.core.capture.reader import Reader
 
 READER = Reader(
@@ -19,4 +20,5 @@ READER = Reader(
     files_for=session_files_for,
     head=session_head,
     parse=parse_session,
+    live_tool=live_tool,
 )

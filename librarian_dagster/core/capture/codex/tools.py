@@ -12,13 +12,14 @@ Standard library only: hooks and the MCP server import this without dagster.
 import json
 import posixpath
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from librarian_dagster.core.capture.codex.patches import patch_paths
 from librarian_dagster.core.capture.codex.shell import apply_patch_in, classify, script_of
 from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse
 
-__all__ = ["CALL_TYPES", "OUTPUT_TYPES", "failed", "output_text", "tool_use"]
+__all__ = ["CALL_TYPES", "OUTPUT_TYPES", "failed", "live_tool", "output_text", "tool_use"]
 
 CALL_TYPES = frozenset(
     {"function_call", "custom_tool_call", "local_shell_call", "web_search_call", "tool_search_call"}
@@ -92,6 +93,17 @@ def tool_use(payload: dict[str, Any], cwd: str | None) -> ToolUse:
         script = script_of(args.get("cmd", args.get("command")))
         return _shell(name, script, _away(args.get("workdir"), cwd), call_id)
     return _other(name, args, call_id, ptype)
+
+
+def live_tool(name: str, tool_input: Mapping[str, Any], cwd: str | None = None) -> ToolUse:
+    """A tool call as Codex's hooks show it: the shell as `Bash` and `apply_patch`, each with its
+    script or patch in `tool_input.command`; an MCP tool under its own name."""
+    command = tool_input.get("command")
+    if name == "apply_patch":
+        return _patch(name, command if isinstance(command, str) else "", None, None)
+    if name == "Bash":
+        return _shell("shell", script_of(command), None, None)
+    return _other(name, dict(tool_input), None, "function_call")
 
 
 def _patch(name: str, patch: str, workdir: str | None, call_id: str | None) -> ToolUse:

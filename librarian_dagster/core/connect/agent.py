@@ -1,0 +1,52 @@
+"""What connecting an agent is: the files it reads its hooks (or plugin) and MCP servers from,
+what Librarian adds there, and how to tell that memory reaches it. One module per agent under
+core/connect/ defines its `CONNECTOR`; core/connect/connectors.py lists them.
+
+Standard library only.
+"""
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from librarian_dagster.core.connect.files import Target
+
+__all__ = ["Connector", "Where", "run_hook"]
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a connection is made, and what it points at."""
+
+    home: Path
+    """The user's home folder (the agents' user settings are under it)."""
+    repo: Path | None
+    """A repository to connect in (its own settings, shared with whoever clones it); None for
+    the user's settings, which every repository of theirs gets."""
+    plugin: Path
+    """Librarian's checkout: the Claude Code plugin's folder, with its hooks/."""
+    mcp_url: str
+    """The recall server's MCP endpoint."""
+    env: Mapping[str, str]
+
+    @property
+    def hooks(self) -> Path:
+        return self.plugin / "hooks"
+
+
+def run_hook(where: Where, script: str, agent: str) -> str:
+    """The command an agent's hook configuration runs: the plugin's own runner, which finds a
+    Python once and passes the agent's name to the script."""
+    return f'sh "{where.hooks / "run-hook.sh"}" {script} {agent}'
+
+
+@dataclass(frozen=True)
+class Connector:
+    agent: str
+    """As core/capture/readers.py names it."""
+    targets: Callable[[Where], list[Target]]
+    """The files connecting changes, each with what is added to it."""
+    check: Callable[[Where], list[str]]
+    """Why memory would not reach the agent, as it is configured now; empty when it does."""
+    found: Callable[[Where], bool]
+    """Whether the agent is on this machine (its folder, or its command on PATH)."""
