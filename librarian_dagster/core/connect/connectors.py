@@ -1,9 +1,9 @@
 """The agents `librarian connect` configures, in the order people see them listed. Adding one is
 a module beside this with its `CONNECTOR`, and a line here."""
 
-from librarian_dagster.core.connect import claude_code
+from librarian_dagster.core.connect import claude_code, codex
 from librarian_dagster.core.connect.agent import Connector
 
 __all__ = ["CONNECTORS"]
 
-CONNECTORS: dict[str, Connector] = {c.agent: c for c in (claude_code.CONNECTOR,)}
+CONNECTORS: dict[str, Connector] = {c.agent: c for c in (claude_code.CONNECTOR, codex.CONNECTOR)}
