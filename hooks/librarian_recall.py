@@ -85,6 +85,16 @@ def agent_argument(argv: list[str]) -> str:
     return name if name in AGENT_LABELS else HOME_AGENT
 
 
+def event_name(event: dict, default: str) -> str:
+    """The event's own name, for the output's `hookEventName`: the same scripts answer Claude
+    Code's and Codex's UserPromptSubmit and PreToolUse, and Gemini CLI's BeforeAgent and
+    AfterTool, which take the same output under their own names."""
+    name = event.get("hook_event_name")
+    if isinstance(name, str) and 0 < len(name) <= 40 and name.isalpha():
+        return name
+    return default
+
+
 def int_env(env, name: str, default: int, low: int, high: int) -> int:
     try:
         value = int(env.get(name, default))

@@ -53,9 +53,8 @@ def handle(event: dict, env=None, agent: str = recall.HOME_AGENT):
     if not texts:
         return None, outcome
     text = "\n\n".join(texts)
-    return {
-        "hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": text}
-    }, outcome
+    name = recall.event_name(event, "PreToolUse")
+    return {"hookSpecificOutput": {"hookEventName": name, "additionalContext": text}}, outcome
 
 
 def main() -> int:

@@ -62,9 +62,8 @@ def handle(event: dict, env=None):
         return None, outcome
     # Claude Code delivers each hook's additionalContext; one hook joins its own two parts.
     text = "\n\n".join(texts)
-    output = {
-        "hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": text}
-    }
+    name = recall.event_name(event, "UserPromptSubmit")
+    output = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": text}}
     return output, outcome
 
 

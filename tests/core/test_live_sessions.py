@@ -86,4 +86,6 @@ def test_a_codex_tool_call_touches_what_its_transcript_would_say(name, command, 
 def test_a_claude_code_tool_call_names_its_file():
     use = readers.live_tool("claude-code", "Edit", {"file_path": "/a/b.py", "old_string": "x"})
     assert use is not None and (use.action, use.file_paths) == (CHANGE, ("/a/b.py",))
-    assert readers.live_tool("opencode", "read", {"filePath": "/a/b.py"}) is None
+    use = readers.live_tool("gemini", "read_file", {"file_path": "src/a.py"})
+    assert use is not None and (use.action, use.file_paths) == (READ, ("src/a.py",))
+    assert readers.live_tool("pi", "read", {"path": "/a/b.py"}) is None

@@ -11,13 +11,13 @@ before), `list_directory`, `google_web_search`, `web_fetch` search. A call whose
 Standard library only: hooks and the MCP server import this without dagster.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from librarian_dagster.core.capture.gemini.parts import as_parts, part_text, response_text
 from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse
 
-__all__ = ["ERROR_STATUSES", "absolute_paths", "result_text", "tool_use"]
+__all__ = ["ERROR_STATUSES", "absolute_paths", "live_tool", "result_text", "tool_use"]
 
 ERROR_STATUSES = frozenset({"error", "cancelled"})
 
@@ -111,6 +111,11 @@ def tool_use(call: dict[str, Any]) -> ToolUse:
         is_error=call.get("status") in ERROR_STATUSES or _has_error(call.get("result")),
         id=call.get("id") if isinstance(call.get("id"), str) else None,
     )
+
+
+def live_tool(name: str, tool_input: Mapping[str, Any], cwd: str | None = None) -> ToolUse:
+    """A tool call as Gemini CLI's hooks show it (`tool_name`, `tool_input`: the call's args)."""
+    return tool_use({"name": name, "args": dict(tool_input)})
 
 
 def _has_error(result: Any) -> bool:

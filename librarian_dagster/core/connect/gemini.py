@@ -1,0 +1,95 @@
+"""Gemini CLI: hooks and the MCP server in `settings.json`, the user's (`~/.gemini`) or a
+repository's (`.gemini/`, read only in a folder the user trusted).
+
+Its events differ from Claude Code's, its output does not: recall at `BeforeAgent` (its context
+joins the prompt's request), and file history at `AfterTool` of its file tools (its context is
+appended to the tool's result). `BeforeTool` takes no context (the CLI reads only a decision
+from it), so the history comes after a read or an edit, as Claude Code's reaches the model with
+the tool's result too.
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+from librarian_dagster.core.connect.agent import Connector, Where, run_hook
+from librarian_dagster.core.connect.files import Content, Target, json_add, json_remove
+
+AGENT = "gemini"
+SERVER = "librarian"
+FILE_TOOLS = "read_file|read_many_files|write_file|replace"
+
+
+def _settings(where: Where) -> Path:
+    return (where.repo if where.repo else where.home) / ".gemini" / "settings.json"
+
+
+def _entries(where: Where) -> list[tuple[tuple[str, ...], object]]:
+    def hook(script: str) -> dict[str, object]:
+        return {"type": "command", "name": "librarian", "command": run_hook(where, script, AGENT)}
+
+    server: dict[str, object] = {"httpUrl": where.mcp_url}
+    if where.env.get("LIBRARIAN_MCP_TOKEN"):
+        server["headers"] = {"Authorization": "Bearer $LIBRARIAN_MCP_TOKEN"}
+    return [
+        (("hooks", "BeforeAgent[]"), {"hooks": [hook("user_prompt_submit.py")]}),
+        (("hooks", "AfterTool[]"), {"matcher": FILE_TOOLS, "hooks": [hook("pre_tool_use.py")]}),
+        (("mcpServers", SERVER), server),
+    ]
+
+
+def targets(where: Where) -> list[Target]:
+    path, entries = _settings(where), _entries(where)
+    notes: list[str] = []
+
+    def add(content: Content) -> bytes:
+        notes.clear()
+        return json_add(path, content, entries, notes)
+
+    return [Target(path, add, lambda content: json_remove(path, content, entries), notes)]
+
+
+def check(where: Where) -> list[str]:
+    path = _settings(where)
+    try:
+        settings = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return [f"not connected: there is no {path}"]
+    except ValueError:
+        return [f"{path} is not JSON: Gemini CLI reads no hook from it"]
+    problems = []
+    hooks = settings.get("hooks", {}) if isinstance(settings, dict) else {}
+    for keys, value in _entries(where)[:2]:
+        listed = hooks.get(keys[1][:-2], []) if isinstance(hooks, dict) else []
+        if not isinstance(listed, list) or value not in listed:
+            problems.append(f"not connected: {path} does not run Librarian's {keys[1][:-2]} hook")
+    switches = settings.get("hooksConfig")
+    if isinstance(switches, dict) and switches.get("enabled") is False:
+        problems.append(f"{path} turns Gemini CLI's hooks off (hooksConfig.enabled = false)")
+    if SERVER not in (settings.get("mcpServers") or {}):
+        problems.append(f"{path} names no MCP server {SERVER!r}")
+    if where.repo and not _trusted(where):
+        problems.append(f"Gemini CLI reads {path} only in a folder you trusted: trust it there")
+    return problems
+
+
+def _trusted(where: Where) -> bool:
+    """Whether the user trusted the repository in Gemini CLI (~/.gemini/trustedFolders.json)."""
+    try:
+        folders = json.loads((where.home / ".gemini" / "trustedFolders.json").read_bytes())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(folders, dict) or where.repo is None:
+        return False
+    repo = str(where.repo)
+    return any(
+        level in ("TRUST_FOLDER", "TRUST_PARENT") and (repo == f or repo.startswith(f + "/"))
+        for f, level in folders.items()
+    )
+
+
+def found(where: Where) -> bool:
+    return (where.home / ".gemini").is_dir() or shutil.which("gemini") is not None
+
+
+CONNECTOR = Connector(agent=AGENT, targets=targets, check=check, found=found)
