@@ -1,5 +1,6 @@
 """Codex's reader (core/capture/codex/): hand-made rollouts in Codex's real format (0.137 and
-0.169, a review thread, a forked helper), and every Codex session of the agents corpus."""
+0.169, a review thread, a forked helper), one the real CLI 0.171 wrote with hooks, and every
+Codex session of the agents corpus."""
 
 import json
 import re
@@ -21,6 +22,9 @@ MAIN = "019e0000-1111-7000-8000-000000000001"
 REVIEW = "019e0000-2222-7000-8000-000000000002"
 FORK = "019e0000-3333-7000-8000-000000000003"
 NEW = "019f0000-4444-7000-8000-000000000004"
+LIVE = "01a23df3-7051-7aa1-848b-7e46d2d7e6aa"
+"""rollout-0171-live.jsonl: written by codex-cli 0.171.0 in tests/hooks/test_codex_cli.py's run
+(a stand-in model reads notes.txt, patches it, answers), its hooks' contexts in it."""
 
 
 def _sessions(root: Path = FIXTURES) -> dict[str, readers.SessionFiles]:
@@ -35,7 +39,7 @@ def _uses(session, action: str | None = None):
 
 def test_find_tells_codex_and_attaches_spawned_threads():
     sessions = _sessions()
-    assert set(sessions) == {MAIN, NEW}
+    assert set(sessions) == {MAIN, NEW, LIVE}
     main = sessions[MAIN]
     assert main.agent == "codex"
     assert sorted(p.name for p in main.subagents) == sorted(
@@ -169,6 +173,23 @@ def test_the_0169_rollout_knows_its_new_records():
         "call_p3": (("docs/guide.md",), False),  # apply_patch in a heredoc, after `cd docs`
     }
     assert session.models == ("gpt-5.5",)
+
+
+def test_the_live_0171_rollout_leaves_the_hooks_context_out():
+    session = readers.parse_session(_sessions()[LIVE])
+    assert session.skip_reason is None and session.versions == ("0.171.0",)
+    assert session.stats.skipped_by_kind == {}
+    assert session.stats.records_by_type["token_usage_record"] == 3
+    # Each hook's additionalContext is a developer message: never a prompt, never a turn.
+    prompts = [t.text for t in session.turns if t.kind == "prompt"]
+    assert prompts == ["Read notes.txt, then change beta to gamma."]
+    assert not [t for t in session.turns if "test-context" in t.text]
+    uses = [(u.name, u.action, u.file_paths) for u in _uses(session)]
+    assert uses == [
+        ("exec_command", READ, ("notes.txt",)),
+        ("apply_patch", CHANGE, ("notes.txt",)),
+    ]
+    assert (session.input_tokens, session.output_tokens) == (3600, 120)
 
 
 def test_empty_and_unreadable_files(tmp_path: Path):
