@@ -6,7 +6,6 @@ trusted (it runs no hook it does not trust, and says nothing of it).
 The hook here is trivial on purpose: it logs the event it got and answers a fixed context.
 """
 
-import hashlib
 import json
 import os
 import subprocess
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 
 from librarian_dagster.core.capture.codex import READER
+from librarian_dagster.core.connect.codex import label, trusted_hash
 from tests.fake_openai import FakeOpenAI, apply_patch, say, shell, texts, tool_outputs
 
 CODEX_VERSION = "0.171.0"
@@ -42,45 +42,13 @@ if name != "Stop":  # Stop's output has no hookSpecificOutput: Codex would call 
 CLIENT = {"name": "librarian-tests", "version": "0"}
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop")
 
-# How Codex names an event in a trust key and in the hashed identity (hook_event_key_label).
-_LABELS = {
-    "PreToolUse": "pre_tool_use",
-    "PermissionRequest": "permission_request",
-    "PostToolUse": "post_tool_use",
-    "PreCompact": "pre_compact",
-    "PostCompact": "post_compact",
-    "SessionStart": "session_start",
-    "SessionEnd": "session_end",
-    "UserPromptSubmit": "user_prompt_submit",
-    "SubagentStart": "subagent_start",
-    "SubagentStop": "subagent_stop",
-    "Stop": "stop",
-    "PreModelRequest": "pre_model_request",
-    "Interrupt": "interrupt",
-}
-_NO_MATCHER = {"UserPromptSubmit", "Stop", "PreModelRequest", "Interrupt"}
-"""Events whose matcher Codex drops (matcher_pattern_for_event): it is not part of the hash."""
-
-
-def trusted_hash(event: str, matcher: str | None, handler: dict[str, Any]) -> str:
-    """The hash Codex keeps as a hook's `trusted_hash` (codex-rs/hooks discovery.rs
-    `command_hook_hash`, config fingerprint.rs `version_for_toml`): sha256 of the compact,
-    key-sorted JSON of the hook's normalized identity."""
-    timeout = max(1, handler.get("timeout", 600))
-    normal: dict[str, Any] = {
-        "type": "command",
-        "command": handler["command"],
-        "timeout": min(timeout, 3) if event == "SessionEnd" else timeout,
-        "async": handler.get("async", False),
-    }
-    for key in ("statusMessage", "additionalContextLimit"):
-        if handler.get(key) is not None:
-            normal[key] = handler[key]
-    identity: dict[str, Any] = {"event_name": _LABELS[event], "hooks": [normal]}
-    if matcher is not None and event not in _NO_MATCHER:
-        identity["matcher"] = matcher
-    canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+_LABELS = {event: label(event) for event in (
+    "PreToolUse", "PermissionRequest", "PostToolUse", "PreCompact", "PostCompact", "SessionStart",
+    "SessionEnd", "UserPromptSubmit", "SubagentStart", "SubagentStop", "Stop", "PreModelRequest",
+    "Interrupt",
+)}  # fmt: skip
+"""Every event Codex takes, by the name Codex gives it in a trust key and in the hashed identity
+(hook_event_key_label): the product's `label`, which the hash tests hold to Codex's own."""
 
 
 def trust_entries(hooks_json: Path) -> dict[str, str]:
@@ -351,3 +319,75 @@ def _after(request: dict[str, Any], prompt: str) -> list[str]:
             break
         found += texts({"input": [item]})
     return found
+
+
+REMEMBERED = "019e0000-aaaa-7000-8000-0000000000aa"
+EARLIER = (
+    "Fixed the flag parser in cmd/main.go: a repeated --verbose flag now counts up instead of "
+    "failing with 'flag redefined'."
+)
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    from librarian_dagster.core.models.minilm import local_embedder
+
+    model = local_embedder()
+    model.embed_query("warm up")  # the first query pays for loading the weights
+    return model
+
+
+def test_librarian_connect_hands_codex_recall_and_file_history(codex, setup, store, embedder):
+    """`librarian connect codex` into a Codex home that has the user's own config.toml: the real
+    CLI then runs Librarian's hooks, trusted, and the model is told of an earlier session that
+    changed the file it reads, and recalls it for a prompt about earlier work."""
+    from librarian_dagster.core.capture.touches import FileTouch
+    from librarian_dagster.core.store.memories import ChunkRecord
+    from mcp_server.app import Served, build_server, http_app
+    from tests.core.test_store import memory_record
+    from tests.helpers import free_port, serve_http
+
+    (setup.workspace / "cmd").mkdir()
+    (setup.workspace / "cmd" / "main.go").write_text("package main\n", encoding="utf-8")
+    memory = memory_record(REMEMBERED, project="workspace", embedding_model=embedder.model_name)
+    memory = memory.model_copy(update={"cwd": "/elsewhere/workspace", "agent": "claude-code"})
+    [vector] = embedder.embed_documents([EARLIER])
+    store.memories.replace_memory(
+        memory,
+        [ChunkRecord("solution", 0, EARLIER, vector)],
+        [FileTouch("/elsewhere/workspace/cmd/main.go", 2, 0)],
+    )
+    setup.write({}, {})  # the user's config.toml: the model provider; no hooks yet
+    users_config = (setup.codex_home / "config.toml").read_bytes()
+    users_hooks = setup.hooks_json.read_bytes()
+    env = setup.env()
+    connect = [sys.executable, "-m", "librarian_dagster.cli.main", "connect", "codex"]
+    app = http_app(build_server(Served.of(store, embedder)), "127.0.0.1")
+    with serve_http(app, free_port()) as url:
+        env.update(LIBRARIAN_HOME=str(setup.home / "librarian"), LIBRARIAN_MCP_URL=url + "/mcp",
+                   LIBRARIAN_RECALL_TIMEOUT_MS="5000", LIBRARIAN_HISTORY_TIMEOUT_MS="5000",
+                   LIBRARIAN_LOG=str(setup.log.with_suffix(".log")))  # fmt: skip
+        done = subprocess.run(connect, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        check = subprocess.run([*connect[:-1], "--check", "codex"], env=env,
+                               capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert check.returncode == 0, check.stdout
+        setup.fake.queue(shell("cat cmd/main.go"), say("It is the entry point."))
+        prompt = "How did we fix the repeated verbose flag in the flag parser before?"
+        run = subprocess.run(
+            [codex, "exec", "--skip-git-repo-check", prompt], cwd=setup.workspace, env=env,
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    log = setup.log.with_suffix(".log").read_text(encoding="utf-8")
+    assert run.returncode == 0, (run.stderr[-2000:], log)
+    first, second, *_ = setup.fake.bodies()
+    recalled = [t for t in texts(first, "developer") if REMEMBERED in t]
+    assert recalled and "flag parser" in recalled[0], (texts(first, "developer"), log)
+    history = [t for t in texts(second, "developer") if "cmd/main.go" in t and REMEMBERED in t]
+    assert history, (texts(second, "developer"), log)
+    assert "history added 1 sessions" in log
+    # Undone, the user's files are the very bytes they were.
+    undone = subprocess.run([*connect, "--undo"], env=env, capture_output=True, timeout=120)
+    assert undone.returncode == 0, undone.stderr
+    assert (setup.codex_home / "config.toml").read_bytes() == users_config
+    assert setup.hooks_json.read_bytes() == users_hooks

@@ -15,6 +15,7 @@ trust_level`); connecting never trusts a project for the user, and `--check` say
 import hashlib
 import json
 import os
+import re
 import shutil
 import tomllib
 from pathlib import Path
@@ -38,9 +39,14 @@ TIMEOUT_S = 10
 TOOLS = "Bash|apply_patch"
 """What the PreToolUse hook is asked about: the shell (a read is a command that plainly reads a
 path) and patches (edits)."""
-_LABELS = {"UserPromptSubmit": "user_prompt_submit", "PreToolUse": "pre_tool_use"}
 _NO_MATCHER = {"UserPromptSubmit", "Stop", "PreModelRequest", "Interrupt"}
 """Events whose matcher Codex drops, so it is not hashed."""
+
+
+def label(event: str) -> str:
+    """How Codex names an event in a trust key and in a hook's hashed identity: PreToolUse ->
+    pre_tool_use."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", event).lower()
 
 
 def codex_home(where: Where) -> Path:
@@ -76,7 +82,7 @@ def trusted_hash(event: str, matcher: str | None, handler: dict[str, Any]) -> st
     for key in ("statusMessage", "additionalContextLimit"):
         if handler.get(key) is not None:
             normal[key] = handler[key]
-    identity: dict[str, Any] = {"event_name": _LABELS.get(event, event), "hooks": [normal]}
+    identity: dict[str, Any] = {"event_name": label(event), "hooks": [normal]}
     if matcher is not None and event not in _NO_MATCHER:
         identity["matcher"] = matcher
     canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -91,7 +97,7 @@ def _ours(where: Where, hooks: dict[str, Any]) -> dict[str, str]:
         listed = hooks.get("hooks", {}).get(event, [])
         if isinstance(listed, list) and group in listed:
             index = listed.index(group)
-            key = f"{path}:{_LABELS[event]}:{index}:0"
+            key = f"{path}:{label(event)}:{index}:0"
             trust[key] = trusted_hash(event, group.get("matcher"), group["hooks"][0])
     return trust
 
