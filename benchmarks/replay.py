@@ -55,6 +55,7 @@ def _hook_module():
     """hooks/librarian_recall.py, the hook's own request limits and rendering: a script of the
     plugin folder, not a package module, so loaded from its file."""
     path = Path(__file__).resolve().parents[1] / "hooks" / "librarian_recall.py"
+    sys.path.append(str(path.parent))  # its siblings, as a hook finds them (sys.path[0])
     spec = importlib.util.spec_from_file_location("librarian_recall", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -18,9 +18,10 @@ marker back, so a later touch asks again.
 
 The agent is waiting for its tool call: the request runs within `LIBRARIAN_HISTORY_TIMEOUT_MS`
 (librarian_recall.within). A server that is down refuses at once and costs a few milliseconds;
-one that hangs costs the whole deadline, so after HANGS_TO_WAIT deadlines in a row it is not asked
-again for UNREACHABLE_S (then a file's stat). One slow answer (a server still loading its model)
-trips nothing. Everything fails open: no context, the tool call goes on as it would without it.
+one that hangs costs the whole deadline, so after a few deadlines missed in a row it is left
+alone for a while (librarian_hooklib.hung_lately, which the prompt hook keeps too). One slow
+answer (a server still loading its model) trips nothing. Everything fails open: no context, the
+tool call goes on as it would without it.
 """
 
 import json
@@ -33,11 +34,6 @@ import librarian_recall as recall
 DEFAULT_BUDGET = 1200
 DEFAULT_TIMEOUT_MS = 300
 LIMIT = 3
-UNREACHABLE_S = 30
-"""How long a server that hung is left alone."""
-HANGS_TO_WAIT = 2
-"""Deadlines missed in a row before the server is left alone."""
-UNREACHABLE_MARK = ".history-unreachable"
 MAX_PATH_CHARS = 4096
 MAX_TOOL_TEXT = 8000
 MAX_TOUCHED = 20
@@ -79,7 +75,7 @@ def touched(event: dict, agent: str, env) -> tuple[str, list[str], str]:
     try:
         if _off(env):
             return "", [], "history off"
-        if _recently_unreachable(env):
+        if lib.hung_lately(env):
             return "", [], "history skipped (server hung lately)"
         name, tool_input = event.get("tool_name"), event.get("tool_input")
         if not isinstance(name, str) or not isinstance(tool_input, dict):
@@ -96,7 +92,7 @@ def touched(event: dict, agent: str, env) -> tuple[str, list[str], str]:
             answer = recall.within(timeout, lambda: recall.fetch(url, data, token, timeout))
         except (recall.RecallFailed, OSError, ValueError) as exc:
             why = str(exc) if isinstance(exc, recall.RecallFailed) else type(exc).__name__
-            _count_hang(env, why == "timeout")
+            lib.count_hang(env, why == "timeout")
             return "", [], f"touches failed ({why}) {_ms(start)}"
         action, paths = answer.get("action"), answer.get("paths")
         if not isinstance(action, str) or not isinstance(paths, list):
@@ -153,41 +149,6 @@ def _give_back(marker: str | None) -> bool:
     except OSError:
         return False
     return True
-
-
-def _unreachable(env) -> str:
-    return os.path.join(lib.state_dir(env), UNREACHABLE_MARK)
-
-
-def _hangs(env) -> tuple[int, float]:
-    """Deadlines missed in a row, and when the last was (0, 0.0 when none)."""
-    path = _unreachable(env)
-    try:
-        with open(path, encoding="ascii") as fh:
-            count = int(fh.read(20) or 0)
-        return count, os.stat(path).st_mtime
-    except (OSError, ValueError):
-        return 0, 0.0
-
-
-def _recently_unreachable(env) -> bool:
-    count, when = _hangs(env)
-    return count >= HANGS_TO_WAIT and time.time() - when < UNREACHABLE_S
-
-
-def _count_hang(env, hung: bool) -> None:
-    """One more deadline missed, or none (an answer, or a failure that came at once)."""
-    path = _unreachable(env)
-    try:
-        if hung:
-            count, _ = _hangs(env)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w", encoding="ascii") as fh:  # a torn read counts as none
-                fh.write(str(count + 1))
-        elif os.path.exists(path):
-            os.remove(path)
-    except OSError:
-        pass
 
 
 def request_body(event: dict, path: str) -> bytes:
@@ -277,7 +238,7 @@ def context(event: dict, path: str, env) -> tuple[str | None, str]:
             return None, "history skipped (path)"
         if f"{os.sep}{lib.LIBRARY_DIRNAME}{os.sep}" in path:
             return None, "history skipped (library note)"
-        if _recently_unreachable(env):
+        if lib.hung_lately(env):
             return None, "history skipped (server hung lately)"
         marker = _marker(event, path, env)
         if not _take(marker):
@@ -296,9 +257,9 @@ def context(event: dict, path: str, env) -> tuple[str | None, str]:
         except (recall.RecallFailed, OSError, ValueError) as exc:
             _give_back(marker)
             why = str(exc) if isinstance(exc, recall.RecallFailed) else type(exc).__name__
-            _count_hang(env, why == "timeout")
+            lib.count_hang(env, why == "timeout")
             return None, f"history failed ({why}) {_ms(start)}"
-        _count_hang(env, False)
+        lib.count_hang(env, False)
         if text is None:
             return None, f"history none {_ms(start)}"
         return text, f"history added {named} sessions, {len(text)} chars {_ms(start)}"

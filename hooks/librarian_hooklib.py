@@ -139,6 +139,53 @@ def prune_state(directory: str, now: float) -> None:
             pass
 
 
+UNREACHABLE_S = 30
+"""How long a recall server that hung is left alone."""
+HANGS_TO_WAIT = 2
+"""Deadlines missed in a row before the server is left alone."""
+UNREACHABLE_MARK = ".history-unreachable"
+"""One mark for the server, whichever hook saw it hang (its name from when only the file
+history kept it)."""
+
+
+def _unreachable(env) -> str:
+    return os.path.join(state_dir(env), UNREACHABLE_MARK)
+
+
+def _hangs(env) -> tuple[int, float]:
+    """Deadlines missed in a row, and when the last was (0, 0.0 when none)."""
+    path = _unreachable(env)
+    try:
+        with open(path, encoding="ascii") as fh:
+            count = int(fh.read(20) or 0)
+        return count, os.stat(path).st_mtime
+    except (OSError, ValueError):
+        return 0, 0.0
+
+
+def hung_lately(env) -> bool:
+    """Whether the recall server missed HANGS_TO_WAIT deadlines in a row, the last within
+    UNREACHABLE_S: a server that hangs costs every hook its whole deadline, one that is down
+    refuses at once. Costs a file's stat."""
+    count, when = _hangs(env)
+    return count >= HANGS_TO_WAIT and time.time() - when < UNREACHABLE_S
+
+
+def count_hang(env, hung: bool) -> None:
+    """One more deadline missed, or none (an answer, or a failure that came at once)."""
+    path = _unreachable(env)
+    try:
+        if hung:
+            count, _ = _hangs(env)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="ascii") as fh:  # a torn read counts as none
+                fh.write(str(count + 1))
+        elif os.path.exists(path):
+            os.remove(path)
+    except OSError:
+        pass
+
+
 def load_json(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as fh:

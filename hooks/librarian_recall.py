@@ -29,6 +29,8 @@ import os
 import stat
 import time
 
+import librarian_hooklib as lib
+
 DEFAULT_URL = "http://127.0.0.1:3201/recall"
 DEFAULT_BUDGET = 1500
 MIN_BUDGET = 200
@@ -560,6 +562,8 @@ def context(event: dict, env) -> tuple[str | None, str]:
         reason = skip_reason(prompt)
         if reason or not isinstance(prompt, str):
             return None, f"recall skipped ({reason})"
+        if lib.hung_lately(env):
+            return None, "recall skipped (server hung lately)"
         token = env.get("LIBRARIAN_MCP_TOKEN") or ""
         cwd = event.get("cwd")
         if not isinstance(cwd, str) or not sendable(cwd, MAX_CWD_CHARS) or not os.path.isabs(cwd):
@@ -574,7 +578,9 @@ def context(event: dict, env) -> tuple[str | None, str]:
             # The exception's class and our own messages only: OS errors can carry addresses,
             # and nothing here may carry the prompt or the token.
             why = str(exc) if isinstance(exc, RecallFailed) else type(exc).__name__
+            lib.count_hang(env, why == "timeout")
             return None, f"recall failed ({why}) {_ms(start)}"
+        lib.count_hang(env, False)
         text, named = render(sessions, budget_from(env))
         if text is None:
             return None, f"recall nothing relevant {_ms(start)}"
