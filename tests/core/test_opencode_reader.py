@@ -314,3 +314,30 @@ def test_every_corpus_export_parses_and_redacts(agents_corpus: Path):
                 assert find_secrets(tu.summary) == []
     claude = next((agents_corpus / "claude-code").rglob("*.jsonl"))
     assert readers.agent_of(claude) == "claude-code" and readers.agent_of(files[0]) == "opencode"
+
+
+@pytest.mark.parametrize("name", ["opencode-1.18.33-live.db", "export-1.18.33-live.json"])
+def test_a_real_session_of_opencode_1_18_reads_from_its_database_and_its_export(name):
+    """Written by the real CLI (tests/hooks/test_opencode_cli.py's run: a plugin's synthetic
+    text part at the prompt, a read and an edit whose outputs the plugin added to)."""
+    found = readers.find([FIXTURES / name])
+    assert [(f.agent, f.session_id) for f in found.sessions] == [
+        ("opencode", "ses_dc20ca649ffe6MKrXbQZ3QV0Q4")
+    ]
+    session = READER.parse(found.sessions[0])
+    assert session.skip_reason is None
+    assert (session.cwd, session.versions, session.models) == (
+        "/tmp/oc-live/project",
+        ("1.18.33",),
+        ("stand-in-model",),
+    )
+    assert [(t.kind, t.text[:22]) for t in session.turns if t.role == "user"][:2] == [
+        ("prompt", "Release the cache lock"),
+        ("meta", "LIBRARIAN-PROMPT-CONTE"),
+    ]
+    uses = [u for t in session.turns for u in t.tool_uses]
+    assert [(u.name, u.action, u.file_paths) for u in uses] == [
+        ("read", READ, ("/tmp/oc-live/project/notes.txt",)),
+        ("edit", CHANGE, ("/tmp/oc-live/project/notes.txt",)),
+    ]
+    assert (session.input_tokens, session.output_tokens) == (3600, 75)
