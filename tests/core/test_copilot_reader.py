@@ -18,6 +18,7 @@ STATE = FIXTURES / "copilot" / "session-state"
 SID = "5f0c2a51-7d3e-4b8e-9a41-2c6d8e9f1a07"
 SUBAGENT = "toolu_01Sub7gQm2xKpL4dVnA9cE3w"
 LEGACY = "9b1d7e22-4a3c-4f5e-8d6b-0c1a2b3c4d5e"
+LIVE = "dfa598a3-b0fd-4540-8577-5d8f661d1404"
 READER = copilot.READER
 
 
@@ -43,6 +44,7 @@ def test_files_for_a_file_and_find_over_a_folder():
     assert {(s.agent, s.session_id) for s in found.sessions} == {
         ("copilot", SID),
         ("copilot", LEGACY),
+        ("copilot", LIVE),
     }
 
 
@@ -181,3 +183,26 @@ def test_every_corpus_session_parses_and_redacts(agents_corpus: Path):
             for use in turn.tool_uses:
                 assert find_secrets(use.summary) == []
     assert actions[CHANGE] and actions[READ] and actions[RUN]
+
+
+def test_a_real_session_of_copilot_1_0_102_in_byok_mode():
+    """Written by the real CLI (tests/hooks/test_copilot_cli.py's run: hooks adding context at
+    the prompt and around a `view` and an `edit`). What the model was sent for the prompt
+    (`transformedContent`, with the hook's `<system_reminder>`) is not the prompt."""
+    events = FIXTURES / "copilot" / "live" / LIVE / "events.jsonl"
+    (files,) = READER.files_for([events])
+    session = READER.parse(files)
+    assert session.skip_reason is None
+    assert (session.cwd, session.versions, session.models, session.title) == (
+        "/tmp/cp-live/project",
+        ("1.0.102",),
+        ("stand-in-model",),
+        "Release the cache lock",
+    )
+    assert [t.text for t in session.turns if t.kind == "prompt"] == ["Release the cache lock"]
+    uses = [u for t in session.turns for u in t.tool_uses]
+    assert [(u.name, u.action, u.file_paths) for u in uses] == [
+        ("view", READ, ("/tmp/cp-live/project/notes.txt",)),
+        ("edit", CHANGE, ("/tmp/cp-live/project/notes.txt",)),
+    ]
+    assert session.input_tokens == 3600
