@@ -17,6 +17,7 @@ SESSIONS = FIXTURES / "pi" / "sessions"
 SID = "019e0a11-c801-71e1-96ba-8bf69044a10c"
 FILE = SESSIONS / "--Users-dana-src-harbor--" / f"2026-04-25T15-04-34-050Z_{SID}.jsonl"
 READER = pi.READER
+LIVE = "01a23dfb-a04e-7275-b1a4-677a54eaf620"
 
 
 def _files() -> SessionFiles:
@@ -32,7 +33,8 @@ def test_discovers_and_claims_only_pi_files():
     claude = next((FIXTURES.parent / "transcripts" / "daaain__claude-code-log").glob("*.jsonl"))
     assert not READER.claims(copilot_file) and not READER.claims(claude)
     assert [(s.agent, s.session_id) for s in readers.find([FIXTURES / "pi"]).sessions] == [
-        ("pi", SID)
+        ("pi", SID),
+        ("pi", LIVE),
     ]
 
 
@@ -150,3 +152,26 @@ def test_every_corpus_session_parses_and_redacts(agents_corpus: Path):
             for use in turn.tool_uses:
                 assert find_secrets(use.summary) == []
     assert actions[CHANGE] and actions[READ] and actions[RUN] and actions[SEARCH]
+
+
+def test_a_real_session_of_pi_0_73():
+    """Written by the real CLI (tests/hooks/test_pi_cli.py's run: an extension's custom message
+    at the prompt, a read and an edit whose results the extension added a text block to)."""
+    (files,) = READER.files_for([FIXTURES / "pi" / "pi-0.73.1-live.jsonl"])
+    session = READER.parse(files)
+    assert (session.session_id, session.skip_reason) == (LIVE, None)
+    assert (session.cwd, session.project, session.models) == (
+        "/tmp/pi-live/project",
+        "project",
+        ("stand-in-model",),
+    )
+    assert [(t.kind, t.text[:22]) for t in session.turns if t.role == "user"][:2] == [
+        ("prompt", "Release the cache lock"),
+        ("meta", "LIBRARIAN-PROMPT-CONTE"),
+    ]
+    uses = [u for t in session.turns for u in t.tool_uses]
+    assert [(u.name, u.action, u.file_paths) for u in uses] == [
+        ("read", READ, ("/tmp/pi-live/project/notes.txt",)),
+        ("edit", CHANGE, ("/tmp/pi-live/project/notes.txt",)),
+    ]
+    assert (session.input_tokens, session.output_tokens) == (3600, 75)
