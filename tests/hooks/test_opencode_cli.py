@@ -208,4 +208,3 @@ def test_a_plugins_text_reaches_the_model_at_the_prompt_and_after_a_read_and_an_
 def test_the_cli_is_the_pinned_version(opencode):
     out = subprocess.run([opencode, "--version"], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == VERSION
-
