@@ -8,6 +8,8 @@ import os
 
 import librarian_hooklib as lib
 
+NOTES_HEADER = "Librarian notes for {path} (most specific first):"
+
 DEFAULT_BUDGET = 8000
 # Claude Code spills hook output strings above 10,000 characters to a file.
 MAX_BUDGET = 10000
@@ -117,7 +119,7 @@ def notes(event: dict, path: str, env) -> tuple[str | None, str]:
     shown_before = state.get("shown", {})
     named_before = state.get("named", {})
 
-    header = f"Librarian notes for {os.path.relpath(path, root)} (most specific first):"
+    header = NOTES_HEADER.format(path=os.path.relpath(path, root))
     used = len(header)
     included = []  # (key, sig, section)
     omitted = []  # (key, sig, display name)

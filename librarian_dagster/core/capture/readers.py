@@ -8,12 +8,13 @@ Standard library only: hooks and the MCP server import this without dagster.
 """
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from librarian_dagster.core.capture import claude_code, codex, copilot, gemini, opencode, pi
 from librarian_dagster.core.capture.files import SessionFiles, SessionHead
+from librarian_dagster.core.capture.own_context import without_own_context
 from librarian_dagster.core.capture.reader import Reader
 from librarian_dagster.core.capture.session import Session, ToolUse
 
@@ -114,7 +115,22 @@ def parse_session(
             files=tuple(str(p) for p in files.paths),
             fingerprint=files.fingerprint(),
         )
-    return reader.parse(files, include_thinking=include_thinking, known_cwds=known_cwds)
+    session = reader.parse(files, include_thinking=include_thinking, known_cwds=known_cwds)
+    return _without_own_context(session)
+
+
+def _without_own_context(session: Session) -> Session:
+    """The session without what Librarian itself handed the agent (own_context.py): a turn
+    that was nothing else is gone."""
+    turns = []
+    for turn in session.turns:
+        text = without_own_context(turn.text)
+        if text == turn.text:
+            turns.append(turn)
+        elif text or turn.tool_uses:
+            turns.append(replace(turn, text=text))
+    session.turns = turns
+    return session
 
 
 def session_head(files: SessionFiles, known_cwds: Iterable[str] = ()) -> SessionHead:
