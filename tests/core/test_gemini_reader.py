@@ -34,6 +34,9 @@ SUBAGENT = (
 )
 JSON = FIXTURES / "json" / "a3f1c2d4-5e6f-4a7b-8c9d-0e1f2a3b4c5d.json"
 OTHER = FIXTURES / "tmp" / "other" / "chats" / "session-2026-05-02T08-00-e4000000.jsonl"
+# Written by the real Gemini CLI 0.61.0 (tests/hooks/test_gemini_cli.py's set-up, SessionStart,
+# BeforeAgent and AfterTool hooks adding context), then resumed (`-r latest -p "fix it"`).
+LIVE = FIXTURES / "tmp" / "webshop" / "chats" / "session-2026-12-03T22-08-6cc80d31-live.jsonl"
 WEBAPP_HASH = "fd20db9cf4309815aebd3729173edf8a78abb152c57b1de8cb602a3c8b959627"
 
 
@@ -272,9 +275,25 @@ def test_discovery_groups_chats_and_subagents_and_leaves_other_files():
         "5b7c2e1a-0d3f-4c8e-9a61-2f4e8d7c9b10",
         "a3f1c2d4-5e6f-4a7b-8c9d-0e1f2a3b4c5d",
         "e4000000-0000-4000-8000-000000000001",
+        "6cc80d31-48a2-42ce-84cf-11ecd8700752",
     }
     assert by_id["5b7c2e1a-0d3f-4c8e-9a61-2f4e8d7c9b10"].subagents == (SUBAGENT,)
     assert all(s.agent == "gemini" for s in sessions)
+
+
+def test_a_chat_the_real_cli_wrote_and_resumed():
+    session = _parse(LIVE)
+    assert (session.session_id, session.agent, session.skip_reason) == (
+        "6cc80d31-48a2-42ce-84cf-11ecd8700752", "gemini", None
+    )  # fmt: skip
+    assert (session.cwd, session.project) == ("/tmp/gemini-live/webshop", "webshop")
+    assert [u.name for u in _uses(session)] == ["read_file", "replace", "run_shell_command"]
+    said = [t.text for t in session.turns if t.role == "assistant" and t.kind == "text" and t.text]
+    assert said == [
+        "`total()` takes a `discount` argument but never applies it: it returns the raw sum.",
+        "I will apply the discount.",
+        "Fixed: `total([(10, 2)], 0.5)` now returns 10.0.",
+    ]
 
 
 def test_claims():
