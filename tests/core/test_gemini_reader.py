@@ -296,6 +296,208 @@ def test_a_chat_the_real_cli_wrote_and_resumed():
     ]
 
 
+RECALLED = "<hook_context>Librarian: 2 earlier sessions in webshop.</hook_context>"
+CHANGED = (
+    "<hook_context>Librarian: cart.py was last changed in session 5b7c2e1a (discounts)."
+    "</hook_context>"
+)
+HISTORY = (
+    "<hook_context>Librarian: cart.py history: discount parameter added, never applied."
+    "</hook_context>"
+)
+
+
+def test_what_hooks_added_to_a_prompt_is_never_the_prompt():
+    """The live chat's prompts carry SessionStart's context before the words typed and
+    BeforeAgent's as a part after them: the prompt is the words, each context a meta turn."""
+    session = _parse(LIVE)
+    prompts = [t.text for t in session.turns if t.kind == "prompt"]
+    assert prompts == ["why does the cart total ignore discounts?", "fix it"]
+    first = next(i for i, t in enumerate(session.turns) if t.kind == "prompt")
+    after = session.turns[first + 1 : first + 3]
+    assert [(t.kind, t.text) for t in after] == [("meta", RECALLED), ("meta", CHANGED)]
+    assert {t.uuid for t in after} == {session.turns[first].uuid}
+    said = [t for t in session.turns if t.kind in ("prompt", "text", "tool_result")]
+    assert not [t.text for t in said if "hook_context" in t.text or "Librarian" in t.text]
+
+
+def test_what_a_hook_added_to_a_tool_s_result_is_apart_from_it():
+    session = _parse(LIVE)
+    results = [i for i, t in enumerate(session.turns) if t.kind == "tool_result"]
+    read = session.turns[results[0]]
+    assert read.text == (
+        "def total(items, discount=0.0):\n    return sum(price * qty for price, qty in items)"
+    )
+    assert (session.turns[results[0] + 1].kind, session.turns[results[0] + 1].text) == (
+        "meta", HISTORY
+    )  # fmt: skip
+    assert [session.turns[i].text.startswith("Successfully modified") for i in results] == [
+        False, True, False
+    ]  # fmt: skip
+
+
+def test_a_resumed_chat_keeps_what_it_was_before_the_resume():
+    """`-r latest` wrote a second header and a rewrite of the history (`$set` of `messages`)
+    stamped with the time of the resume, without tokens or tool calls, without the first
+    prompt (its text began with a hook's context), and with the read's result twice."""
+    session = _parse(LIVE)
+    assert session.started_at is not None and session.ended_at is not None
+    assert session.started_at.isoformat() == "2026-12-03T22:08:52.848000+00:00"
+    assert session.ended_at.isoformat() == "2026-12-03T22:09:00.277000+00:00"
+    assert (session.input_tokens, session.output_tokens) == (5 * 1000, 5 * 20)
+    assert session.models == ("gemini-2.5-flash",)
+    when = {t.text: t.timestamp.isoformat() for t in session.turns if t.timestamp}
+    assert when["why does the cart total ignore discounts?"] == "2026-12-03T22:08:52.927000+00:00"
+    answer = "`total()` takes a `discount` argument but never applies it: it returns the raw sum."
+    assert when[answer] == "2026-12-03T22:08:53.570000+00:00"
+    results = [t.text for t in session.turns if t.kind == "tool_result"]
+    assert sum(text.startswith("def total(") for text in results) == 1
+    kinds = Counter(t.kind for t in session.turns)
+    assert kinds == {"meta": 7, "prompt": 2, "text": 5, "tool_result": 3}
+    assert session.stats.tool_uses == 3
+
+
+# -- hand-made chats: hook contexts, and rewrites of the history ---------------------------------
+
+HEADER = {"sessionId": "s-1", "projectHash": "0" * 64, "kind": "main"}
+
+
+def _chat(tmp_path: Path, *records: dict) -> Session:
+    path = tmp_path / "session-2026-01-01T00-00-s1.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return parse_session(SessionFiles("s-1", path, agent="gemini"))
+
+
+def _user(mid: str, ts: str, *texts: str, **extra) -> dict:
+    return {"id": mid, "timestamp": ts, "type": "user", "content": [{"text": t} for t in texts],
+            **extra}  # fmt: skip
+
+
+def _said(session: Session) -> list[tuple[str, str]]:
+    return [(t.kind, t.text) for t in session.turns]
+
+
+def test_a_prompt_after_a_start_hook_s_context_and_a_context_alone(tmp_path):
+    session = _chat(
+        tmp_path,
+        {**HEADER, "startTime": "2026-01-01T00:00:00.000Z"},
+        # Interactive, SessionStart's context is a message of its own.
+        _user("m0", "2026-01-01T00:00:01.000Z", "<hook_context>from &lt;start&gt;</hook_context>"),
+        _user("m1", "2026-01-01T00:00:02.000Z",
+              "<hook_context>one</hook_context>\n\n<hook_context>two</hook_context>\n\nfix the"
+              " build please"),
+        _user("m2", "2026-01-01T00:00:03.000Z", "/review cart.py", "<hook_context>three\nlines"
+              "</hook_context>", displayContent=[{"text": "<hook_context>one</hook_context>\n\n"
+                                                          "/review cart.py"}]),
+        _user("m3", "2026-01-01T00:00:04.000Z", "Review this: cart.py",
+              displayContent=[{"text": "<hook_context>one</hook_context>\n\n/review cart.py"}]),
+    )  # fmt: skip
+    assert _said(session) == [
+        ("meta", "<hook_context>from &lt;start&gt;</hook_context>"),
+        ("prompt", "fix the build please"),
+        ("meta", "<hook_context>one</hook_context>"),
+        ("meta", "<hook_context>two</hook_context>"),
+        ("prompt", "/review cart.py"),
+        ("meta", "<hook_context>three\nlines</hook_context>"),
+        # What the user saw (the command, a hook's context left out) is the prompt; what was
+        # sent in its place is meta.
+        ("prompt", "/review cart.py"),
+        ("meta", "Review this: cart.py"),
+    ]
+
+
+def _answer(mid: str, ts: str, text: str = "", **extra) -> dict:
+    return {"id": mid, "timestamp": ts, "type": "gemini", "content": text,
+            "tokens": {"input": 100, "output": 10, "cached": 0}, "model": "m", **extra}  # fmt: skip
+
+
+def _call(cid: str, path: str, output: str) -> dict:
+    response = {"id": cid, "name": "read_file", "response": {"output": output}}
+    return {"id": cid, "name": "read_file", "args": {"file_path": path}, "status": "success",
+            "timestamp": "2026-01-01T00:00:02.500Z",
+            "result": [{"functionResponse": response}]}  # fmt: skip
+
+
+def _response(mid: str, ts: str, cid: str, output: str) -> dict:
+    part = {"functionResponse": {"id": cid, "name": "read_file", "response": {"output": output}}}
+    return {"id": mid, "timestamp": ts, "type": "user", "content": [part]}
+
+
+def test_a_rewrite_of_the_history_is_merged_into_what_was_read(tmp_path):
+    """A rewrite keeps none of the first run's times, tokens or calls, and drops a prompt: each
+    message read before stays as written, where it was; a new one comes after the message it
+    follows in the rewrite; a header's time of a resume is not when the session began."""
+    first = _answer("a1", "2026-01-01T00:00:02.000Z", "", toolCalls=[_call("c1", "a.py", "A")])
+    rewritten_first = {"id": "a1", "timestamp": "2026-01-01T01:00:00.000Z", "type": "gemini",
+                       "content": [{"functionCall": {"id": "c1", "name": "read_file",
+                                                     "args": {"file_path": "a.py"}}}]}  # fmt: skip
+    session = _chat(
+        tmp_path,
+        {**HEADER, "startTime": "2026-01-01T00:00:00.000Z"},
+        _user("p1", "2026-01-01T00:00:01.000Z", "<hook_context>x</hook_context>\n\nread a.py"),
+        first,
+        _response("r1", "2026-01-01T00:00:03.000Z", "c1", "A"),
+        _answer("a2", "2026-01-01T00:00:04.000Z", "It says A."),
+        {**HEADER, "startTime": "2026-01-01T01:00:00.000Z"},
+        {"$set": {"messages": [
+            rewritten_first,
+            _response("a1_response", "2026-01-01T01:00:00.000Z", "c1", "A"),
+            _response("r1", "2026-01-01T01:00:00.000Z", "c1", "A"),
+            {**_answer("a2", "2026-01-01T01:00:00.000Z", "It says A."), "tokens": None},
+            _user("n1", "2026-01-01T01:00:00.000Z", "a note the rewrite adds at its end"),
+        ]}},
+        _user("p2", "2026-01-01T01:00:01.000Z", "and now b.py"),
+        _answer("a3", "2026-01-01T01:00:02.000Z", "B."),
+    )  # fmt: skip
+    assert _said(session) == [
+        ("prompt", "read a.py"),
+        ("meta", "<hook_context>x</hook_context>"),
+        ("text", ""),
+        ("tool_result", "A"),
+        ("text", "It says A."),
+        ("prompt", "a note the rewrite adds at its end"),
+        ("prompt", "and now b.py"),
+        ("text", "B."),
+    ]
+    assert [u.id for u in _uses(session)] == ["c1"]
+    assert session.started_at is not None
+    assert session.started_at.isoformat() == "2026-01-01T00:00:00+00:00"
+    assert session.input_tokens == 300
+    times = [
+        t.timestamp.isoformat()[11:19] for t in session.turns if t.kind == "text" and t.timestamp
+    ]
+    assert times == ["00:00:02", "00:00:04", "01:00:02"]
+
+
+def test_a_result_a_rewrite_repeats_is_one_tool_result_even_without_the_call_s_record(tmp_path):
+    call = {"functionCall": {"id": "c1", "name": "read_file", "args": {"file_path": "a.py"}}}
+    session = _chat(
+        tmp_path,
+        {**HEADER, "startTime": "2026-01-01T00:00:00.000Z"},
+        {"$set": {"messages": [
+            _user("p1", "2026-01-01T00:00:01.000Z", "read a.py"),
+            {"id": "a1", "timestamp": "2026-01-01T00:00:02.000Z", "type": "gemini",
+             "content": [call]},
+            _response("a1_response", "2026-01-01T00:00:02.000Z", "c1", "A"),
+            _response("r1", "2026-01-01T00:00:02.000Z", "c1", "A"),
+        ]}},
+    )  # fmt: skip
+    assert _said(session) == [("prompt", "read a.py"), ("text", ""), ("tool_result", "A")]
+
+
+def test_a_rewind_after_a_rewrite_still_removes(tmp_path):
+    session = _chat(
+        tmp_path,
+        {**HEADER, "startTime": "2026-01-01T00:00:00.000Z"},
+        _user("p1", "2026-01-01T00:00:01.000Z", "first ask"),
+        _user("p2", "2026-01-01T00:00:02.000Z", "second ask"),
+        {"$set": {"messages": [_user("p1", "2026-01-01T00:00:09.000Z", "first ask")]}},
+        {"$rewindTo": "p2"},
+        _user("p3", "2026-01-01T00:00:10.000Z", "third ask"),
+    )  # fmt: skip
+    assert _said(session) == [("prompt", "first ask"), ("prompt", "third ask")]
+
+
 def test_claims():
     assert agent_of(JSONL) == "gemini"
     assert agent_of(JSON) == "gemini"

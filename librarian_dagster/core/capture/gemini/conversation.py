@@ -6,9 +6,19 @@ Two forms (packages/core/src/services/chatRecordingService.ts):
   summary?, directories?}`, rewritten whole on every change: read whole (it is one value);
 * the newer JSONL, appended to: a header line (the same fields without `messages`), message
   lines (a message written again under the same `id` replaces it where it stood), `{"$set":
-  {...}}` lines patching the header (a `$set` of `messages` replaces them all: a checkpoint) and
-  `{"$rewindTo": id}` lines, which remove that message and every one after it (all of them when
-  the id is not there, as Gemini CLI does).
+  {...}}` lines patching the header, and `{"$rewindTo": id}` lines, which remove that message
+  and every one after it (all of them when the id is not there, as Gemini CLI does).
+
+A `$set` of `messages` is the history as the CLI holds it in memory, written whole
+(`updateMessagesFromHistory`): on a resume (after a second header line), after a compression,
+after a failed or cancelled request is rolled back. Gemini CLI replaces its messages with it;
+this reader merges it into those it has read, by id: a message read before stays as it was
+written (its timestamp, tokens, model and `toolCalls`, which the rewrite loses: it stamps every
+message with the time of the rewrite, and turns calls into `functionCall` parts), a message the
+rewrite dropped stays where it was (a prompt the resumed history leaves out, the turns a
+compression summarised), and a message new in it (a synthetic `<id>_response` holding a tool's
+result again) comes after the message it follows in the rewrite. The session began when its
+first header says: a resume writes a header of its own, with the time of the resume.
 
 Every record's kind is counted in `types` ("session", "$set", "$rewindTo", or the message's
 type); a line of no known shape is counted in `stats.skipped_by_kind` and skipped.
@@ -95,7 +105,10 @@ def _header(
 ) -> None:
     types["session"] += 1
     conv.records += 1
+    started = conv.meta.get("startTime")
     conv.meta.update((k, v) for k, v in rec.items() if k != "messages")
+    if started is not None:
+        conv.meta["startTime"] = started  # a resume's header: the session began before it
     messages = rec.get("messages")
     if isinstance(messages, list):
         by_id = _by_id(conv)
@@ -144,9 +157,7 @@ def _replay(path: Path, stats: ParseStats, types: Counter[str]) -> Conversation:
         elif isinstance(update, dict):
             types["$set"] += 1
             if isinstance(update.get("messages"), list):
-                # A checkpoint: the whole history as it now stands.
-                by_id.clear()
-                _extend(by_id, update["messages"], stats, types)
+                by_id = _merge(by_id, update["messages"], stats, types)
             conv.meta.update((k, v) for k, v in update.items() if k != "messages")
         elif is_header(rec):
             conv.messages = list(by_id.values())
@@ -158,6 +169,32 @@ def _replay(path: Path, stats: ParseStats, types: Counter[str]) -> Conversation:
             _skip(stats, types, kind if isinstance(kind, str) else "record of unknown shape")
     conv.messages = list(by_id.values())
     return conv
+
+
+def _merge(
+    by_id: dict[str, dict[str, Any]],
+    messages: list[Any],
+    stats: ParseStats,
+    types: Counter[str],
+) -> dict[str, dict[str, Any]]:
+    """The messages read so far with a rewrite of the history (`$set` of `messages`) merged in:
+    those read before kept as they were and where they were, new ones after the message they
+    follow in the rewrite (the first ones, following none, first)."""
+    rewrite: dict[str, dict[str, Any]] = {}
+    _extend(rewrite, messages, stats, types)
+    after: dict[str | None, list[dict[str, Any]]] = {}
+    anchor: str | None = None
+    for mid, msg in rewrite.items():
+        if mid in by_id:
+            stats.duplicate_records += 1
+            anchor = mid
+        else:
+            after.setdefault(anchor, []).append(msg)
+    merged = {str(m["id"]): m for m in after.get(None, ())}
+    for mid, msg in by_id.items():
+        merged[mid] = msg
+        merged.update((str(m["id"]), m) for m in after.get(mid, ()))
+    return merged
 
 
 def _rewind(by_id: dict[str, dict[str, Any]], message_id: str) -> None:

@@ -2,9 +2,14 @@
 
 * "user" messages are what the user typed ("prompt"), except what Gemini CLI appended to them:
   the files a prompt referenced with `@path` follow a "--- Content from referenced files ---"
-  line, and are "meta"; so is context it injected (`<session_context>`, `<hook_context>`).
-  Where it kept what the user saw (`displayContent`: `/command args` before it was expanded),
-  that is the prompt and the text sent in its place is "meta".
+  line, and are "meta"; so is context it injected (`<session_context>`). Where it kept what the
+  user saw (`displayContent`: `/command args` before it was expanded), that is the prompt and the
+  text sent in its place is "meta".
+* What hooks added (`additionalContext`, Librarian's own recall among it) is never the prompt:
+  the CLI wraps it in `<hook_context>...</hook_context>`, put before the prompt's text
+  (SessionStart's, headless), as a part of its own after it (BeforeAgent's), or after a tool's
+  output (AfterTool's). Each is a "meta" turn of its own, after the prompt (or the tool's
+  result) it came with; what is left is the prompt, or the result.
 * "gemini" messages are the model's: its text, its `thoughts` (and thought parts) as "thinking"
   only with `include_thinking`, its `toolCalls` as tool uses, each result a "tool_result" turn.
   Newer versions also record the calls as `functionCall` parts and the results as "user"
@@ -17,6 +22,7 @@
 Standard library only: hooks and the MCP server import this without dagster.
 """
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -39,6 +45,8 @@ REFERENCE_STARTS = (
 )
 _INJECTED = ("<session_context>", "<hook_context>")
 _NOTICES = frozenset({"info", "error", "warning"})
+# The CLI writes `<` and `>` inside a hook's context as `&lt;` and `&gt;`: none ends it early.
+_HOOK_CONTEXT = re.compile(r"<hook_context>.*?</hook_context>", re.DOTALL)
 _MAX_PATHS = 2000
 _PATH_SCAN = 4096
 
@@ -54,6 +62,7 @@ class ChatState:
         self.blocks: Counter[str] = Counter()
         self.models: dict[str, None] = {}
         self.call_ids: set[str] = set()
+        self.responded: set[str] = set()
         self.tool_by_id: dict[str, ToolUse] = {}
         self.paths: list[str] = []
         self.first_ts: str | None = None
@@ -98,6 +107,12 @@ def _calls(msg: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
 
 
+def _hook_contexts(text: str) -> tuple[str, list[str]]:
+    """(`text` without the contexts hooks added to it, those contexts)."""
+    found = _HOOK_CONTEXT.findall(text)
+    return (_HOOK_CONTEXT.sub("", text), found) if found else (text, [])
+
+
 def _split_references(text: str) -> tuple[str, str]:
     """(what the user typed, what Gemini CLI appended from the files it referenced)."""
     cuts = [text.find(marker) for marker in REFERENCE_STARTS]
@@ -139,16 +154,19 @@ class TurnBuilder:
     def _user(self, msg: dict[str, Any]) -> None:
         ts, uid = msg.get("timestamp"), msg.get("id")
         typed: list[str] = []
+        hooked: list[str] = []
         for part in as_parts(msg.get("content")):
             if part_kind(part) == "functionResponse":
                 self.s.blocks["functionResponse"] += 1
                 self._response(part["functionResponse"], ts, uid)
             else:
-                typed.append(part_text(part, self.s.blocks))
+                text, contexts = _hook_contexts(part_text(part, self.s.blocks))
+                typed.append(text)
+                hooked.extend(contexts)
         prompt, referenced = _split_references("".join(typed))
         shown = msg.get("displayContent")
         if shown:
-            display = "".join(part_text(p) for p in as_parts(shown))
+            display, _ = _hook_contexts("".join(part_text(p) for p in as_parts(shown)))
             if display.strip() and display.strip() != prompt.strip():
                 # What was sent in place of what the user typed (an expanded command).
                 referenced = prompt + referenced
@@ -158,18 +176,36 @@ class TurnBuilder:
             self._turn("user", "meta" if injected else "prompt", prompt.strip(), ts, uid)
         if referenced.strip():
             self._turn("user", "meta", referenced.strip(), ts, uid)
+        self._contexts(hooked, ts, uid)
+
+    def _contexts(self, contexts: list[str], ts: Any, uid: Any) -> None:
+        for context in contexts:
+            self._turn("user", "meta", context, ts, uid)
+
+    def _tool_result(self, text: str, ts: Any, uid: Any) -> None:
+        """A tool's result, and apart from it what AfterTool hooks appended to it."""
+        text, contexts = _hook_contexts(text)
+        if contexts:
+            text = text.rstrip()
+        self.s.note_paths(paths_in_text(text[:_PATH_SCAN]))
+        self._turn("user", "tool_result", text, ts, uid)
+        self._contexts(contexts, ts, uid)
 
     def _response(self, response: Any, ts: Any, uid: Any) -> None:
-        """A tool's result sent back as a user message: kept unless its call's record has it."""
+        """A tool's result sent back as a user message: kept unless its call's record has it, or
+        an earlier message had it (a rewrite's `<id>_response` repeats it)."""
         if not isinstance(response, dict) or response.get("id") in self.s.call_ids:
             return
+        call_id = response.get("id")
+        if isinstance(call_id, str):
+            if call_id in self.s.responded:
+                return
+            self.s.responded.add(call_id)
         answer = response.get("response")
         tool = self.s.tool_by_id.get(str(response.get("id")))
         if tool is not None and isinstance(answer, dict) and answer.get("error"):
             tool.is_error = True
-        text = response_text(answer)
-        self.s.note_paths(paths_in_text(text[:_PATH_SCAN]))
-        self._turn("user", "tool_result", text, ts, uid)
+        self._tool_result(response_text(answer), ts, uid)
 
     def _gemini(self, msg: dict[str, Any]) -> None:
         s = self.s
@@ -238,5 +274,4 @@ class TurnBuilder:
         if call.get("result") is None and not isinstance(call.get("resultDisplay"), str):
             return
         text = result_text(call.get("result"), call.get("resultDisplay"))
-        self.s.note_paths(paths_in_text(text[:_PATH_SCAN]))
-        self._turn("user", "tool_result", text, call.get("timestamp") or None, uid)
+        self._tool_result(text, call.get("timestamp") or None, uid)
