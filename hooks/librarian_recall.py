@@ -130,6 +130,24 @@ def recall_url(env) -> str:
     return mcp + "/recall"  # an MCP URL with another path: the endpoint sits beside it
 
 
+HOOK_CONTEXT = ("<hook_context>", "</hook_context>")
+
+
+def typed(prompt):
+    """The words the user typed. Gemini CLI, headless, hands BeforeAgent the prompt with the
+    context of its SessionStart hooks put before it (`<hook_context>...</hook_context>\n\n`):
+    that is not what the prompt asks about."""
+    if not isinstance(prompt, str):
+        return prompt
+    opening, closing = HOOK_CONTEXT
+    rest = prompt.lstrip()
+    if not rest.startswith(opening):
+        return prompt
+    while rest.startswith(opening) and closing in rest:
+        rest = rest[rest.index(closing) + len(closing) :].lstrip()
+    return rest
+
+
 def skip_reason(prompt) -> str | None:
     if not isinstance(prompt, str) or not prompt.strip():
         return "no prompt"
@@ -558,7 +576,7 @@ def context(event: dict, env) -> tuple[str | None, str]:
     try:
         if (env.get("LIBRARIAN_RECALL") or "").strip().lower() in OFF:
             return None, "recall off"
-        prompt = event.get("prompt")
+        prompt = typed(event.get("prompt"))
         reason = skip_reason(prompt)
         if reason or not isinstance(prompt, str):
             return None, f"recall skipped ({reason})"

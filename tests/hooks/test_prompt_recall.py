@@ -150,6 +150,23 @@ def test_the_request_carries_the_prompt_the_token_and_goes_beside_mcp(hooks, bar
     assert TOKEN not in hooks.log.read_text(encoding="utf-8")
 
 
+def test_what_gemini_s_start_hooks_put_before_the_prompt_is_not_asked_about(hooks, bare):
+    """Gemini CLI, headless, hands BeforeAgent the prompt behind its SessionStart hooks'
+    context; the hook answers under the event's own name."""
+    event = user_prompt_event(bare, prompt=f"<hook_context>a\nb</hook_context>\n\n{PROMPT}")
+    event["hook_event_name"] = "BeforeAgent"
+    slash = {**event, "prompt": "<hook_context>a</hook_context>\n\n/compact keep the sqlite notes"}
+    with answering(200, {"results": [_result("s1", BULLET)]}) as server:
+        proc = hooks.run("user_prompt_submit", event, _on(server.url))
+        skipped = hooks.run("user_prompt_submit", slash, _on(server.url))
+    [(_, _, _, body)] = server.requests
+    assert json.loads(body)["query"] == PROMPT
+    output = json.loads(proc.stdout)["hookSpecificOutput"]
+    assert output["hookEventName"] == "BeforeAgent" and BULLET in output["additionalContext"]
+    assert _context(skipped) is None
+    assert "slash command" in hooks.log_lines()[-1]
+
+
 def test_no_token_no_authorization_header(hooks, bare):
     with answering(200, {"results": []}) as server:
         hooks.run("user_prompt_submit", user_prompt_event(bare, prompt=PROMPT), _on(server.url))

@@ -17,7 +17,12 @@ from librarian_dagster.core.connect.files import Content, Target, json_add, json
 
 AGENT = "gemini"
 SERVER = "librarian"
-FILE_TOOLS = "read_file|read_many_files|write_file|replace"
+FILE_TOOLS = "^(read_file|read_many_files|write_file|replace)$"
+"""The file tools, by name: Gemini CLI tests a tool's name with the matcher as a JavaScript
+RegExp, unanchored (`read_file` alone would match an MCP server's `mcp_fs_read_file` too)."""
+TIMEOUT_MS = 10_000
+"""Gemini CLI's bound on a hook, in milliseconds (60 s when unset); the hooks keep to their
+deadlines (under a second) well within."""
 
 
 def _settings(where: Where) -> Path:
@@ -26,7 +31,8 @@ def _settings(where: Where) -> Path:
 
 def _entries(where: Where) -> list[tuple[tuple[str, ...], object]]:
     def hook(script: str) -> dict[str, object]:
-        return {"type": "command", "name": "librarian", "command": run_hook(where, script, AGENT)}
+        command = run_hook(where, script, AGENT)
+        return {"type": "command", "name": "librarian", "command": command, "timeout": TIMEOUT_MS}
 
     server: dict[str, object] = {"httpUrl": where.mcp_url}
     if where.env.get("LIBRARIAN_MCP_TOKEN"):
