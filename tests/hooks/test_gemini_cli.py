@@ -90,17 +90,38 @@ class Setup:
         lines = self.log.read_text(encoding="utf-8").splitlines() if self.log.exists() else []
         return [json.loads(line) for line in lines]
 
+    @property
+    def settings_json(self) -> Path:
+        return self.home / ".gemini" / "settings.json"
+
+    def write(self) -> None:
+        self.settings_json.write_text(json.dumps(self.settings, indent=2))
+
+    def env(self, **more: str) -> dict[str, str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("GEMINI", "GOOGLE", "LIBRARIAN_"))
+        }
+        env["HOME"] = str(self.home)
+        return {**env, **more}
+
     def run(
-        self, cli: str, api: FakeGeminiChat, prompt: str, *flags: str
+        self,
+        cli: str,
+        api: FakeGeminiChat,
+        prompt: str,
+        *flags: str,
+        env: dict[str, str] | None = None,
+        as_on_disk: bool = False,
     ) -> subprocess.CompletedProcess:
         """Runs the CLI headless in the project, trusting it by GEMINI_CLI_TRUST_WORKSPACE unless
-        `flags` say otherwise."""
-        (self.home / ".gemini" / "settings.json").write_text(json.dumps(self.settings, indent=2))
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI", "GOOGLE"))}
-        env.update({
-            "HOME": str(self.home), "GEMINI_API_KEY": "stand-in-for-a-key",
-            "GOOGLE_GEMINI_BASE_URL": api.url,
-        })  # fmt: skip
+        `flags` say otherwise, with `env` added to the environment. `settings` are written
+        first, unless `as_on_disk`."""
+        if not as_on_disk:
+            self.write()
+        env = self.env(GEMINI_API_KEY="stand-in-for-a-key", GOOGLE_GEMINI_BASE_URL=api.url,
+                       **(env or {}))  # fmt: skip
         if "--skip-trust" not in flags:
             env["GEMINI_CLI_TRUST_WORKSPACE"] = "true"
         done = subprocess.run(
@@ -244,3 +265,116 @@ def test_with_skip_trust_the_project_s_settings_are_not_read(gemini, tmp_path):
     with FakeGeminiChat() as api:
         s.run(gemini, api, "hello", "--skip-trust")
     assert [e["hook"] for e in s.events()] == ["user"]
+
+
+REMEMBERED = "5b7c2e1a-0d3f-4c8e-9a61-2f4e8d7c9b10"
+EARLIER = (
+    "Fixed the cart total in cart.py: total() now applies the discount it is given, where it "
+    "returned the raw sum and ignored the discount."
+)
+CART = "def total(items, discount=0.0):\n    return sum(price * qty for price, qty in items)\n"
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    from librarian_dagster.core.models.minilm import local_embedder
+
+    model = local_embedder()
+    model.embed_query("warm up")  # the first query pays for loading the weights
+    return model
+
+
+def test_librarian_connect_hands_gemini_recall_and_file_history(gemini, tmp_path, store, embedder):
+    """`librarian connect gemini` into the user's own ~/.gemini/settings.json (the auth and
+    privacy settings the CLI needs, and a hook of theirs): the real CLI then runs Librarian's
+    hooks and talks to its MCP server; the model is told of an earlier session for a prompt
+    about earlier work, in the prompt's request, and of the session that changed the file it
+    reads, with the file. Undone, the user's settings are the very bytes they were."""
+    from librarian_dagster.core.capture.gemini import READER
+    from librarian_dagster.core.capture.touches import FileTouch
+    from librarian_dagster.core.store.memories import ChunkRecord
+    from mcp_server.app import Served, build_server, http_app
+    from tests.core.test_store import memory_record
+    from tests.helpers import free_port, serve_http
+
+    s = Setup(tmp_path)
+    (s.project / "cart.py").write_text(CART, encoding="utf-8")
+    memory = memory_record(REMEMBERED, project="webshop", embedding_model=embedder.model_name)
+    memory = memory.model_copy(update={"cwd": "/elsewhere/webshop", "agent": "claude-code"})
+    [vector] = embedder.embed_documents([EARLIER])
+    store.memories.replace_memory(
+        memory,
+        [ChunkRecord("solution", 0, EARLIER, vector)],
+        [FileTouch("/elsewhere/webshop/cart.py", 2, 0)],
+    )
+    # The user's own settings: what the CLI needs offline, and a SessionStart hook of theirs,
+    # whose context the CLI puts before the prompt's text (headless).
+    s.settings["hooks"] = {"SessionStart": [s.hook("users-own")]}
+    s.write()
+    users_settings = s.settings_json.read_bytes()
+    log = tmp_path / "librarian.log"
+    port = free_port()
+    env = s.env(LIBRARIAN_HOME=str(tmp_path / "librarian"), LIBRARIAN_MCP_PORT=str(port),
+                LIBRARIAN_MCP_URL=f"http://127.0.0.1:{port}/mcp",
+                LIBRARIAN_RECALL_TIMEOUT_MS="5000", LIBRARIAN_HISTORY_TIMEOUT_MS="5000",
+                LIBRARIAN_LOG=str(log))  # fmt: skip
+    connect = [sys.executable, "-m", "librarian_dagster.cli.main", "connect", "gemini"]
+    done = subprocess.run(connect, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    check = subprocess.run([*connect[:-1], "--check", "gemini"], env=env,
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert check.returncode == 0, check.stdout
+    connected = json.loads(s.settings_json.read_text())
+    assert connected["mcpServers"] == {"librarian": {"httpUrl": f"http://127.0.0.1:{port}/mcp"}}
+    assert connected["security"] == s.settings["security"]
+
+    prompt = "How did we fix the cart total that ignored the discount before?"
+    app = http_app(build_server(Served.of(store, embedder)), "127.0.0.1")
+    asked: list[str] = []
+
+    async def served(scope, receive, send) -> None:
+        if scope["type"] == "http":
+            asked.append(f"{scope['method']} {scope['path']}")
+        await app(scope, receive, send)
+
+    with serve_http(served, port), FakeGeminiChat() as api:
+        api.script = [read_file("cart.py"), answer("It applies the discount now.")]
+        run = s.run(gemini, api, prompt, env=env, as_on_disk=True)
+        turns = api.turns()
+    said = log.read_text(encoding="utf-8") if log.exists() else ""
+    assert json.loads(run.stdout)["response"] == "It applies the discount now.", said
+    first, second = turns
+    # The CLI connected to the MCP server connect named; the hooks asked beside it.
+    assert "POST /mcp" in asked
+    assert [a for a in asked if not a.endswith(" /mcp")] == [
+        "POST /recall", "POST /touches", "POST /history"
+    ]  # fmt: skip
+    # The recall is a part after the prompt in the prompt's own request.
+    texts = api.texts(first)
+    at = texts.index(f"<hook_context>users-own says SessionStart</hook_context>\n\n{prompt}")
+    recalled = texts[at + 1]
+    assert recalled.startswith("<hook_context>Librarian remembers past sessions"), (texts, said)
+    assert REMEMBERED in recalled and "Fixed the cart total" in recalled
+    # The file history comes with the file, in the next request.
+    (result,) = api.function_responses(second)
+    output = result["response"]["output"]
+    assert output.startswith(CART), output
+    history = output[len(CART) :]
+    assert history.lstrip().startswith("<hook_context>Librarian remembers earlier sessions that"
+                                       " worked on cart.py"), (output, said)  # fmt: skip
+    assert REMEMBERED in history and "changed it (2 edits)" in history
+    assert "history added 1 sessions" in said
+
+    # The chat the CLI wrote: the prompt is the words typed, Librarian's contexts meta turns.
+    (chat,) = (s.home / ".gemini" / "tmp" / "webshop" / "chats").glob("session-*.jsonl")
+    (files,) = READER.files_for([chat])
+    session = READER.parse(files)
+    assert [t.text for t in session.turns if t.kind == "prompt"] == [prompt]
+    meta = [t.text for t in session.turns if t.kind == "meta"]
+    assert sum(REMEMBERED in text for text in meta) == 2
+    assert not [t for t in session.turns if t.kind != "meta" and REMEMBERED in t.text]
+
+    # Undone, the user's settings are the very bytes they were.
+    undone = subprocess.run([*connect, "--undo"], env=env, capture_output=True, timeout=120)
+    assert undone.returncode == 0, undone.stderr
+    assert s.settings_json.read_bytes() == users_settings
