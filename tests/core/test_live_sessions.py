@@ -89,3 +89,34 @@ def test_a_claude_code_tool_call_names_its_file():
     use = readers.live_tool("gemini", "read_file", {"file_path": "src/a.py"})
     assert use is not None and (use.action, use.file_paths) == (READ, ("src/a.py",))
     assert readers.live_tool("pi", "read", {"path": "/a/b.py"}) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "action", "paths"),
+    [
+        (
+            "view",
+            {"path": "/src/alpha/notes.txt", "view_range": [1, 20]},
+            READ,
+            ("/src/alpha/notes.txt",),
+        ),
+        (
+            "edit",
+            {"path": "/src/alpha/a.py", "old_str": "x", "new_str": "y"},
+            CHANGE,
+            ("/src/alpha/a.py",),
+        ),
+        (
+            "create",
+            {"path": "/src/alpha/new.md", "file_text": "hello"},
+            CHANGE,
+            ("/src/alpha/new.md",),
+        ),
+        ("bash", {"command": "cat notes.txt", "description": "read"}, RUN, ()),
+    ],
+)
+def test_a_copilot_tool_call_touches_what_its_events_would_say(name, arguments, action, paths):
+    """Copilot CLI's hooks show a call as its events.jsonl has it (`toolName`, `toolArgs`)."""
+    use = readers.live_tool("copilot", name, arguments, "/src/alpha")
+    assert use is not None
+    assert (use.action, use.file_paths) == (action, paths)

@@ -11,11 +11,12 @@ Standard library only: hooks and the MCP server import this without dagster.
 """
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse
 
-__all__ = ["one_line", "tool_use"]
+__all__ = ["live_tool", "one_line", "tool_use"]
 
 _ACTIONS = {
     **dict.fromkeys(
@@ -115,3 +116,10 @@ def tool_use(name: str, arguments: Any, call_id: Any) -> ToolUse:
         summary=one_line(summary, 120),
         id=call_id if isinstance(call_id, str) and call_id else None,
     )
+
+
+def live_tool(name: str, tool_input: Mapping[str, Any], cwd: str | None = None) -> ToolUse:
+    """A tool call as Copilot CLI's command hooks show it (`toolName`, `toolArgs`): the tool's
+    own name and arguments, as its events.jsonl records them (`view` {path}, `edit` {path,
+    old_str, new_str}, `create` {path, file_text}, `bash` {command}, ...)."""
+    return tool_use(name, dict(tool_input), None)
