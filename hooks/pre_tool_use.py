@@ -19,6 +19,7 @@ sys.dont_write_bytecode = True  # nothing beside the scripts: see librarian_pyca
 import librarian_pycache as pycache
 
 with pycache.elsewhere():
+    import librarian_agents as agents
     import librarian_history as history
     import librarian_hooklib as lib  # siblings, found through sys.path[0] (the script's folder)
     import librarian_inject as inject
@@ -29,8 +30,9 @@ READS = ("Read",)  # hooks.json's other tools change the file
 
 
 def handle(event: dict, env=None, agent: str = recall.HOME_AGENT):
-    """`agent`: whose hook this is (the command's argument). Claude Code's tool calls name their
-    file; another agent's (a shell command, a patch) are read by the server's reader of it."""
+    """`event` in Claude Code's shape (librarian_agents.event_of); `agent`: whose hook this is
+    (the command's argument). Claude Code's tool calls name their file; another agent's (a shell
+    command, a patch) are read by the server's reader of it."""
     env = os.environ if env is None else env
     if agent == recall.HOME_AGENT:
         path = inject.target_file(event)
@@ -54,12 +56,12 @@ def handle(event: dict, env=None, agent: str = recall.HOME_AGENT):
         return None, outcome
     text = "\n\n".join(texts)
     name = recall.event_name(event, "PreToolUse")
-    return {"hookSpecificOutput": {"hookEventName": name, "additionalContext": text}}, outcome
+    return agents.output_of(agent, name, text), outcome
 
 
 def main() -> int:
     agent = recall.agent_argument(sys.argv)
-    return lib.run(HOOK, lambda event: handle(event, agent=agent))
+    return lib.run(HOOK, lambda raw: handle(agents.event_of(agent, raw), agent=agent))
 
 
 if __name__ == "__main__":

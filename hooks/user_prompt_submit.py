@@ -17,6 +17,7 @@ sys.dont_write_bytecode = True  # nothing beside the scripts: see librarian_pyca
 import librarian_pycache as pycache
 
 with pycache.elsewhere():
+    import librarian_agents as agents
     import librarian_hooklib as lib  # siblings, found through sys.path[0] (the script's folder)
     import librarian_recall as recall
 
@@ -52,7 +53,9 @@ def remind(event: dict, env) -> tuple[str | None, str]:
     return reminder(*found), "reminded"
 
 
-def handle(event: dict, env=None):
+def handle(event: dict, env=None, agent: str = recall.HOME_AGENT):
+    """`event` in Claude Code's shape (librarian_agents.event_of); `agent`: whose hook this is
+    (the command's argument), which says what its output looks like."""
     env = os.environ if env is None else env
     reminded, outcome = remind(event, env)
     recalled, recall_outcome = recall.context(event, env)  # never raises
@@ -63,12 +66,12 @@ def handle(event: dict, env=None):
     # Claude Code delivers each hook's additionalContext; one hook joins its own two parts.
     text = "\n\n".join(texts)
     name = recall.event_name(event, "UserPromptSubmit")
-    output = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": text}}
-    return output, outcome
+    return agents.output_of(agent, name, text), outcome
 
 
 def main() -> int:
-    return lib.run(HOOK, handle)
+    agent = recall.agent_argument(sys.argv)
+    return lib.run(HOOK, lambda raw: handle(agents.event_of(agent, raw), agent=agent))
 
 
 if __name__ == "__main__":

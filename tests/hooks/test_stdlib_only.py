@@ -43,6 +43,7 @@ def test_hooks_import_only_the_standard_library(hooks, tmp_path):
     for heavy in ("dagster", "psycopg", "psycopg2", "mcp", "google", "pydantic", "numpy"):
         assert heavy not in top
     ours = {
+        "librarian_agents",
         "librarian_hooklib",
         "librarian_routing",
         "librarian_inject",

@@ -1,0 +1,79 @@
+"""Each agent's hook contract: the event it writes on the hook's stdin, as the Claude-shaped event
+the handlers take (`event_of`), and what it reads back on stdout (`output_of`).
+
+- Claude Code, Codex and Gemini CLI give Claude Code's event (`session_id`, `cwd`, `prompt`,
+  `tool_name`, `tool_input`, `transcript_path`, `hook_event_name`) and read its output,
+  `{"hookSpecificOutput": {"hookEventName", "additionalContext"}}`, each under its own event
+  names (BeforeAgent, AfterTool for Gemini CLI).
+- Copilot CLI's command hooks (camelCase events in ~/.copilot/hooks/*.json: userPromptSubmitted,
+  preToolUse) give camelCase payloads: `sessionId`, `timestamp`, `cwd`, `prompt`, `toolName`,
+  `toolArgs` (`transcriptPath` only at agentStop), and read a flat `{"additionalContext": ...}`;
+  its hookSpecificOutput is ignored at userPromptSubmitted and postToolUse (@github/copilot
+  1.0.102, seen live by tests/hooks/test_copilot_cli.py). The one file its session is written
+  to, `<COPILOT_HOME or ~/.copilot>/session-state/<sessionId>/events.jsonl`, is named as the
+  transcript, from which the recall server's reader takes the task at hand. A payload already in
+  Claude Code's shape (Copilot's Claude-style PascalCase hooks give one) is taken as it is.
+
+Standard library only, and nothing imported that the hooks have not loaded already: every hook
+process imports this.
+"""
+
+import json
+import os
+
+COPILOT = "copilot"
+_COPILOT_KEYS = (
+    ("sessionId", "session_id"),
+    ("cwd", "cwd"),
+    ("prompt", "prompt"),
+    ("toolName", "tool_name"),
+    ("transcriptPath", "transcript_path"),
+)
+"""Copilot CLI's payload keys, and Claude Code's for the same."""
+
+
+def event_of(agent: str, raw: dict, env=None) -> dict:
+    """The event the handlers take, from what `agent` wrote on stdin."""
+    if agent != COPILOT or "hook_event_name" in raw or "session_id" in raw:
+        return raw
+    env = os.environ if env is None else env
+    event: dict = {}
+    for theirs, ours in _COPILOT_KEYS:
+        if theirs in raw:
+            event[ours] = raw[theirs]
+    if "toolArgs" in raw:
+        event["tool_input"] = _arguments(raw["toolArgs"])
+    if "transcript_path" not in event:
+        transcript = _copilot_events(event.get("session_id"), env)
+        if transcript:
+            event["transcript_path"] = transcript
+    return event
+
+
+def output_of(agent: str, event_name: str, text: str) -> dict:
+    """What `agent` reads on stdout to add `text` to what its model is told."""
+    if agent == COPILOT:
+        return {"additionalContext": text}
+    return {"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": text}}
+
+
+def _arguments(value) -> dict:
+    """A tool's arguments as an object: Copilot CLI gives one (earlier versions gave its JSON)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _copilot_events(session_id, env) -> str | None:
+    """Where Copilot CLI writes this session's events: a session id is a plain name (a UUID),
+    never a path."""
+    if not isinstance(session_id, str) or not 0 < len(session_id) <= 100:
+        return None
+    if not all(c.isalnum() or c in "-_" for c in session_id):
+        return None
+    named = env.get("COPILOT_HOME")
+    home = os.path.expanduser(named) if named else os.path.join(os.path.expanduser("~"), ".copilot")
+    return os.path.join(home, "session-state", session_id, "events.jsonl")
