@@ -4,7 +4,9 @@ COPILOT_PROVIDER_BASE_URL, COPILOT_OFFLINE), with command hooks in ~/.copilot/ho
 `additionalContext` each prints reaches the model, at the prompt (`userPromptSubmitted`: the
 prompt gets a `<system_reminder>`), before a tool (`preToolUse`: a user message after the
 tool's result) and after it (`postToolUse`: appended to the tool's result); and the session it
-writes (~/.copilot/session-state/<id>/events.jsonl) is read by our reader.
+writes (~/.copilot/session-state/<id>/events.jsonl) is read by our reader. Then the whole of it:
+`librarian connect copilot`, the real recall server and the real CLI, Librarian's own hooks
+handing the model recall and a file's history, and its MCP tools.
 
 The binary unpacks its JavaScript and native runtime (235 MB) into COPILOT_PKG_CACHE_HOME/pkg/
 once per version: the test keeps that beside the install, not in each test's HOME.
@@ -70,8 +72,9 @@ def write_hooks(home: Path, script: Path) -> None:
     (folder / "librarian.json").write_text(json.dumps({"version": 1, "hooks": hooks}))
 
 
-def run_copilot(cli: str, base_url: str, home: Path, project: Path, log: Path, prompt: str):
-    drop = ("COPILOT_", "GH_", "GITHUB_")
+def copilot_env(base_url: str, home: Path) -> dict[str, str]:
+    """Copilot with no sign-in, offline, its model the stand-in at `base_url` (BYOK)."""
+    drop = ("COPILOT_", "GH_", "GITHUB_", "LIBRARIAN_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env.update(
         HOME=str(home),
@@ -81,9 +84,13 @@ def run_copilot(cli: str, base_url: str, home: Path, project: Path, log: Path, p
         COPILOT_MODEL="stand-in-model",
         COPILOT_AUTO_UPDATE="false",
         COPILOT_PKG_CACHE_HOME=str(INSTALL / "cache"),
-        PROBE_LOG=str(log),
-        PROBE_PROMPT_CONTEXT=PROMPT_CONTEXT,
     )
+    return env
+
+
+def run_copilot(cli: str, base_url: str, home: Path, project: Path, log: Path, prompt: str):
+    env = copilot_env(base_url, home)
+    env.update(PROBE_LOG=str(log), PROBE_PROMPT_CONTEXT=PROMPT_CONTEXT)
     command = [cli, "-p", prompt, "--allow-all-tools", "--no-auto-update", "-s"]
     return subprocess.run(
         command, cwd=project, env=env, capture_output=True, text=True, timeout=180
@@ -168,3 +175,102 @@ def test_the_cli_is_the_pinned_version(copilot, tmp_path):
         [copilot, "--version"], capture_output=True, text=True, timeout=120, env=env
     )
     assert f"GitHub Copilot CLI {VERSION}" in out.stdout
+
+
+REMEMBERED = "019e0000-aaaa-7000-8000-0000000000cc"
+EARLIER = (
+    "Fixed the flag parser in cmd/main.go: a repeated --verbose flag now counts up instead of "
+    "failing with 'flag redefined'."
+)
+RECALL = "Librarian remembers past sessions that may bear on this prompt"
+HISTORY = "Librarian remembers earlier sessions that worked on cmd/main.go"
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    from librarian_dagster.core.models.minilm import local_embedder
+
+    model = local_embedder()
+    model.embed_query("warm up")  # the first query pays for loading the weights
+    return model
+
+
+def test_librarian_connect_hands_copilot_recall_and_file_history(
+    copilot, tmp_path, store, embedder
+):
+    """`librarian connect copilot` into a Copilot home that has the user's own MCP servers: the
+    real CLI then runs Librarian's hooks, the model is told of an earlier session for a prompt
+    about earlier work and, after it views the file that session changed, that session again;
+    the MCP server is Copilot's too. Undone, the user's files are the bytes they were."""
+    from librarian_dagster.core.capture.touches import FileTouch
+    from librarian_dagster.core.store.memories import ChunkRecord
+    from mcp_server.app import Served, build_server, http_app
+    from tests.core.test_store import memory_record
+    from tests.helpers import free_port, serve_http
+
+    home, workspace = tmp_path / "home", tmp_path / "workspace"
+    (workspace / "cmd").mkdir(parents=True)
+    main_go = workspace / "cmd" / "main.go"
+    main_go.write_text("package main\n")
+    memory = memory_record(REMEMBERED, project="workspace", embedding_model=embedder.model_name)
+    memory = memory.model_copy(update={"cwd": "/elsewhere/workspace", "agent": "claude-code"})
+    [vector] = embedder.embed_documents([EARLIER])
+    store.memories.replace_memory(
+        memory,
+        [ChunkRecord("solution", 0, EARLIER, vector)],
+        [FileTouch("/elsewhere/workspace/cmd/main.go", 2, 0)],
+    )
+    users_mcp = home / ".copilot" / "mcp-config.json"
+    users_mcp.parent.mkdir(parents=True)
+    users_mcp.write_text(
+        '{"mcpServers": {"mine": {"type": "http", "url": "http://127.0.0.1:9/mcp"}}}\n'
+    )
+    before = users_mcp.read_bytes()
+    log = tmp_path / "librarian.log"
+    connect = [sys.executable, "-m", "librarian_dagster.cli.main", "connect", "copilot"]
+    app = http_app(build_server(Served.of(store, embedder)), "127.0.0.1")
+    port = free_port()
+    with serve_http(app, port) as url, FakeOpenAIChat() as fake:
+        env = copilot_env(fake.url, home)
+        # The server `connect` names (its port) is the one the hooks ask (LIBRARIAN_MCP_URL).
+        env.update(LIBRARIAN_HOME=str(home / "librarian"), LIBRARIAN_MCP_PORT=str(port),
+                   LIBRARIAN_MCP_URL=url + "/mcp", LIBRARIAN_LOG=str(log),
+                   LIBRARIAN_RECALL_TIMEOUT_MS="5000",
+                   LIBRARIAN_HISTORY_TIMEOUT_MS="5000")  # fmt: skip
+        done = subprocess.run(connect, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        check = subprocess.run([*connect[:-1], "--check", "copilot"], env=env,
+                               capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert check.returncode == 0, check.stdout
+        fake.script += [tool_call("view", {"path": str(main_go)}, "call_view"),
+                        text("It is the entry point.")]  # fmt: skip
+        prompt = "How did we fix the repeated verbose flag in the flag parser before?"
+        run = subprocess.run(
+            [copilot, "-p", prompt, "--allow-all-tools", "--no-auto-update", "-s"],
+            cwd=workspace, env=env, capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+        turns = fake.agent_turns()
+    said = log.read_text(encoding="utf-8") if log.exists() else ""
+    assert run.returncode == 0, (run.stderr[-3000:], said)
+    assert len(turns) == 2, said
+    # Recall ends the prompt's own message, in a <system_reminder>.
+    typed = [m for m in turns[0]["messages"] if m["role"] == "user"][-1]["content"]
+    assert f"{prompt}\n\n<system_reminder>\n{RECALL}" in typed, (typed, said)
+    assert REMEMBERED in typed and "flag parser" in typed
+    # The file's history comes as a message of its own, right after the view's result.
+    after_view = turns[1]["messages"]
+    assert after_view[-2]["tool_call_id"] == "call_view"
+    assert after_view[-1]["role"] == "user", after_view[-1]
+    context = after_view[-1]["content"]
+    assert context.startswith(f"Additional context from preToolUse hook:\n{HISTORY}"), said
+    assert f"- session {REMEMBERED} (" in context
+    assert "history added 1 sessions" in said
+    # Librarian's MCP tools are offered to the model beside Copilot's own, as SERVER-TOOL.
+    offered = {t["function"]["name"] for t in turns[0]["tools"]}
+    librarians = {"librarian-search_chunks", "librarian-get_digest", "librarian-file_history"}
+    assert librarians <= offered, sorted(offered)
+    # Undone, the user's files are the very bytes they were.
+    undone = subprocess.run([*connect, "--undo"], env=env, capture_output=True, timeout=120)
+    assert undone.returncode == 0, undone.stderr
+    assert users_mcp.read_bytes() == before
+    assert not (home / ".copilot" / "hooks" / "librarian.json").exists()
