@@ -9,7 +9,7 @@ import pytest
 
 from librarian_dagster.core.capture import copilot, readers
 from librarian_dagster.core.capture.files import SessionFiles
-from librarian_dagster.core.capture.session import CHANGE, READ, RUN, UNREADABLE
+from librarian_dagster.core.capture.session import CHANGE, READ, RUN, UNREADABLE, Session
 from librarian_dagster.core.capture.touches import file_touches
 from librarian_dagster.core.redaction.scan import find_secrets, redact_session
 
@@ -205,4 +205,53 @@ def test_a_real_session_of_copilot_1_0_102_in_byok_mode():
         ("view", READ, ("/tmp/cp-live/project/notes.txt",)),
         ("edit", CHANGE, ("/tmp/cp-live/project/notes.txt",)),
     ]
-    assert session.input_tokens == 3600
+    # Three model calls of 1200 in and 25 out: 1.0.102 keeps output in its usage records and
+    # the shutdown's metrics, no longer in the assistant messages.
+    assert (session.input_tokens, session.output_tokens) == (3600, 75)
+    assert session.stats.skipped_by_kind == {}
+    assert session.stats.records_by_type["session.usage_record"] == 3
+    # The hook's context sent with the prompt is in no turn; the typed prompt is.
+    assert not [t for t in session.turns if "<system_reminder>" in t.text]
+    assert not [t for t in session.turns if "LIBRARIAN-PROMPT-CONTEXT" in t.text]
+
+
+def _usage(sequence: int, tokens_in: int, tokens_out: int, model: str = "m") -> dict:
+    accounting = {"sourceSessionId": SID, "sequence": sequence, "usageId": "u"}
+    usage = {"model": model, "inputTokens": tokens_in, "outputTokens": tokens_out,
+             "cacheReadTokens": 100, "cacheWriteTokens": 0, "accounting": accounting}  # fmt: skip
+    return {"type": "session.usage_record", "data": {"usage": usage}}
+
+
+def _session_of(tmp_path: Path, records: list[dict]) -> Session:
+    events = tmp_path / SID / "events.jsonl"
+    events.parent.mkdir()
+    started = {"sessionId": SID, "copilotVersion": "1.0.102", "context": {"cwd": "/src/alpha"}}
+    start = {"type": "session.start", "data": started, "timestamp": "2026-12-01T10:00:00.000Z"}
+    prompt = {"type": "user.message", "data": {"content": "Release the lock"}}
+    answer = {"type": "assistant.message", "data": {"content": "Done.", "model": "m"}}
+    lines = [start, prompt, answer, *records]
+    events.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    return READER.parse(SessionFiles(SID, events, agent="copilot"))
+
+
+def test_tokens_of_a_session_that_ended_without_a_shutdown_come_from_its_usage_records(
+    tmp_path: Path,
+):
+    # The second call's record written twice (one accounting identity): counted once.
+    session = _session_of(tmp_path, [_usage(1, 1200, 25), _usage(2, 1500, 40), _usage(2, 1500, 40)])
+    assert (session.input_tokens, session.cache_read_tokens) == (1100 + 1400, 200)
+    assert session.output_tokens == 65
+    assert session.stats.skipped_by_kind == {}
+
+
+def test_the_shutdown_s_metrics_count_when_they_count_more(tmp_path: Path):
+    """A resumed session's records may be fewer than the totals its shutdown carries."""
+    metrics = {"m": {"usage": {"inputTokens": 5000, "outputTokens": 300, "cacheReadTokens": 1000,
+                               "cacheWriteTokens": 0}}}  # fmt: skip
+    shutdown = {"type": "session.shutdown", "data": {"modelMetrics": metrics}}
+    session = _session_of(tmp_path, [_usage(1, 1200, 25), shutdown])
+    assert (session.input_tokens, session.cache_read_tokens, session.output_tokens) == (
+        4000,
+        1000,
+        300,
+    )

@@ -13,8 +13,13 @@ Each line is an event `{type, data, id, parentId, timestamp}`; a subagent's even
   it answers is marked `is_error` when it did not succeed.
 * `session.compaction_complete`'s summary is "compact_summary"; `system.notification`,
   `skill.invoked` and `abort` are "meta"; `session.task_complete`'s summary is "text".
-* Tokens: output from each assistant message, input and cache from `session.shutdown`'s
-  per-model metrics (the largest seen per model, as a resumed session may repeat them).
+* Tokens, per model, from the two records Copilot keeps of them, whichever counts more (a
+  session that ended abruptly has no shutdown; older versions wrote no usage records):
+  `session.usage_record` (one per model call since 1.0.10x: `usage.inputTokens`,
+  `outputTokens`, `cacheReadTokens`, `cacheWriteTokens`; summed, each call once by its
+  `accounting` identity) and `session.shutdown`'s `modelMetrics` (the session's totals; the
+  largest seen, as a resumed session may repeat them). Older versions' output also came with
+  each assistant message (`outputTokens`), gone in 1.0.102.
 
 Event types the session needs nothing from (hooks, permissions, modes, turn marks, the system
 prompt) are only counted; types this reader does not know are counted in
@@ -23,8 +28,9 @@ prompt) are only counted; types this reader does not know are counted in
 Standard library only: hooks and the MCP server import this without dagster.
 """
 
+import operator
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,6 +117,11 @@ _PASSED = frozenset(
 )
 
 
+Counts = tuple[int, int, int, int]
+"""Tokens: (fresh input, cache read, cache write, output)."""
+_NONE: Counts = (0, 0, 0, 0)
+
+
 @dataclass
 class _State:
     include_thinking: bool
@@ -127,7 +138,11 @@ class _State:
     models: dict[str, None] = field(default_factory=dict)
     chosen_models: dict[str, None] = field(default_factory=dict)
     output_tokens: int = 0
-    metrics: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    metrics: dict[str, Counts] = field(default_factory=dict)
+    """Per model, from session.shutdown (the largest seen)."""
+    calls: dict[str, Counts] = field(default_factory=dict)
+    """Per model, summed from session.usage_record, in the same order."""
+    counted: set[tuple[str, str]] = field(default_factory=set)
     messages: int = 0
 
     def add(self, agent: str | None, role: str, kind: str, text: str, rec: dict[str, Any],
@@ -222,20 +237,52 @@ def _tool_done(state: _State, rec: dict[str, Any], data: dict[str, Any], agent: 
         state.add(agent, "user", "tool_result", text, rec)
 
 
+def _tokens(usage: dict[str, Any]) -> Counts:
+    """(fresh input, cache read, cache write, output) of a usage record or metric."""
+    read, write = count_of(usage.get("cacheReadTokens")), count_of(usage.get("cacheWriteTokens"))
+    # Copilot's inputTokens include the cached ones: what was new is the rest.
+    fresh = max(count_of(usage.get("inputTokens")) - read - write, 0)
+    return fresh, read, write, count_of(usage.get("outputTokens"))
+
+
+def _combined(how: Callable[[int, int], int], old: Counts | None, new: Counts) -> Counts:
+    if old is None:
+        return new
+    return how(old[0], new[0]), how(old[1], new[1]), how(old[2], new[2]), how(old[3], new[3])
+
+
 def _shutdown(state: _State, data: dict[str, Any]) -> None:
     metrics = data.get("modelMetrics")
     for model, entry in metrics.items() if isinstance(metrics, dict) else ():
         usage = entry.get("usage") if isinstance(entry, dict) else None
         if not isinstance(usage, dict):
             continue
-        read, write = (
-            count_of(usage.get("cacheReadTokens")),
-            count_of(usage.get("cacheWriteTokens")),
-        )
-        # Copilot's inputTokens include the cached ones: what was new is the rest.
-        fresh = max(count_of(usage.get("inputTokens")) - read - write, 0)
-        old = state.metrics.get(model, (0, 0, 0))
-        state.metrics[model] = (max(old[0], fresh), max(old[1], read), max(old[2], write))
+        state.metrics[model] = _combined(max, state.metrics.get(model), _tokens(usage))
+
+
+def _usage_record(state: _State, data: dict[str, Any]) -> None:
+    """One model call's usage (session.usage_record), counted once by its accounting identity."""
+    usage = data.get("usage")
+    if not isinstance(usage, dict):
+        return
+    accounting = usage.get("accounting")
+    if isinstance(accounting, dict) and accounting.get("sequence") is not None:
+        key = (str(accounting.get("sourceSessionId")), str(accounting["sequence"]))
+        if key in state.counted:
+            return
+        state.counted.add(key)
+    model = text_of(usage.get("model")) or "?"
+    state.calls[model] = _combined(operator.add, state.calls.get(model), _tokens(usage))
+
+
+def _token_totals(state: _State) -> Counts:
+    """(fresh input, cache read, cache write, output) of the session: per model, the larger
+    count of the usage records' and the shutdown's; output at least the assistant messages'."""
+    totals = _NONE
+    for model in {*state.metrics, *state.calls}:
+        most = _combined(max, state.metrics.get(model), state.calls.get(model, _NONE))
+        totals = _combined(operator.add, totals, most)
+    return totals[0], totals[1], totals[2], max(totals[3], state.output_tokens)
 
 
 def _other(
@@ -260,6 +307,8 @@ def _other(
         state.title = text_of(data.get("title")) or state.title
     elif rtype == "session.shutdown":
         _shutdown(state, data)
+    elif rtype == "session.usage_record":
+        _usage_record(state, data)
     elif rtype in ("session.start", "session.resume", "session.context_changed",
                    "session.model_change"):  # fmt: skip
         _context(state, data)
@@ -347,6 +396,7 @@ def parse_session(
     stats.turns = len(turns)
     stats.tool_uses = sum(len(t.tool_uses) for t in turns)
     title = state.title or (workspace_title(files.main) if files.main else None)
+    fresh, read, write, output = _token_totals(state)
     skip = "no files" if files.main is None else unreadable or _skip_reason(size, state, turns)
     return Session(
         session_id=files.session_id,
@@ -359,10 +409,10 @@ def parse_session(
         versions=tuple(state.versions),
         models=tuple(state.models or state.chosen_models),
         turns=turns,
-        input_tokens=sum(m[0] for m in state.metrics.values()),
-        output_tokens=state.output_tokens,
-        cache_read_tokens=sum(m[1] for m in state.metrics.values()),
-        cache_creation_tokens=sum(m[2] for m in state.metrics.values()),
+        input_tokens=fresh,
+        output_tokens=output,
+        cache_read_tokens=read,
+        cache_creation_tokens=write,
         stats=stats,
         skip_reason=skip,
         files=tuple(str(p) for p in files.paths),
