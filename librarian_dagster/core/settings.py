@@ -185,8 +185,8 @@ class Settings(BaseModel):
     """OpenCode's data folder the sensor watches (its `opencode.db`, or the older `storage/`);
     a folder not there is skipped"""
     copilot_sessions: Location = Path("~/.copilot/session-state")
-    """Copilot CLI's session state the sensor watches (`<session>/events.jsonl`); a folder not
-    there is skipped"""
+    """Copilot CLI's session state the sensor watches (`<session>/events.jsonl`); unset, and
+    `COPILOT_HOME` set: `$COPILOT_HOME/session-state`. A folder not there is skipped"""
     pi_sessions: Location = Path("~/.pi/agent/sessions")
     """Pi's sessions folder the sensor watches (`<cwd>/<time>_<id>.jsonl`); a folder not there
     is skipped"""
@@ -363,6 +363,10 @@ class Settings(BaseModel):
         if codex_home and PREFIX + "CODEX_SESSIONS" not in given:
             # Codex's own variable for its home, where it keeps `sessions/`.
             given[PREFIX + "CODEX_SESSIONS"] = str(Path(codex_home) / "sessions")
+        copilot_home = env.get("COPILOT_HOME", "").strip()
+        if copilot_home and PREFIX + "COPILOT_SESSIONS" not in given:
+            # Copilot CLI's own variable for its home (config, hooks and `session-state/`).
+            given[PREFIX + "COPILOT_SESSIONS"] = str(Path(copilot_home) / "session-state")
         key_variable = next((name for name in KEY_VARIABLES if name in given), None)
         try:
             return cls.model_validate({**given, "gemini_api_key_variable": key_variable})

@@ -36,6 +36,14 @@ def test_defaults_need_no_key():
     assert s.gemini_api_key is None and s.daily_token_budget is None
 
 
+def test_copilot_s_own_home_holds_its_sessions_unless_librarian_is_told_otherwise(tmp_path):
+    home = tmp_path / "copilot"
+    s = Settings.from_env({"COPILOT_HOME": str(home)})
+    assert s.copilot_sessions == home / "session-state"
+    told = Settings.from_env({"COPILOT_HOME": str(home), "LIBRARIAN_COPILOT_SESSIONS": "/s"})
+    assert told.copilot_sessions == Path("/s")
+
+
 def test_gemini_takes_the_key_from_gemini_api_key_or_google_api_key():
     s = Settings.from_env(
         {"LIBRARIAN_DIGEST_PROVIDER": "Gemini", "GOOGLE_API_KEY": "AIzaSyFAKEFAKEFAKE"}
