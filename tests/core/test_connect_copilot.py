@@ -37,7 +37,7 @@ def test_the_user_s_copilot_home_gets_the_hooks_and_the_server(tmp_path):
                 {
                     "type": "command",
                     "bash": f"{RUN_HOOK} pre_tool_use.py copilot",
-                    "matcher": "view|edit|create",
+                    "matcher": "^(view|edit|create)$",
                     "timeoutSec": 10,
                 }
             ],

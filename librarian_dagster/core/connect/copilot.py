@@ -1,6 +1,6 @@
-"""Copilot CLI: command hooks in a file of their own, `hooks/librarian.json` in the Copilot home
-($COPILOT_HOME, else `~/.copilot`), and the MCP server in its `mcp-config.json`; or a
-repository's `.github/hooks/librarian.json` and its `.mcp.json` or `.github/mcp.json`.
+"""Copilot CLI: hooks in `hooks/librarian.json` and the MCP server in `mcp-config.json`, both in
+$COPILOT_HOME (`~/.copilot`), or a repository's (`.github/hooks/`, `.mcp.json` or
+`.github/mcp.json`, read only in a folder the user trusted).
 
 Recall at `userPromptSubmitted` (its context ends the prompt the model is sent, in a
 `<system_reminder>`), file history at `preToolUse` of its file tools (its context is a message
@@ -29,9 +29,10 @@ SERVER = "librarian"
 TIMEOUT_S = 10
 """Copilot's bound on a hook (`timeoutSec`); the hooks keep to their deadlines (under a second)
 well within."""
-FILE_TOOLS = "view|edit|create"
-"""What the preToolUse hook is asked about: Copilot's tools that read or change a named file (a
-regex the whole tool name must match)."""
+FILE_TOOLS = "^(view|edit|create)$"
+"""What the preToolUse hook is asked about: Copilot's tools that read or change a named file. A
+regex on the tool's name, anchored whatever way Copilot applies it (an MCP tool may be named
+`server-view`)."""
 EVENTS = ("userPromptSubmitted", "preToolUse")
 
 
