@@ -3,13 +3,14 @@ with the recall server up, down (its port refused) and hanging (it takes the con
 answers: the first two calls each wait out the hook's deadline, the later ones skip it for 30 s,
 so the p95 over 41 calls is of the skipping ones).
 
-Per agent (claude-code, codex, gemini), the prompt hook (`user_prompt_submit.py AGENT`) and the
-file-history hook (`pre_tool_use.py AGENT`: Claude Code's Read, Codex's `sed -n` through the
-shell, which the server's reader turns into a read, Gemini CLI's `read_file`), each run through
-`sh run-hook.sh` as the agents' configurations run them. The server is the real one (`python -m
-mcp_server`) over an embedded PostgreSQL holding one remembered session that changed the file and
-said why; each run is a new session, so every file-history run is a first touch. "Added" is the
-p95 over the floor (the same hook with recall and history off), so what the memory costs a call.
+Per agent (claude-code, codex, gemini, copilot), the prompt hook (`user_prompt_submit.py AGENT`)
+and the file-history hook (`pre_tool_use.py AGENT`: Claude Code's Read, Codex's `sed -n`
+through the shell, which the server's reader turns into a read, Gemini CLI's `read_file`,
+Copilot CLI's `view` in its own camelCase), each run through `sh run-hook.sh` as the agents'
+configurations run them. The server is the real one (`python -m mcp_server`) over an embedded
+PostgreSQL holding one remembered session that changed the file and said why; each run is a new
+session, so every file-history run is a first touch. "Added" is the p95 over the floor (the same
+hook with recall and history off), so what the memory costs a call.
 
     uv run python benchmarks/agent_hooks.py [--runs 41]
 """
@@ -45,6 +46,10 @@ def events(repo: Path, agent: str, run: int) -> dict[str, dict]:
     if agent == "codex":
         tool = {"tool_name": "Bash", "tool_input": {"command": "sed -n 1,80p cmd/main.go"}}
         name = "PreToolUse"
+    elif agent == "copilot":
+        prompt = {"sessionId": session, "cwd": str(repo), "prompt": prompt["prompt"]}
+        return {"prompt": prompt, "history": {"sessionId": session, "cwd": str(repo),
+                "toolName": "view", "toolArgs": {"path": str(repo / "cmd/main.go")}}}  # fmt: skip
     elif agent == "gemini":
         tool = {"tool_name": "read_file", "tool_input": {"file_path": "cmd/main.go"}}
         prompt["hook_event_name"], name = "BeforeAgent", "AfterTool"
@@ -151,14 +156,15 @@ def main() -> int:
             "down": {"LIBRARIAN_MCP_URL": f"http://127.0.0.1:{free_port()}/mcp"},
             "hanging": {"LIBRARIAN_MCP_URL": hang_url + "/mcp"},
         }
-        for agent in ("claude-code", "codex", "gemini"):
+        for agent in ("claude-code", "codex", "gemini", "copilot"):
             for hook, script in (("prompt", "user_prompt_submit.py"),
                                  ("history", "pre_tool_use.py")):  # fmt: skip
                 times: dict[str, list[float]] = {name: [] for name in servers}
                 for run in range(args.runs):  # round robin: a busy moment slows all alike
                     for name, extra in servers.items():
                         event = events(repo, agent, run)[hook]
-                        event["session_id"] += f"-{name}"
+                        key = "sessionId" if "sessionId" in event else "session_id"
+                        event[key] += f"-{name}"
                         # A state folder per server: what a hook remembers of one (that it hung
                         # lately) is not the others'.
                         state = {"LIBRARIAN_STATE_DIR": str(tmp / "state" / agent / hook / name)}
