@@ -120,3 +120,25 @@ def test_a_copilot_tool_call_touches_what_its_events_would_say(name, arguments, 
     use = readers.live_tool("copilot", name, arguments, "/src/alpha")
     assert use is not None
     assert (use.action, use.file_paths) == (action, paths)
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "action", "paths"),
+    [
+        ("read", {"filePath": "/r/notes.txt", "offset": 10}, READ, ("/r/notes.txt",)),
+        ("edit", {"filePath": "/r/a.py", "oldString": "x", "newString": "y"}, CHANGE, ("/r/a.py",)),
+        ("write", {"filePath": "src/b.py", "content": "z"}, CHANGE, ("src/b.py",)),
+        (
+            "apply_patch",
+            {"patchText": "*** Begin Patch\n*** Update File: src/a.py\n@@\n-x\n+y\n*** End Patch"},
+            CHANGE,
+            ("src/a.py",),
+        ),
+        ("bash", {"command": "cat /r/notes.txt", "description": "show"}, RUN, ()),
+    ],
+)
+def test_an_opencode_tool_call_touches_what_its_part_would_say(name, args, action, paths):
+    """As a plugin sees it (`tool.execute.after`: `tool`, `args`), the part's own input."""
+    use = readers.live_tool("opencode", name, args, "/r")
+    assert use is not None
+    assert (use.action, use.file_paths) == (action, paths)

@@ -6,6 +6,7 @@ from librarian_dagster.core.capture.opencode.files import (
     session_files_for,
     session_head,
 )
+from librarian_dagster.core.capture.opencode.tools import live_tool
 from librarian_dagster.core.capture.opencode.transcript import parse_session
 from librarian_dagster.core.capture.reader import Reader
 
@@ -17,4 +18,5 @@ READER = Reader(
     files_for=session_files_for,
     head=session_head,
     parse=parse_session,
+    live_tool=live_tool,
 )

@@ -5,15 +5,19 @@ read), `edits[].filePath` (multiedit), `patchText` (apply_patch, patch: the file
 its `*** Update File:` lines), `command` (bash), `pattern`/`path` (grep, glob, list). A step's
 `patch` part lists the files the step changed on disk, whatever tool did it.
 
+A plugin sees a tool call as its name and arguments (`tool.execute.before`/`after`: `tool`,
+`args`), the very `state.input` the part records: `live_tool` reads it by the same rule.
+
 Standard library only: hooks and the MCP server import this without dagster.
 """
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse
 
-__all__ = ["as_dict", "one_line", "patch_use", "tool_use"]
+__all__ = ["as_dict", "live_tool", "one_line", "patch_use", "tool_use"]
 
 _ACTIONS = {
     **dict.fromkeys(("edit", "write", "patch", "multiedit", "apply_patch"), CHANGE),
@@ -100,6 +104,13 @@ def tool_use(part: dict[str, Any]) -> ToolUse:
         id=call if isinstance(call, str) and call else None,
         action=action,
     )
+
+
+def live_tool(name: str, tool_input: Mapping[str, Any], cwd: str | None = None) -> ToolUse:
+    """A tool call as OpenCode's plugins see it (`tool.execute.after`'s `tool` and `args`):
+    the tool use its part will record. Paths are as the call gives them (the plugin joins a
+    relative one to its directory)."""
+    return tool_use({"tool": name, "state": {"input": dict(tool_input)}})
 
 
 def patch_use(part: dict[str, Any], changed: set[str]) -> ToolUse | None:
