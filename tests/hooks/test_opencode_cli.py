@@ -18,6 +18,7 @@ import json
 import os
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -117,7 +118,7 @@ def config(base_url: str) -> dict:
     }
 
 
-def run_opencode(cli: str, home: Path, project: Path, prompt: str, log: Path):
+def opencode_env(home: Path, project: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCODE", "XDG_"))}
     env.update(
         HOME=str(home),
@@ -125,8 +126,14 @@ def run_opencode(cli: str, home: Path, project: Path, prompt: str, log: Path):
         OPENCODE_DISABLE_MODELS_FETCH="1",
         OPENCODE_DISABLE_AUTOUPDATE="1",
         npm_config_offline="true",
-        PROBE_LOG=str(log),
     )
+    return env
+
+
+def run_opencode(
+    cli: str, home: Path, project: Path, prompt: str, log: Path, env: dict[str, str] | None = None
+):
+    env = dict(env or opencode_env(home, project), PROBE_LOG=str(log))
     return subprocess.run(
         # One word an argument: `opencode run` quotes an argument holding a space.
         [cli, "run", *prompt.split()],
@@ -208,3 +215,124 @@ def test_a_plugins_text_reaches_the_model_at_the_prompt_and_after_a_read_and_an_
 def test_the_cli_is_the_pinned_version(opencode):
     out = subprocess.run([opencode, "--version"], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == VERSION
+
+
+REMEMBERED = "019e0000-aaaa-7000-8000-0000000000aa"
+EARLIER = (
+    "Fixed the flag parser in cmd/main.go: a repeated --verbose flag now counts up instead of "
+    "failing with 'flag redefined'."
+)
+PROMPT = "How did we fix the repeated verbose flag in the flag parser before?"
+RECALL_HEADER = "Librarian remembers past sessions that may bear on this prompt"
+HISTORY_HEADER = "Librarian remembers earlier sessions that worked on "
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    from librarian_dagster.core.models.minilm import local_embedder
+
+    model = local_embedder()
+    model.embed_query("warm up")  # the first query pays for loading the weights
+    return model
+
+
+def test_librarian_connect_hands_opencode_recall_and_file_history(
+    opencode, tmp_path, store, embedder
+):
+    """`librarian connect opencode` into the user's own opencode.json: the real CLI loads
+    Librarian's plugin and its MCP server; the model is told of an earlier session that bears on
+    the prompt (with the prompt) and of the one that changed the file it reads (with the read's
+    result); the session OpenCode stores keeps each text whole at the end of what it joined, so
+    that Librarian can cut it off when it reads the session back. Undone, the user's file is the
+    very bytes it was."""
+    from librarian_dagster.core.capture.touches import FileTouch
+    from librarian_dagster.core.store.memories import ChunkRecord
+    from mcp_server.app import Served, build_server, http_app
+    from tests.core.test_store import memory_record
+    from tests.helpers import free_port, serve_http
+
+    home, project = tmp_path / "home", tmp_path / "workspace"
+    config_dir = home / ".config" / "opencode"
+    config_dir.mkdir(parents=True)
+    seed_config_dir(config_dir)
+    (project / "cmd").mkdir(parents=True)
+    main_go = project / "cmd" / "main.go"
+    main_go.write_text("package main\n", encoding="utf-8")
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    memory = memory_record(REMEMBERED, project="workspace", embedding_model=embedder.model_name)
+    memory = memory.model_copy(update={"cwd": "/elsewhere/workspace", "agent": "codex"})
+    [vector] = embedder.embed_documents([EARLIER])
+    store.memories.replace_memory(
+        memory,
+        [ChunkRecord("solution", 0, EARLIER, vector)],
+        [FileTouch("/elsewhere/workspace/cmd/main.go", 2, 0)],
+    )
+    connect = [sys.executable, "-m", "librarian_dagster.cli.main", "connect", "opencode"]
+    app = http_app(build_server(Served.of(store, embedder)), "127.0.0.1")
+    port = free_port()
+    with FakeOpenAIChat() as fake, serve_http(app, port) as url:
+        users = (json.dumps(config(fake.url), indent=2) + "\n").encode()
+        (config_dir / "opencode.json").write_bytes(users)
+        env = opencode_env(home, project)
+        env.update(
+            LIBRARIAN_HOME=str(tmp_path / "librarian"),
+            LIBRARIAN_MCP_PORT=str(port),  # the MCP server connecting writes: the one served here
+            LIBRARIAN_MCP_URL=url + "/mcp",  # where the plugin finds /recall, /touches, /history
+            LIBRARIAN_LOG=str(tmp_path / "librarian.log"),
+            LIBRARIAN_RECALL_TIMEOUT_MS="5000",
+            LIBRARIAN_HISTORY_TIMEOUT_MS="5000",
+        )
+        done = subprocess.run(connect, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        written = json.loads((config_dir / "opencode.json").read_text(encoding="utf-8"))
+        assert written["plugin"] == [(ROOT / "plugins" / "opencode" / "librarian.js").as_uri()]
+        assert written["mcp"] == {"librarian": {"type": "remote", "url": url + "/mcp"}}
+        check = subprocess.run([*connect[:-1], "--check", "opencode"], env=env,
+                               capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert check.returncode == 0, check.stdout
+        fake.script += [
+            tool_call("read", {"filePath": str(main_go)}, "call_read"),
+            text("It is the entry point."),
+        ]
+        run = run_opencode(opencode, home, project, PROMPT, tmp_path / "unused.jsonl", env)
+        turns = fake.agent_turns()
+    log = (tmp_path / "librarian.log").read_text(encoding="utf-8")
+    assert run.returncode == 0, (run.stderr[-3000:], log)
+    assert "It is the entry point." in run.stdout
+    assert len(turns) == 2, log
+    # The MCP server is OpenCode's too: its tools are offered to the model.
+    offered = [t["function"]["name"] for t in turns[0]["tools"]]
+    assert any(name.startswith("librarian_") for name in offered), offered
+
+    # Recall joins the prompt's message, after the typed text.
+    user = [m for m in turns[0]["messages"] if m["role"] == "user"][-1]
+    said = [c["text"] for c in user["content"]]
+    assert said[0] == PROMPT and said[1].startswith(RECALL_HEADER), (said, log)
+    assert f"Codex session {REMEMBERED}" in said[1] and "flag parser" in said[1]
+    # The file's history ends the read's result.
+    [result] = [m for m in turns[1]["messages"] if m["role"] == "tool"]
+    assert result["tool_call_id"] == "call_read"
+    content, _, added = result["content"].partition("\n\n" + HISTORY_HEADER)
+    assert "1: package main" in content and content.endswith("</content>"), result["content"]
+    assert added.startswith("cmd/main.go ") and REMEMBERED in added, (result["content"], log)
+    assert "recall added 1 sessions" in log and "history added 1 sessions" in log
+
+    # The session as OpenCode stored it: the typed prompt alone is the prompt, and each text
+    # Librarian added is whole at the end of what it joined, from its header on.
+    database = home / ".local" / "share" / "opencode" / "opencode.db"
+    copy = tmp_path / "opencode.db"
+    with sqlite3.connect(database) as source, sqlite3.connect(copy) as target:
+        source.backup(target)
+    [files] = readers.session_files_for([copy])
+    session = readers.parse_session(files)
+    assert [t.text for t in session.turns if t.kind == "prompt"] == [PROMPT]
+    ours = [t for t in session.turns if "Librarian remembers" in t.text]
+    assert {t.kind for t in ours} <= {"meta", "tool_result"}, [(t.kind, t.text) for t in ours]
+    for turn in ours:
+        start = min(turn.text.find(h) for h in (RECALL_HEADER, HISTORY_HEADER) if h in turn.text)
+        assert turn.text[start:] in (said[1], HISTORY_HEADER + added), turn.text
+
+    # Undone, the user's file is the very bytes it was.
+    undone = subprocess.run([*connect, "--undo"], env=env, capture_output=True, timeout=120)
+    assert undone.returncode == 0, undone.stderr
+    assert (config_dir / "opencode.json").read_bytes() == users

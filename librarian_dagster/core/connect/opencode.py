@@ -1,0 +1,93 @@
+"""OpenCode: Librarian's plugin (plugins/opencode/librarian.js in this checkout) and its MCP
+server, both in `opencode.json`: the user's (`~/.config/opencode/`, under $XDG_CONFIG_HOME when
+that is set) or a repository's (at its top, shared with whoever clones it).
+
+OpenCode has no command hooks: a plugin, a JavaScript module it imports, gets its events in
+process. Librarian's asks the recall server at `chat.message` (its context joins the prompt's
+message as a synthetic part) and after a file tool ran (`tool.execute.after`: the file's
+history is appended to the tool's output). The plugin is named by its file URL in "plugin", a
+list OpenCode concatenates over every config file it reads; the MCP server is a "remote" one
+under "mcp". The token, when there is one, is left to OpenCode to read from the environment
+(`{env:LIBRARIAN_MCP_TOKEN}`): never written into the file.
+
+OpenCode reads the user's `config.json`, `opencode.json` and `opencode.jsonc` in that folder,
+merged (it writes an `opencode.jsonc` of its own on its first start when there is none of
+them): Librarian writes `opencode.json`, the one of them that is plain JSON.
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+from librarian_dagster.core.connect.agent import Connector, Where
+from librarian_dagster.core.connect.files import Content, Target, json_add, json_remove
+
+AGENT = "opencode"
+SERVER = "librarian"
+PLUGIN = Path("plugins") / "opencode" / "librarian.js"
+"""The plugin, in Librarian's checkout."""
+
+
+def config_dir(where: Where) -> Path:
+    """OpenCode's folder of the user's settings: `$XDG_CONFIG_HOME/opencode`, else
+    `~/.config/opencode` (xdg-basedir's rule: a relative XDG_CONFIG_HOME is ignored)."""
+    named = (where.env.get("XDG_CONFIG_HOME") or "").strip()
+    base = Path(named) if named and Path(named).is_absolute() else where.home / ".config"
+    return base / "opencode"
+
+
+def _config(where: Where) -> Path:
+    return (where.repo if where.repo else config_dir(where)) / "opencode.json"
+
+
+def plugin_url(where: Where) -> str:
+    return (where.plugin / PLUGIN).as_uri()
+
+
+def _entries(where: Where) -> list[tuple[tuple[str, ...], object]]:
+    server: dict[str, object] = {"type": "remote", "url": where.mcp_url}
+    if where.env.get("LIBRARIAN_MCP_TOKEN"):
+        server["headers"] = {"Authorization": "Bearer {env:LIBRARIAN_MCP_TOKEN}"}
+    return [(("plugin[]",), plugin_url(where)), (("mcp", SERVER), server)]
+
+
+def targets(where: Where) -> list[Target]:
+    path, entries = _config(where), _entries(where)
+    notes: list[str] = []
+
+    def add(content: Content) -> bytes:
+        notes.clear()
+        return json_add(path, content, entries, notes)
+
+    return [Target(path, add, lambda content: json_remove(path, content, entries), notes)]
+
+
+def check(where: Where) -> list[str]:
+    problems = []
+    if not (where.plugin / PLUGIN).is_file():
+        problems.append(f"{where.plugin} holds no OpenCode plugin ({PLUGIN})")
+    path = _config(where)
+    try:
+        config = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return [*problems, f"not connected: there is no {path}"]
+    except ValueError:
+        return [*problems, f"{path} is not JSON: Librarian cannot tell what OpenCode reads in it"]
+    config = config if isinstance(config, dict) else {}
+    plugins = config.get("plugin")
+    if not isinstance(plugins, list) or plugin_url(where) not in plugins:
+        problems.append(f"not connected: {path} does not load Librarian's plugin")
+    servers = config.get("mcp")
+    server = servers.get(SERVER) if isinstance(servers, dict) else None
+    if not isinstance(server, dict):
+        problems.append(f"{path} names no MCP server {SERVER!r}")
+    elif server.get("enabled") is False:
+        problems.append(f"{path} turns the MCP server {SERVER!r} off (enabled = false)")
+    return problems
+
+
+def found(where: Where) -> bool:
+    return config_dir(where).is_dir() or shutil.which("opencode") is not None
+
+
+CONNECTOR = Connector(agent=AGENT, targets=targets, check=check, found=found)
