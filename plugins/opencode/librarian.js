@@ -152,16 +152,26 @@ async function post(url, body, signal, env) {
     throw new Failed("bad url")
   }
   if (!["http:", "https:"].includes(parsed.protocol) || !parsed.hostname) throw new Failed("bad url")
-  const headers = { "Content-Type": "application/json", Accept: "application/json" }
+  // One connection a request, as the Python hooks' (`Connection: close`): a pooled one the
+  // server has closed meanwhile (an HTTP/1.0 server, an idle timeout) fails as ECONNRESET.
+  const headers = { "Content-Type": "application/json", Accept: "application/json", Connection: "close" }
   if (env.LIBRARIAN_MCP_TOKEN) headers.Authorization = "Bearer " + env.LIBRARIAN_MCP_TOKEN
   let status, data
   try {
-    const response = await fetch(url, { method: "POST", headers, body: JSON.stringify(body), signal, redirect: "error" })
+    const response = await fetch(url, {
+      method: "POST",
+      headers,
+      body: JSON.stringify(body),
+      signal,
+      redirect: "error",
+      keepalive: false,
+    })
     status = response.status
     data = await readBounded(response)
   } catch (error) {
     if (error instanceof Failed) throw error
-    throw new Failed(signal.aborted ? "timeout" : error?.name || "error")
+    // Its code (ECONNREFUSED) or class only: a message can carry addresses.
+    throw new Failed(signal.aborted ? "timeout" : String(error?.code || error?.name || "error").slice(0, 40))
   }
   if (status === 401 || status === 403) throw new Failed(`refused (${status})`)
   if (status !== 200) throw new Failed(`http ${status}`)

@@ -1,0 +1,317 @@
+"""Librarian's OpenCode plugin (plugins/opencode/librarian.js) on OpenCode's own runtime (the
+Bun its binary is built with: `BUN_BE_BUN=1 opencode run script.mjs`), its hooks called as
+OpenCode calls them, against a stand-in recall server: the texts it adds are the Python hooks'
+own (same header, same lines, same budget), and it keeps their contract: the deadlines, a
+server that hung left alone, the switches, the token, once per file per session, and never an
+exception into OpenCode."""
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.local_server import LocalServer, QuietHandler, Reply
+
+ROOT = Path(__file__).resolve().parents[2]
+PLUGIN = ROOT / "plugins" / "opencode" / "librarian.js"
+INSTALLED = ROOT / ".tools" / "agents" / "opencode" / "node_modules" / ".bin" / "opencode"
+HOOKS = ROOT / "hooks"
+
+DRIVER = """
+import { LibrarianPlugin } from "__PLUGIN__"
+const steps = JSON.parse(process.env.STEPS)
+const hooks = await LibrarianPlugin({ directory: process.env.DIRECTORY })
+const results = []
+for (const step of steps) {
+  const start = performance.now()
+  let error = null
+  Object.assign(process.env, step.env ?? {})
+  try {
+    await hooks[step.hook](step.input, step.output)
+  } catch (e) {
+    error = String(e)
+  }
+  results.push({ output: step.output, ms: performance.now() - start, error })
+}
+console.log(JSON.stringify(results))
+"""
+
+RECALLED = {
+    "results": [
+        {
+            "session_id": "019e0000-aaaa-7000-8000-0000000000aa",
+            "text": "Fixed the flag parser",
+            "agent": "codex",
+            "project": "alpha",
+            "started_at": "2026-10-30T22:00:00Z",
+            "date": "2026-10-31T01:00:00Z",
+            "git_branch": "fix/flags",
+            "title": 'The "verbose" flag',
+            "summary": "Made a repeated --verbose\ncount up.",
+            "highlights": ["repeated --verbose counts up", "tests\tin cmd/main_test.go"],
+            "files": ["cmd/main.go", "cmd/main_test.go", "go.mod", "README.md"],
+            "context": "project",
+        },
+        {
+            "session_id": "019e0000-aaaa-7000-8000-0000000000aa",
+            "text": "a second chunk of the same session",
+            "highlights": ["repeated --verbose counts up", "a flag set per command"],
+        },
+        {
+            "session_id": "3c1d0000-0000-4000-8000-000000000001",
+            "text": "An older fix \x07 with a bell",
+            "agent": "claude-code",
+            "date": "2026-09-01T10:00:00Z",
+            "section": "solution",
+        },
+        {"session_id": "", "text": "no session: skipped"},
+        "not an object",
+        {"session_id": "6b2f", "text": "exchange only", "agent": "my-agent", "section": "exchange"},
+    ]
+}
+HISTORY = {
+    "path": "cmd/main.go",
+    "results": [
+        {
+            "session_id": "019e0000-aaaa-7000-8000-0000000000aa",
+            "agent": "codex",
+            "started_at": "2026-10-30T22:00:00Z",
+            "date": "2026-10-31T01:00:00Z",
+            "git_branch": "fix/flags",
+            "changed": True,
+            "edits": 2,
+            "changed_since": "changed since (3 commits)",
+            "title": 'The "verbose" flag',
+            "summary": "Made a repeated --verbose count up.",
+            "lines": ["cmd/main.go: a flag set per command", "cmd/main.go: counts -v"],
+            "highlights": ["cmd/main.go: a flag set per command", "tests pass"],
+        },
+        {
+            "session_id": "3c1d0000-0000-4000-8000-000000000001",
+            "agent": "claude-code",
+            "date": "2026-09-01T10:00:00Z",
+            "changed": False,
+            "lines": ["read it to learn the flags"],
+        },
+        {"session_id": "", "changed": True},
+    ],
+}
+
+
+class Recall(LocalServer):
+    """A stand-in for the recall server's hook endpoints: each path answers its `answers`
+    entry (a Reply), or hangs `hang` seconds first."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, Reply] = {}
+        self.hang = 0.0
+        server = self
+
+        class Handler(QuietHandler):
+            def do_POST(self) -> None:
+                body = json.loads(server.record(self) or b"{}")
+                if server.hang:
+                    time.sleep(server.hang)
+                answer = server.answers.get(self.path, Reply(404, {"error": "no"}))
+                if self.path == "/touches" and self.path not in server.answers:
+                    paths = [body["tool_input"]["filePath"]]
+                    answer = Reply(body={"action": "read", "paths": paths})
+                with contextlib.suppress(OSError):  # the plugin gave up waiting (a hang)
+                    self.send_reply(answer)
+
+        super().__init__(Handler)
+
+    def asked(self, path: str) -> list[dict[str, Any]]:
+        return [r.json for r in self.requests if r.path == path]
+
+
+@pytest.fixture
+def bun() -> str:
+    if not INSTALLED.exists():
+        pytest.skip(f"the OpenCode CLI (its Bun runs the plugin) is absent ({INSTALLED})")
+    return str(INSTALLED)
+
+
+@pytest.fixture
+def server():
+    with Recall() as recall:
+        yield recall
+
+
+def prompt(words: str, session: str = "ses_1") -> dict[str, Any]:
+    """`chat.message` as OpenCode calls it: the message and its parts, before they are saved."""
+    message = {"id": "msg_1", "sessionID": session, "role": "user"}
+    part = {"id": "prt_0123456789abTYPEDTEXT0001", "sessionID": session, "messageID": "msg_1",
+            "type": "text", "text": words}  # fmt: skip
+    return {"hook": "chat.message", "input": {"sessionID": session},
+            "output": {"message": message, "parts": [part]}}  # fmt: skip
+
+
+def tool(name: str, file: str, session: str = "ses_1") -> dict[str, Any]:
+    """`tool.execute.after` as OpenCode calls it: the call, and the result the model will read."""
+    return {"hook": "tool.execute.after",
+            "input": {"tool": name, "sessionID": session, "callID": "call_1",
+                      "args": {"filePath": file}},
+            "output": {"title": "", "output": "1: package main", "metadata": {}}}  # fmt: skip
+
+
+def run(bun: str, tmp_path: Path, steps: list[dict[str, Any]], **env: str) -> list[dict[str, Any]]:
+    driver = tmp_path / "driver.mjs"
+    driver.write_text(DRIVER.replace("__PLUGIN__", PLUGIN.as_uri()), encoding="utf-8")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("LIBRARIAN_")}
+    environment.update(BUN_BE_BUN="1", HOME=str(tmp_path), STEPS=json.dumps(steps),
+                       DIRECTORY=str(tmp_path), LIBRARIAN_LOG=str(tmp_path / "librarian.log"),
+                       **env)  # fmt: skip
+    done = subprocess.run([bun, "run", str(driver)], env=environment, capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout.splitlines()[-1])
+    assert [r["error"] for r in results] == [None] * len(steps)
+    return results
+
+
+def added(result: dict[str, Any]) -> list[str]:
+    """The synthetic parts a `chat.message` result gained."""
+    return [p["text"] for p in result["output"]["parts"] if p.get("synthetic")]
+
+
+def python_hooks():
+    sys.path.insert(0, str(HOOKS))
+    try:
+        import librarian_history
+        import librarian_recall
+    finally:
+        sys.path.remove(str(HOOKS))
+    return librarian_recall, librarian_history
+
+
+def test_the_texts_are_the_python_hooks_own(bun, tmp_path, server):
+    """Whatever the budget: the same lines kept, the same left out."""
+    recall, history = python_hooks()
+    server.answers = {"/recall": Reply(body=RECALLED), "/history": Reply(body=HISTORY)}
+    budgets = range(200, 1000, 7)
+    steps = []
+    for n, budget in enumerate(budgets):
+        env = {"LIBRARIAN_RECALL_BUDGET": str(budget), "LIBRARIAN_HISTORY_BUDGET": str(budget)}
+        steps += [
+            {**prompt("how did we fix the verbose flag", f"ses_{n}"), "env": env},
+            tool("read", str(tmp_path / "cmd" / "main.go"), f"ses_{n}"),
+        ]
+    said = run(bun, tmp_path, steps, LIBRARIAN_MCP_URL=server.url + "/mcp")
+    for budget, asked, read in zip(budgets, said[::2], said[1::2], strict=True):
+        expected, _ = recall.render(recall.sessions_of(RECALLED), budget)
+        assert added(asked) == ([expected] if expected else []), budget
+        shown, _ = history.render(HISTORY, "cmd/main.go", budget)
+        assert read["output"]["output"] == "1: package main" + (f"\n\n{shown}" if shown else ""), (
+            budget
+        )
+    expected, _ = recall.render(recall.sessions_of(RECALLED), 999)
+    assert expected and expected.startswith(recall.HEADER) and said[-2]["output"]["parts"][-1]
+    part = said[-2]["output"]["parts"][-1]
+    assert part["id"] > said[-2]["output"]["parts"][0]["id"]  # after the typed text
+    assert (part["synthetic"], part["messageID"], part["type"]) == (True, "msg_1", "text")
+    shown, _ = history.render(HISTORY, "cmd/main.go", 999)
+    assert shown and shown.startswith(history.HEADER.format(path="cmd/main.go"))
+
+
+def test_what_it_asks_the_server(bun, tmp_path, server):
+    server.answers = {"/recall": Reply(body={"results": []}), "/history": Reply(body=HISTORY)}
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "HEAD").write_text("ref: refs/heads/fix/flags\n", encoding="utf-8")
+    file = str(tmp_path / "cmd" / "main.go")
+    steps = [
+        prompt("how did we fix the verbose flag"),
+        tool("read", "cmd/main.go"),
+        tool("edit", file),
+        tool("bash", file),
+        tool("read", file, session="ses_2"),
+    ]
+    said = run(bun, tmp_path, steps, LIBRARIAN_MCP_URL=server.url + "/mcp/",
+               LIBRARIAN_MCP_TOKEN="s3cret")  # fmt: skip
+    assert added(said[0]) == []  # nothing relevant: nothing added
+    assert {r.headers["Authorization"] for r in server.requests} == {"Bearer s3cret"}
+    assert server.asked("/recall") == [
+        {"query": "how did we fix the verbose flag", "limit": 3, "cwd": str(tmp_path),
+         "git_branch": "fix/flags"}
+    ]  # fmt: skip
+    # Every file tool's call is read by the server's reader; bash is not a file tool.
+    touches = server.asked("/touches")
+    assert [(t["agent"], t["tool_name"], t["tool_input"]) for t in touches] == [
+        ("opencode", "read", {"filePath": "cmd/main.go"}),
+        ("opencode", "edit", {"filePath": file}),
+        ("opencode", "read", {"filePath": file}),
+    ]
+    # Once per file in a session (the relative path is the same file); the task is the prompt.
+    assert server.asked("/history") == [
+        {"path": file, "limit": 3, "cwd": str(tmp_path), "root": str(tmp_path),
+         "task": "how did we fix the verbose flag", "session_id": "ses_1"},
+        {"path": file, "limit": 3, "cwd": str(tmp_path), "root": str(tmp_path),
+         "session_id": "ses_2"},
+    ]  # fmt: skip
+    assert [s["output"]["output"] != "1: package main" for s in said[1:]] == [
+        True, False, False, True,
+    ]  # fmt: skip
+
+
+def test_switches_and_prompts_not_asked_about(bun, tmp_path, server):
+    server.answers = {"/recall": Reply(body=RECALLED), "/history": Reply(body=HISTORY)}
+    url = server.url + "/mcp"
+    file = str(tmp_path / "a.go")
+    steps = [prompt("fix it"), prompt("/review the flag parser please"), tool("read", file)]
+    run(bun, tmp_path, steps, LIBRARIAN_MCP_URL=url)
+    assert server.asked("/recall") == []  # short, and a slash command
+    server.requests.clear()
+    run(bun, tmp_path, [prompt("how did we fix the verbose flag"), tool("read", file)],
+        LIBRARIAN_MCP_URL=url, LIBRARIAN_HISTORY="off")  # fmt: skip
+    assert [r.path for r in server.requests] == ["/recall"]
+    server.requests.clear()
+    run(bun, tmp_path, [prompt("how did we fix the verbose flag"), tool("read", file)],
+        LIBRARIAN_MCP_URL=url, LIBRARIAN_RECALL="off")  # fmt: skip
+    assert server.requests == []
+
+
+def test_a_server_that_is_down_or_wrong_adds_nothing_and_breaks_nothing(bun, tmp_path, server):
+    from tests.helpers import free_port
+
+    steps = [prompt("how did we fix the verbose flag"), tool("read", str(tmp_path / "a.go"))]
+    for url, answers in [
+        (f"http://127.0.0.1:{free_port()}/mcp", {}),
+        (server.url + "/mcp", {"/recall": Reply(500, {}), "/touches": Reply(401, {})}),
+        (server.url + "/mcp", {"/recall": Reply(raw="not json"), "/touches": Reply(body=[1])}),
+        (server.url + "/mcp", {"/recall": Reply(body={"results": "no"}),
+                               "/touches": Reply(body={"action": "read", "paths": ["/a.go"]}),
+                               "/history": Reply(body={"results": [{"session_id": 3}]})}),
+        ("ftp://127.0.0.1/mcp", {}),
+    ]:  # fmt: skip
+        server.answers = answers
+        said = run(bun, tmp_path, steps, LIBRARIAN_MCP_URL=url)
+        assert added(said[0]) == []
+        assert said[1]["output"]["output"] == "1: package main"
+    log = (tmp_path / "librarian.log").read_text(encoding="utf-8")
+    assert "recall failed (http 500)" in log and "touches failed (refused (401))" in log
+    assert "history none" in log
+
+
+def test_a_server_that_hangs_is_abandoned_at_the_deadline_then_left_alone(bun, tmp_path, server):
+    server.hang = 3.0
+    server.answers = {"/recall": Reply(body=RECALLED)}
+    file = str(tmp_path / "a.go")
+    steps = [prompt("how did we fix the verbose flag"), tool("read", file),
+             prompt("and what about the quiet flag then"), tool("read", file)]  # fmt: skip
+    said = run(bun, tmp_path, steps, LIBRARIAN_MCP_URL=server.url + "/mcp",
+               LIBRARIAN_RECALL_TIMEOUT_MS="400", LIBRARIAN_HISTORY_TIMEOUT_MS="200")  # fmt: skip
+    assert [added(s) for s in said[::2]] == [[], []]
+    assert [s["output"]["output"] for s in said[1::2]] == ["1: package main"] * 2
+    # Each ask ends at its deadline (with room for a loaded machine), and after two missed in a
+    # row the server is not asked again for a while.
+    assert said[0]["ms"] < 400 + 1500 and said[1]["ms"] < 200 + 1500
+    assert [r.path for r in server.requests] == ["/recall", "/touches"]
+    log = (tmp_path / "librarian.log").read_text(encoding="utf-8")
+    assert "recall skipped (server hung lately)" in log
+    assert "history skipped (server hung lately)" in log
