@@ -88,7 +88,6 @@ def test_a_claude_code_tool_call_names_its_file():
     assert use is not None and (use.action, use.file_paths) == (CHANGE, ("/a/b.py",))
     use = readers.live_tool("gemini", "read_file", {"file_path": "src/a.py"})
     assert use is not None and (use.action, use.file_paths) == (READ, ("src/a.py",))
-    assert readers.live_tool("pi", "read", {"path": "/a/b.py"}) is None
 
 
 @pytest.mark.parametrize(
@@ -140,5 +139,22 @@ def test_a_copilot_tool_call_touches_what_its_events_would_say(name, arguments, 
 def test_an_opencode_tool_call_touches_what_its_part_would_say(name, args, action, paths):
     """As a plugin sees it (`tool.execute.after`: `tool`, `args`), the part's own input."""
     use = readers.live_tool("opencode", name, args, "/r")
+    assert use is not None
+    assert (use.action, use.file_paths) == (action, paths)
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "action", "paths"),
+    [
+        ("read", {"path": "/r/notes.txt", "offset": 10}, READ, ("/r/notes.txt",)),
+        ("edit", {"path": "src/a.py", "edits": [{"oldText": "x", "newText": "y"}]}, CHANGE,
+         ("src/a.py",)),
+        ("write", {"path": "/r/b.py", "content": "z"}, CHANGE, ("/r/b.py",)),
+        ("bash", {"command": "cat /r/notes.txt"}, RUN, ()),
+    ],
+)  # fmt: skip
+def test_a_pi_tool_call_touches_what_its_tool_call_would_say(name, args, action, paths):
+    """As an extension sees it (`tool_result`: `toolName`, `input`), the toolCall's arguments."""
+    use = readers.live_tool("pi", name, args, "/r")
     assert use is not None
     assert (use.action, use.file_paths) == (action, paths)

@@ -8,6 +8,7 @@ from librarian_dagster.core.capture.pi.files import (
     session_files_for,
     session_head,
 )
+from librarian_dagster.core.capture.pi.tools import live_tool
 from librarian_dagster.core.capture.reader import Reader
 
 READER = Reader(
@@ -18,4 +19,5 @@ READER = Reader(
     files_for=session_files_for,
     head=session_head,
     parse=parse_session,
+    live_tool=live_tool,
 )

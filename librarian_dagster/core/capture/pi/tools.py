@@ -5,14 +5,19 @@ and `edit` a `path` (edit's `edits` are old/new text pairs of that one file); `b
 `command`; `ls`, `grep` and `find` search a folder (`path`, optional). Tools from extensions
 keep their names and get no action.
 
+An extension sees a tool call as its name and input (`tool_call`/`tool_result` events:
+`toolName`, `input`), the very `arguments` its `toolCall` records: `live_tool` reads it by the
+same rule.
+
 Standard library only: hooks and the MCP server import this without dagster.
 """
 
+from collections.abc import Mapping
 from typing import Any
 
 from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse
 
-__all__ = ["one_line", "tool_use"]
+__all__ = ["live_tool", "one_line", "tool_use"]
 
 _ACTIONS = {
     "read": READ,
@@ -61,3 +66,10 @@ def tool_use(block: dict[str, Any]) -> ToolUse:
         summary=one_line(summary, 120),
         id=call_id if isinstance(call_id, str) and call_id else None,
     )
+
+
+def live_tool(name: str, tool_input: Mapping[str, Any], cwd: str | None = None) -> ToolUse:
+    """A tool call as Pi's extensions see it (`tool_result`'s `toolName` and `input`): the tool
+    use its `toolCall` will record. Paths are as the call gives them (the extension joins a
+    relative one to its cwd)."""
+    return tool_use({"name": name, "arguments": dict(tool_input)})
