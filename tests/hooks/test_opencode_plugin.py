@@ -1,13 +1,15 @@
 """Librarian's OpenCode plugin (plugins/opencode/librarian.js) on OpenCode's own runtime (the
-Bun its binary is built with: `BUN_BE_BUN=1 opencode run script.mjs`), its hooks called as
-OpenCode calls them, against a stand-in recall server: the texts it adds are the Python hooks'
-own (same header, same lines, same budget), and it keeps their contract: the deadlines, a
-server that hung left alone, the switches, the token, once per file per session, and never an
-exception into OpenCode."""
+Bun its binary is built with: `BUN_BE_BUN=1 opencode run script.mjs`), and on Node (which runs
+Pi's extension, sharing plugins/shared/memory.js), its hooks called as OpenCode calls them,
+against a stand-in recall server: the texts it adds are the Python hooks' own (same header,
+same lines, same budget), and it keeps their contract: the deadlines, a server that hung left
+alone, the switches, the token, once per file per session, and never an exception into
+OpenCode."""
 
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -131,11 +133,18 @@ class Recall(LocalServer):
         return [r.json for r in self.requests if r.path == path]
 
 
-@pytest.fixture
-def bun() -> str:
+@pytest.fixture(params=["bun", "node"])
+def bun(request) -> list[str]:
+    """How a script is run: by OpenCode's Bun, and by Node, which runs Pi (whose extension
+    shares the plugin's plugins/shared/memory.js)."""
+    if request.param == "node":
+        node = shutil.which("node")
+        if node is None:
+            pytest.skip("no node on PATH")
+        return [node]
     if not INSTALLED.exists():
         pytest.skip(f"the OpenCode CLI (its Bun runs the plugin) is absent ({INSTALLED})")
-    return str(INSTALLED)
+    return [str(INSTALLED), "run"]
 
 
 @pytest.fixture
@@ -161,14 +170,16 @@ def tool(name: str, file: str, session: str = "ses_1") -> dict[str, Any]:
             "output": {"title": "", "output": "1: package main", "metadata": {}}}  # fmt: skip
 
 
-def run(bun: str, tmp_path: Path, steps: list[dict[str, Any]], **env: str) -> list[dict[str, Any]]:
+def run(
+    bun: list[str], tmp_path: Path, steps: list[dict[str, Any]], **env: str
+) -> list[dict[str, Any]]:
     driver = tmp_path / "driver.mjs"
     driver.write_text(DRIVER.replace("__PLUGIN__", PLUGIN.as_uri()), encoding="utf-8")
     environment = {k: v for k, v in os.environ.items() if not k.startswith("LIBRARIAN_")}
     environment.update(BUN_BE_BUN="1", HOME=str(tmp_path), STEPS=json.dumps(steps),
                        DIRECTORY=str(tmp_path), LIBRARIAN_LOG=str(tmp_path / "librarian.log"),
                        **env)  # fmt: skip
-    done = subprocess.run([bun, "run", str(driver)], env=environment, capture_output=True,
+    done = subprocess.run([*bun, str(driver)], env=environment, capture_output=True,
                           text=True, timeout=120, cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     results = json.loads(done.stdout.splitlines()[-1])

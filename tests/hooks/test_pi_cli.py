@@ -9,6 +9,7 @@ returning more content) reaches the model in a request, and the session Pi write
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,13 +78,14 @@ def models(base_url: str) -> dict:
     return {"providers": {"standin": provider}}
 
 
-def run_pi(cli: str, home: Path, project: Path, log: Path, prompt: str):
+def run_pi(cli: str, home: Path, project: Path, log: Path, prompt: str, **more: str):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PI_")}
     env.update(
         HOME=str(home),
         PI_OFFLINE="1",
         PROBE_LOG=str(log),
         PROBE_PROMPT_CONTEXT=PROMPT_CONTEXT,
+        **more,
     )
     command = [cli, "-p", "--model", "standin/stand-in-model", prompt]
     return subprocess.run(
@@ -158,3 +160,114 @@ def test_the_cli_is_the_pinned_version(pi, tmp_path):
     env = {**os.environ, "HOME": str(tmp_path), "PI_OFFLINE": "1"}
     out = subprocess.run([pi, "--version"], capture_output=True, text=True, timeout=60, env=env)
     assert (out.stdout + out.stderr).strip() == VERSION  # Pi prints it on stderr
+
+
+REMEMBERED = "019e0000-aaaa-7000-8000-0000000000aa"
+EARLIER = (
+    "Fixed the flag parser in cmd/main.go: a repeated --verbose flag now counts up instead of "
+    "failing with 'flag redefined'."
+)
+PROMPT = "How did we fix the repeated verbose flag in the flag parser before?"
+RECALL_HEADER = "Librarian remembers past sessions that may bear on this prompt"
+HISTORY_HEADER = "Librarian remembers earlier sessions that worked on "
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    from librarian_dagster.core.models.minilm import local_embedder
+
+    model = local_embedder()
+    model.embed_query("warm up")  # the first query pays for loading the weights
+    return model
+
+
+def test_librarian_connect_hands_pi_recall_and_file_history(pi, tmp_path, store, embedder):
+    """`librarian connect pi` into the user's own settings.json: the real CLI loads Librarian's
+    extension; the model is told of an earlier session that bears on the prompt (a message after
+    it) and of the one that changed the file it reads (the end of the read's result); the
+    session Pi writes keeps each text whole at the end of what it joined, so that Librarian can
+    cut it off when it reads the session back. Undone, the user's file is the very bytes it
+    was."""
+    from librarian_dagster.core.capture.touches import FileTouch
+    from librarian_dagster.core.store.memories import ChunkRecord
+    from mcp_server.app import Served, build_server, http_app
+    from tests.core.test_store import memory_record
+    from tests.helpers import free_port, serve_http
+
+    home, project = tmp_path / "home", tmp_path / "workspace"
+    agent_dir = home / ".pi" / "agent"
+    agent_dir.mkdir(parents=True)
+    (project / "cmd").mkdir(parents=True)
+    main_go = project / "cmd" / "main.go"
+    main_go.write_text("package main\n", encoding="utf-8")
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    memory = memory_record(REMEMBERED, project="workspace", embedding_model=embedder.model_name)
+    memory = memory.model_copy(update={"cwd": "/elsewhere/workspace", "agent": "codex"})
+    [vector] = embedder.embed_documents([EARLIER])
+    store.memories.replace_memory(
+        memory,
+        [ChunkRecord("solution", 0, EARLIER, vector)],
+        [FileTouch("/elsewhere/workspace/cmd/main.go", 2, 0)],
+    )
+    mine = b'{\n  "defaultThinkingLevel": "off",\n  "quietStartup": true\n}\n'
+    (agent_dir / "settings.json").write_bytes(mine)
+    connect = [sys.executable, "-m", "librarian_dagster.cli.main", "connect", "pi"]
+    app = http_app(build_server(Served.of(store, embedder)), "127.0.0.1")
+    with FakeOpenAIChat() as fake, serve_http(app, free_port()) as url:
+        (agent_dir / "models.json").write_text(json.dumps(models(fake.url)))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PI_")}
+        librarian = {
+            "LIBRARIAN_HOME": str(tmp_path / "librarian"),
+            "LIBRARIAN_MCP_URL": url + "/mcp",  # where the extension finds /recall and the rest
+            "LIBRARIAN_LOG": str(tmp_path / "librarian.log"),
+            "LIBRARIAN_RECALL_TIMEOUT_MS": "5000",
+            "LIBRARIAN_HISTORY_TIMEOUT_MS": "5000",
+        }
+        env.update(HOME=str(home), **librarian)
+        done = subprocess.run(connect, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        written = json.loads((agent_dir / "settings.json").read_text(encoding="utf-8"))
+        assert written["extensions"] == [str(ROOT / "plugins" / "pi" / "librarian.ts")]
+        check = subprocess.run([*connect[:-1], "--check", "pi"], env=env,
+                               capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert check.returncode == 0, check.stdout
+        fake.script += [
+            tool_call("read", {"path": str(main_go)}, "call_read"),
+            text("It is the entry point."),
+        ]
+        run = run_pi(pi, home, project, tmp_path / "unused.jsonl", PROMPT, **librarian)
+        turns = fake.agent_turns()
+    log = (tmp_path / "librarian.log").read_text(encoding="utf-8")
+    assert run.returncode == 0, (run.stderr[-3000:], log)
+    assert run.stdout.strip() == "It is the entry point."
+    assert len(turns) == 2, log
+
+    # Recall comes as a user message right after the prompt.
+    users = [m["content"] for m in turns[0]["messages"] if m["role"] == "user"]
+    assert users[0] == [{"type": "text", "text": PROMPT}]
+    [recalled] = [c["text"] for c in users[1]]
+    assert recalled.startswith(RECALL_HEADER), (users, log)
+    assert f"Codex session {REMEMBERED}" in recalled and "flag parser" in recalled
+    # The file's history ends the read's result.
+    read = next(m for m in turns[1]["messages"] if m.get("tool_call_id") == "call_read")
+    content, _, added = read["content"].partition("\n" + HISTORY_HEADER)
+    assert content == "package main\n", read["content"]
+    assert added.startswith("cmd/main.go ") and REMEMBERED in added, (read["content"], log)
+    assert "recall added 1 sessions" in log and "history added 1 sessions" in log
+
+    # The session as Pi wrote it: the typed prompt alone is the prompt, and each text Librarian
+    # added is whole at the end of what it joined, from its header on.
+    (written_session,) = (agent_dir / "sessions").glob("*/*.jsonl")
+    [files] = readers.session_files_for([written_session])
+    session = readers.parse_session(files)
+    assert [t.text for t in session.turns if t.kind == "prompt"] == [PROMPT]
+    ours = [t for t in session.turns if "Librarian remembers" in t.text]
+    assert {t.kind for t in ours} == {"meta", "tool_result"}, [(t.kind, t.text) for t in ours]
+    for turn in ours:
+        start = min(turn.text.find(h) for h in (RECALL_HEADER, HISTORY_HEADER) if h in turn.text)
+        assert turn.text[start:] in (recalled, HISTORY_HEADER + added), turn.text
+
+    # Undone, the user's file is the very bytes it was.
+    undone = subprocess.run([*connect, "--undo"], env=env, capture_output=True, timeout=120)
+    assert undone.returncode == 0, undone.stderr
+    assert (agent_dir / "settings.json").read_bytes() == mine

@@ -1,7 +1,7 @@
 """The agents `librarian connect` configures, in the order people see them listed. Adding one is
 a module beside this with its `CONNECTOR`, and a line here."""
 
-from librarian_dagster.core.connect import claude_code, codex, copilot, gemini, opencode
+from librarian_dagster.core.connect import claude_code, codex, copilot, gemini, opencode, pi
 from librarian_dagster.core.connect.agent import Connector
 
 __all__ = ["CONNECTORS"]
@@ -14,5 +14,6 @@ CONNECTORS: dict[str, Connector] = {
         gemini.CONNECTOR,
         opencode.CONNECTOR,
         copilot.CONNECTOR,
+        pi.CONNECTOR,
     )
 }

@@ -1,0 +1,74 @@
+"""Pi: Librarian's extension (plugins/pi/librarian.ts in this checkout), named in Pi's
+`settings.json` "extensions": the user's (`~/.pi/agent/`, or $PI_CODING_AGENT_DIR) or a
+repository's (`.pi/settings.json`, which Pi reads when it runs in that folder).
+
+Pi has no command hooks: an extension, a TypeScript module Pi loads itself (jiti), gets its
+events in process. Librarian's asks the recall server at `before_agent_start` (its context
+comes as a custom message after the prompt) and after a file tool ran (`tool_result`: the
+file's history ends the tool's result). Pi has no MCP client: the extension is all it gets.
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+from librarian_dagster.core.connect.agent import Connector, Where
+from librarian_dagster.core.connect.files import Content, Target, json_add, json_remove
+
+AGENT = "pi"
+EXTENSION = Path("plugins") / "pi" / "librarian.ts"
+"""The extension, in Librarian's checkout."""
+
+
+def agent_dir(where: Where) -> Path:
+    """Pi's folder of the user's settings: $PI_CODING_AGENT_DIR (`~` is the home), else
+    `~/.pi/agent`."""
+    named = (where.env.get("PI_CODING_AGENT_DIR") or "").strip()
+    if not named:
+        return where.home / ".pi" / "agent"
+    if named == "~" or named.startswith("~/"):
+        return where.home / named[2:]
+    return Path(named)
+
+
+def _settings(where: Where) -> Path:
+    return (where.repo / ".pi" if where.repo else agent_dir(where)) / "settings.json"
+
+
+def _entries(where: Where) -> list[tuple[tuple[str, ...], object]]:
+    return [(("extensions[]",), str(where.plugin / EXTENSION))]
+
+
+def targets(where: Where) -> list[Target]:
+    path, entries = _settings(where), _entries(where)
+    notes: list[str] = []
+
+    def add(content: Content) -> bytes:
+        notes.clear()
+        return json_add(path, content, entries, notes)
+
+    return [Target(path, add, lambda content: json_remove(path, content, entries), notes)]
+
+
+def check(where: Where) -> list[str]:
+    problems = []
+    if not (where.plugin / EXTENSION).is_file():
+        problems.append(f"{where.plugin} holds no Pi extension ({EXTENSION})")
+    path = _settings(where)
+    try:
+        settings = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return [*problems, f"not connected: there is no {path}"]
+    except ValueError:
+        return [*problems, f"{path} is not JSON: Pi reads no extension from it"]
+    extensions = settings.get("extensions") if isinstance(settings, dict) else None
+    if not isinstance(extensions, list) or str(where.plugin / EXTENSION) not in extensions:
+        problems.append(f"not connected: {path} does not load Librarian's extension")
+    return problems
+
+
+def found(where: Where) -> bool:
+    return agent_dir(where).is_dir() or shutil.which("pi") is not None
+
+
+CONNECTOR = Connector(agent=AGENT, targets=targets, check=check, found=found)

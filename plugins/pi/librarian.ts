@@ -1,0 +1,70 @@
+// Librarian for Pi: what it remembers of past sessions, handed to the model where the Python
+// hooks hand it to Claude Code (hooks/user_prompt_submit.py, hooks/pre_tool_use.py).
+//
+// - `before_agent_start`: the prompt asked about (plugins/shared/memory.js recallContext); past
+//   sessions that bear on it come as a custom message right after the prompt (the model reads
+//   it as a user message; Pi stores it as a `custom_message` entry, not shown: display false).
+// - `tool_result` of a file tool: the history of the first file it touched that this session
+//   was not told of yet (fileHistory), added as a text block at the end of the tool's result,
+//   which is what the model reads.
+//
+// Named in Pi's settings.json "extensions" by `librarian connect pi`. Loaded by Pi's own jiti:
+// nothing to install.
+
+import type { ExtensionAPI } from "@mariozechner/pi-coding-agent"
+
+import { fileHistory, logLine, recallContext, rememberPrompt, workingDir } from "../shared/memory.js"
+
+const AGENT = "pi"
+// Pi's file tools (dist/core/tools/): read, edit and write name their file as `path`.
+const FILE_TOOLS = new Set(["read", "edit", "write"])
+
+type Context = {
+  cwd?: string
+  sessionManager?: { getSessionId?: () => string }
+}
+
+function sessionOf(ctx: Context): string | undefined {
+  try {
+    return ctx.sessionManager?.getSessionId?.() || undefined
+  } catch {
+    return undefined
+  }
+}
+
+export default function librarian(pi: ExtensionAPI) {
+  pi.on("before_agent_start", async (event, ctx) => {
+    const start = performance.now()
+    const env = process.env
+    let outcome = "recall error"
+    let message
+    try {
+      const prompt = typeof event?.prompt === "string" ? event.prompt : ""
+      rememberPrompt(sessionOf(ctx), prompt)
+      let text
+      ;[text, outcome] = await recallContext(prompt, workingDir(ctx?.cwd), env)
+      if (text) message = { customType: "librarian", content: text, display: false }
+    } catch (error) {
+      outcome = `recall error: ${(error as Error)?.name || "error"}`
+    }
+    logLine(`${AGENT} before_agent_start`, outcome, performance.now() - start, env)
+    return message ? { message } : undefined
+  })
+
+  pi.on("tool_result", async (event, ctx) => {
+    if (!FILE_TOOLS.has(event?.toolName) || event.isError) return undefined
+    const start = performance.now()
+    const env = process.env
+    let outcome = "history error"
+    let result
+    try {
+      let text
+      ;[text, outcome] = await fileHistory(AGENT, event.toolName, event.input, sessionOf(ctx), workingDir(ctx?.cwd), env)
+      if (text && Array.isArray(event.content)) result = { content: [...event.content, { type: "text" as const, text }] }
+    } catch (error) {
+      outcome = `history error: ${(error as Error)?.name || "error"}`
+    }
+    logLine(`${AGENT} tool_result ${event.toolName}`, outcome, performance.now() - start, env)
+    return result
+  })
+}
