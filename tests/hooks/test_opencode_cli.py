@@ -41,9 +41,14 @@ const LOG = process.env.PROBE_LOG
 const log = (what, data) => LOG && appendFileSync(LOG, JSON.stringify({ what, data }) + "\n")
 let counter = 0
 // OpenCode's ascending id (its id.ts): prefix, 12 hex digits (the low 48 bits of ms * 0x1000 + a
-// counter), 14 random base62 characters; parts are ordered by id: this one follows the typed text.
-const partId = () => {
-  const n = (BigInt(Date.now()) * 0x1000n + BigInt(counter++ % 0x1000)) & 0xffffffffffffn
+// counter), 14 random base62 characters; parts are ordered by id: this one follows the typed text
+// (past the last of `parts`, whose id OpenCode's own counter may have put later in the same ms).
+const partId = (parts) => {
+  let n = (BigInt(Date.now()) * 0x1000n + BigInt(counter++ % 0x1000)) & 0xffffffffffffn
+  for (const part of parts) {
+    const hex = String(part.id ?? "").slice(4, 16)
+    if (/^[0-9a-f]{12}$/.test(hex) && BigInt("0x" + hex) >= n) n = BigInt("0x" + hex) + 1n
+  }
   const abc = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
   let tail = ""
   for (let i = 0; i < 14; i++) tail += abc[Math.floor(Math.random() * abc.length)]
@@ -56,7 +61,7 @@ export const LibrarianProbe = async ({ directory, worktree }) => {
     "chat.message": async (input, output) => {
       log("chat.message", { input, output })
       output.parts.push({
-        id: partId(),
+        id: partId(output.parts),
         sessionID: output.message.sessionID,
         messageID: output.message.id,
         type: "text",

@@ -156,7 +156,7 @@ def server():
 def prompt(words: str, session: str = "ses_1") -> dict[str, Any]:
     """`chat.message` as OpenCode calls it: the message and its parts, before they are saved."""
     message = {"id": "msg_1", "sessionID": session, "role": "user"}
-    part = {"id": "prt_0123456789abTYPEDTEXT0001", "sessionID": session, "messageID": "msg_1",
+    part = {"id": "prt_fffffffffff0TYPEDTEXT00001", "sessionID": session, "messageID": "msg_1",
             "type": "text", "text": words}  # fmt: skip
     return {"hook": "chat.message", "input": {"sessionID": session},
             "output": {"message": message, "parts": [part]}}  # fmt: skip
@@ -225,7 +225,9 @@ def test_the_texts_are_the_python_hooks_own(bun, tmp_path, server):
     expected, _ = recall.render(recall.sessions_of(RECALLED), 999)
     assert expected and expected.startswith(recall.HEADER) and said[-2]["output"]["parts"][-1]
     part = said[-2]["output"]["parts"][-1]
-    assert part["id"] > said[-2]["output"]["parts"][0]["id"]  # after the typed text
+    # After the typed text, whose id (OpenCode's counter) may be later than this millisecond.
+    assert part["id"] > said[-2]["output"]["parts"][0]["id"]
+    assert part["id"].startswith("prt_fffffffffff1")
     assert (part["synthetic"], part["messageID"], part["type"]) == (True, "msg_1", "text")
     shown, _ = history.render(HISTORY, "cmd/main.go", 999)
     assert shown and shown.startswith(history.HEADER.format(path="cmd/main.go"))
