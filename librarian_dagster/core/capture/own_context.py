@@ -6,8 +6,9 @@ texts starts with one of HEADERS, and ends the text it was added to; `without_ow
 it off there, with the wrapper the agent put around it.
 
 The headers are the hooks' (hooks/librarian_recall.py, librarian_history.py, librarian_inject.py,
-user_prompt_submit.py) and the plugins' (plugins/): tests/core/test_own_context.py holds them
-equal.
+user_prompt_submit.py), which tests/core/test_own_context.py holds equal to these, and the
+plugins' (plugins/shared/memory.js), whose texts tests/hooks/test_opencode_plugin.py holds equal
+to the hooks'.
 
 Standard library only: hooks and the MCP server import this without dagster.
 """
