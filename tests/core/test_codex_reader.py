@@ -4,15 +4,18 @@ Codex session of the agents corpus."""
 
 import json
 import re
+import shlex
 import shutil
 from datetime import UTC
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from librarian_dagster.core.capture import readers
 from librarian_dagster.core.capture.codex import READER
-from librarian_dagster.core.capture.codex.shell import apply_patch_in, classify
+from librarian_dagster.core.capture.codex.shell import _tokens, apply_patch_in, classify
 from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, UNREADABLE
 from librarian_dagster.core.capture.touches import normal_path
 from librarian_dagster.core.redaction.scan import find_secrets, redact_session
@@ -236,6 +239,26 @@ def test_empty_and_unreadable_files(tmp_path: Path):
 def test_which_shell_commands_read(command: str, action: str, paths: tuple[str, ...]):
     found = classify(command)
     assert (found.action, found.paths) == (action, paths)
+
+
+def _shlex_tokens(line: str) -> list[str] | None:
+    try:
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        return list(lexer)
+    except ValueError:
+        return None
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(alphabet=list("ab1 \t\r\n'\"\\|&;<>()#$*=-./~`{}é\x0b\xa0"), max_size=24))
+@example(r"""rg -n "a\"b\\c\d" 'x''' \ y|z&&w 2>&1 >/dev/null""")
+@example("cat 'open")
+@example("sed -n 1p a#b")
+def test_the_tokenizer_reads_as_shlex_does(line: str):
+    """The command tokenizer gives shlex's tokens (posix, punctuation runs, whitespace split),
+    quirks included (`#` begins a comment mid-word), and None where shlex raises."""
+    assert _tokens(line) == _shlex_tokens(line)
 
 
 def test_apply_patch_heredoc():

@@ -110,11 +110,8 @@ def classify(script: str, workdir: str | None = None) -> Classified:
     if not words or ("=" not in words[0] and _name(words[0].strip("'\"")) not in _FIRST):
         # Its first command already makes it a run: spare the tokenizer (most of parse time).
         return Classified(RUN)
-    try:
-        lexer = shlex.shlex(script, posix=True, punctuation_chars=True)
-        lexer.whitespace_split = True
-        tokens = list(lexer)
-    except ValueError:
+    tokens = _tokens(script)
+    if tokens is None:
         return Classified(RUN)
     walk = _Walk(workdir)
     for position, words in _commands(tokens):
@@ -126,6 +123,53 @@ def classify(script: str, workdir: str | None = None) -> Classified:
     if walk.kinds == {READ}:
         return Classified(READ, tuple(dict.fromkeys(walk.paths)))
     return Classified(SEARCH)
+
+
+# The tokens of a command line as shlex (posix, punctuation_chars, whitespace_split) reads them:
+# words of unquoted characters, '...', "..." and backslash escapes, and runs of `();<>|&`.
+# Outside quotes `#` starts a comment to shlex, even inside a word: such lines go to shlex.
+_WORD = r"""(?:[^ \t\r\n();<>|&'"\\#]++|'[^']*+'|"(?:[^"\\]++|\\.)*+"|\\.)++"""
+_TOKEN = re.compile(rf"({_WORD})|([();<>|&]+)", re.S)
+# What shlex reads without an error or a comment (possessive: linear on any line).
+_LINE = re.compile(r"""(?:[^'"\\#]++|'[^']*+'|"(?:[^"\\]++|\\.)*+"|\\.)*+""", re.S)
+_QUOTED = re.compile(r"""['"\\]""")
+_PART = re.compile(r"""'([^']*)'|"((?:[^"\\]|\\.)*)"|\\(.)|([^'"\\]+)""", re.S)
+_ESCAPED_IN_DOUBLE = re.compile(r'\\([\\"])')
+
+
+def _word(text: str) -> str:
+    """A word's text without its quotes and escapes, as shlex gives it."""
+    out: list[str] = []
+    for m in _PART.finditer(text):
+        single, double, escaped, plain = m.groups()
+        if double is not None:
+            # In "...", a backslash escapes only `"` and itself; before anything else it stays.
+            out.append(_ESCAPED_IN_DOUBLE.sub(r"\1", double))
+        else:
+            out.append(next(p for p in (single, escaped, plain) if p is not None))
+    return "".join(out)
+
+
+def _tokens(script: str) -> list[str] | None:
+    """The tokens shlex gives for the command line (None where it raises: an open quote, a
+    trailing backslash), read by regular expressions: shlex reads a character at a time in
+    Python, and was most of the Codex reader's time. A line with `#` outside quotes is still
+    given to shlex."""
+    if _LINE.fullmatch(script) is None:
+        return _shlex_tokens(script)
+    return [
+        (_word(word) if _QUOTED.search(word) else word) if word else punctuation
+        for word, punctuation in _TOKEN.findall(script)
+    ]
+
+
+def _shlex_tokens(script: str) -> list[str] | None:
+    try:
+        lexer = shlex.shlex(script, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        return list(lexer)
+    except ValueError:
+        return None
 
 
 def _commands(tokens: list[str]) -> list[tuple[int, list[str]]]:
