@@ -19,6 +19,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, fields, is_dataclass, replace
+from datetime import datetime
 from typing import TypeVar, cast
 
 from librarian_dagster.core.capture.session import IDENTITY, Session
@@ -363,7 +364,9 @@ def redact_session(session: Session) -> tuple[Session, dict[str, int]]:
     stages, and stay as they are; so do the keys of the counting dicts, the parser's own names.
     The input session is not modified.
     """
-    outs, per_text = redact_many(list(_strings(session)))
+    texts: list[str] = []
+    _strings(session, texts)
+    outs, per_text = redact_many(texts)
     counts: Counter[str] = Counter(f.family for fs in per_text for f in fs)
     return _with_strings(session, iter(outs)), dict(counts)
 
@@ -371,35 +374,96 @@ def redact_session(session: Session) -> tuple[Session, dict[str, int]]:
 _T = TypeVar("_T")
 
 
-def _strings(value: object) -> Iterator[str]:
-    """Every string in a value, in the order `_with_strings` puts them back."""
+@dataclass(frozen=True)
+class _Plan:
+    """How a dataclass is walked: its text fields (all but identities), and whether a copy may
+    be taken by its `__dict__` (no `__post_init__`, no field left out of `__init__`, no slots),
+    else by `dataclasses.replace`."""
+
+    names: tuple[str, ...]
+    by_dict: bool
+
+
+_PLANS: dict[type, _Plan | None] = {}
+_LEAVES = (int, float, bool, type(None), datetime)
+
+
+def _plan(value: object) -> _Plan | None:
+    """The plan of a dataclass instance's class; None for anything else."""
+    cls = type(value)
+    try:
+        return _PLANS[cls]
+    except KeyError:
+        pass
+    plan = None
+    if is_dataclass(value) and not isinstance(value, type):
+        all_fields = fields(value)
+        by_dict = (
+            not hasattr(cls, "__post_init__")
+            and not hasattr(cls, "__slots__")
+            and hasattr(value, "__dict__")
+            and all(f.init for f in all_fields)
+        )
+        names = tuple(f.name for f in all_fields if not f.metadata.get(IDENTITY))
+        plan = _Plan(names, by_dict)
+    _PLANS[cls] = plan
+    return plan
+
+
+def _strings(value: object, out: list[str]) -> None:
+    """Every string in a value appended to `out`, in the order `_with_strings` puts them back.
+    Each class's fields are looked up once (`_plan`): the walk is ~10^5 values per session."""
     if isinstance(value, str):
-        yield value
-    elif is_dataclass(value) and not isinstance(value, type):
-        for f in fields(value):
-            if not f.metadata.get(IDENTITY):
-                yield from _strings(getattr(value, f.name))
+        out.append(value)
+    elif isinstance(value, _LEAVES):
+        return
     elif isinstance(value, list | tuple):
         for item in value:
-            yield from _strings(item)
+            if isinstance(item, str):
+                out.append(item)
+            else:
+                _strings(item, out)
     elif isinstance(value, dict):
         for item in value.values():
-            yield from _strings(item)
+            _strings(item, out)
+    else:
+        plan = _plan(value)
+        if plan is not None:
+            for name in plan.names:
+                v = getattr(value, name)
+                if isinstance(v, str):
+                    out.append(v)
+                else:
+                    _strings(v, out)
 
 
 def _with_strings(value: _T, replacements: Iterator[str]) -> _T:
     """`value` rebuilt with each of its strings (as `_strings` gives them) replaced by the next."""
     if isinstance(value, str):
         return cast(_T, next(replacements))
-    if is_dataclass(value) and not isinstance(value, type):
-        changed = {
-            f.name: _with_strings(getattr(value, f.name), replacements)
-            for f in fields(value)
-            if not f.metadata.get(IDENTITY)
-        }
-        return cast(_T, replace(value, **changed))
+    if isinstance(value, _LEAVES):
+        return value
     if isinstance(value, list | tuple):
-        return cast(_T, type(value)(_with_strings(item, replacements) for item in value))
+        items = [
+            next(replacements) if isinstance(item, str) else _with_strings(item, replacements)
+            for item in value
+        ]
+        return cast(_T, items if type(value) is list else type(value)(items))
     if isinstance(value, dict):
         return cast(_T, {k: _with_strings(v, replacements) for k, v in value.items()})
-    return value
+    plan = _plan(value)
+    if plan is None:
+        return value
+    changed = {
+        name: next(replacements)
+        if isinstance(v := getattr(value, name), str)
+        else _with_strings(v, replacements)
+        for name in plan.names
+    }
+    if not plan.by_dict:
+        return cast(_T, replace(value, **changed))  # type: ignore[type-var]
+    # A copy without __init__: the same fields, the text ones replaced (as `replace` would).
+    copy = object.__new__(type(value))
+    copy.__dict__.update(value.__dict__)
+    copy.__dict__.update(changed)
+    return cast(_T, copy)
