@@ -16,6 +16,7 @@ import string
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from librarian_dagster.core.redaction.rules import NEEDLES_EXACT, NEEDLES_LOWER, rules_to_run
 from librarian_dagster.core.redaction.scan import FAMILIES, find_secrets, redact, redact_many
 
 ALNUM = string.ascii_letters + string.digits
@@ -282,3 +283,30 @@ def test_batches_equal_one_by_one_on_any_text(texts):
     outs, found = redact_many(texts)
     assert outs == [redact(t)[0] for t in texts]
     assert found == [redact(t)[1] for t in texts]
+
+
+_NEEDLES = [n.decode() for n, _ in (*NEEDLES_EXACT, *NEEDLES_LOWER)]
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(_NEEDLES).map(lambda n: n[: len(n) // 2] if len(n) > 3 else n)
+        | st.sampled_from(_NEEDLES)
+        | st.sampled_from(_NEEDLES).map(str.upper)
+        | st.text(alphabet="_AxJG9:kyeSh-.z", max_size=6)
+        | st.text(max_size=8),
+        max_size=12,
+    ).map("".join)
+)
+def test_the_sieves_choose_the_rules_the_needles_do(text):
+    # The sieves look for several needles in one pass; the rules they pick must be those whose
+    # needles are in the text, as when each needle was looked for in turn.
+    data = text.encode("utf-8", "surrogatepass")
+    low = data.lower()
+    expected: set[int] = set()
+    for needles, where in ((NEEDLES_EXACT, data), (NEEDLES_LOWER, low)):
+        for needle, rule_ids in needles:
+            if needle in where:
+                expected.update(rule_ids)
+    assert rules_to_run(data, low) == expected

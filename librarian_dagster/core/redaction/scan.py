@@ -33,8 +33,6 @@ from librarian_dagster.core.redaction.commands import (
 from librarian_dagster.core.redaction.rules import (
     GITHUB_FAMILY,
     KEY_QUALIFIER,
-    NEEDLES_EXACT,
-    NEEDLES_LOWER,
     PEM_FAMILY,
     PREFIXED_TOKENS,
     RULES,
@@ -44,6 +42,7 @@ from librarian_dagster.core.redaction.rules import (
     decoded,
     pem_findings,
     prefixed_findings,
+    rules_to_run,
     url_findings,
 )
 
@@ -109,15 +108,8 @@ def _raw_findings(text: str) -> Raw:
     found.extend(prefixed_findings(data))
     low = data.lower()
     found.extend(cli_findings(data, low))
-    # One pass over the distinct needles decides which rules run (most run on no text at all).
-    todo: set[int] = set()
-    for needle, rule_ids in NEEDLES_EXACT:
-        if needle in data:
-            todo.update(rule_ids)
-    for needle, rule_ids in NEEDLES_LOWER:
-        if needle in low:
-            todo.update(rule_ids)
-    for idx in sorted(todo):
+    # The needles decide which rules run (most run on no text at all).
+    for idx in sorted(rules_to_run(data, low)):
         rule = RULES[idx]
         for m in _matches_resuming_at_value(rule, low if rule.lower else data):
             start, end = m.span(rule.group)
