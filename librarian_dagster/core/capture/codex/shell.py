@@ -10,7 +10,6 @@ by their first command: `nl -ba f | sed -n 1,80p` reads f.
 Standard library only: hooks and the MCP server import this without dagster.
 """
 
-import posixpath
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -50,6 +49,7 @@ _GLOB = re.compile(r"[*?\[\]{}$`~]")
 # What a command that may be a read or a search can begin with.
 _FIRST = _READERS | _GREPS | _LISTERS | _NEUTRAL | {"cd"}
 _OPERATORS = frozenset({"&&", "||", ";", "|", "&", ";;"})
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
 
 
@@ -84,7 +84,9 @@ _SHELLS = frozenset({"bash", "sh", "zsh", "dash", "fish", "pwsh", "powershell"})
 
 
 def _name(word: str) -> str:
-    return posixpath.basename(word.replace("\\", "/"))
+    """The program a word names, without its folder (as posixpath.basename, `\\` a `/`)."""
+    word = word.replace("\\", "/")
+    return word[word.rfind("/") + 1 :]
 
 
 def apply_patch_in(script: str) -> tuple[str, str | None] | None:
@@ -185,7 +187,7 @@ def _commands(tokens: list[str]) -> list[tuple[int, list[str]]]:
             out.append((position, words))
             position = position + 1 if tok == "|" else 0
             words = []
-        elif tok and set(tok) <= set("<>&"):
+        elif tok and not tok.strip("<>&"):
             target = tokens[i + 1] if i + 1 < len(tokens) else ""
             if words and words[-1].isdigit():
                 words.pop()  # the fd of `2>`
@@ -201,7 +203,7 @@ def _commands(tokens: list[str]) -> list[tuple[int, list[str]]]:
 
 def _one(words: list[str], position: int, walk: _Walk) -> str | None:
     """One simple command's kind (None: neutral); a read adds its files to `walk`."""
-    while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
+    while words and _ASSIGNMENT.match(words[0]):
         words = words[1:]  # FOO=bar cmd
     if not words or ">" in words:
         return RUN if words else None

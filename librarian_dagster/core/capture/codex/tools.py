@@ -205,7 +205,9 @@ def failed(text: str) -> bool:
         m = re.search(r'"exit_code"\s*:\s*(-?\d+)', head)
         if m:
             return m.group(1) != "0"
-    m = _EXIT.search(head)
+    # Both forms hold "xit": a search of text without it would only fail, and slowly (the
+    # pattern begins with no one literal).
+    m = _EXIT.search(head) if "xit" in head else None
     if m:
         return m.group(1) != "0"
     return bool(_FAILED.match(head)) or head.startswith("apply_patch verification failed")
