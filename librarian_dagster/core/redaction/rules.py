@@ -248,8 +248,14 @@ NEEDLES_EXACT = _needle_index(False)
 NEEDLES_LOWER = _needle_index(True)
 
 # The characters least common in what the scan reads (code, logs and prose of agents' sessions,
-# measured on the agents corpus), rarest first; every other character is common.
-_RARE = b"~^QXZJY#K$<zG&@%V>W|?!qj'LFHUB][OM\\N89D7+A5`;6I34E_Px}T{2CR"
+# measured on the agents corpus), rarest first; then a few lower-case letters and `=`, less
+# common than the rest in the lower-cased text. Every other character is common.
+_ANCHORS = b"~^QXZJY#K$<zG&@%V>W|?!qj'LFHUB][OM\\N89D7+A5`;6I34E_Px}T{2CR" + b"=kwyvb"
+# Needles in most batches of the corpus: a sieve holding one would find something every time,
+# and each needle would then be looked for again.
+_EVERYWHERE = frozenset(
+    {b"key", b"token", b"pass", b"secret", b"credential", b"bearer", b"basic", b"sk-"}
+)
 
 
 @dataclass(frozen=True)
@@ -269,14 +275,15 @@ def _sieved(
 
     A needle absent from the text (most token prefixes, on most text) costs a pass over all of
     it: ~1 GB/s for a short one. A pattern that begins with one literal character runs at ~3 GB/s
-    in `re`, and one pass answers for every needle holding that character. Needles of 3 to 9
-    bytes with a rare character are grouped so (greedily: the character most of them share
-    first); short ones are found at once where they are common, long ones are fast to look for.
+    in `re`, and one pass answers for every needle holding that character. Needles of 3 bytes or
+    more with a rare character are grouped so, greedily (first the character most of them
+    share); a long needle left alone in its group is looked for as it is, as fast.
     """
     direct = []
     pending = []
     for needle, ids in index:
-        if 3 <= len(needle) < 10 and any(c in _RARE for c in needle):
+        rare = any(c in _ANCHORS for c in needle)
+        if len(needle) >= 3 and needle not in _EVERYWHERE and rare:
             pending.append((needle, ids))
         else:
             direct.append((needle, ids))
@@ -284,11 +291,14 @@ def _sieved(
     while pending:
         counts: dict[int, int] = {}
         for needle, _ in pending:
-            for c in set(needle) & set(_RARE):
+            for c in set(needle) & set(_ANCHORS):
                 counts[c] = counts.get(c, 0) + 1
-        anchor = max(counts, key=lambda c: (counts[c], -_RARE.index(c)))
+        anchor = max(counts, key=lambda c: (counts[c], -_ANCHORS.index(c)))
         members = [(n, ids) for n, ids in pending if anchor in n]
         pending = [(n, ids) for n, ids in pending if anchor not in n]
+        if len(members) == 1 and len(members[0][0]) >= 10:
+            direct.extend(members)
+            continue
         alternatives = b"|".join(
             re.escape(n[n.index(anchor) + 1 :]) + b"(?<=" + re.escape(n) + b")" for n, _ in members
         )
