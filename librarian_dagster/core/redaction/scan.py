@@ -221,7 +221,11 @@ def find_secrets(text: str) -> list[Finding]:
     """
     if not text:
         return []
-    raw = _raw_findings(text)
+    return _found(text, _raw_findings(text))
+
+
+def _found(text: str, raw: Raw) -> list[Finding]:
+    """`find_secrets` from the first scan's findings (`raw`) on."""
     if not raw:
         return []
     # A marker already in the text must stay intact (idempotence): drop spans that touch one.
@@ -341,8 +345,14 @@ def _redact_batch(texts: list[str]) -> tuple[list[str], list[list[Finding]]]:
     for t in texts:
         bounds.append(pos)
         pos += len(t) + len(_SEP)
-    for i in sorted({bisect.bisect_right(bounds, start) - 1 for start, *_ in raw}):
-        per_text[i] = find_secrets(texts[i])
+    # The batch's findings in each text are those of a scan of the text alone (same order):
+    # its first scan is not done again.
+    first: dict[int, Raw] = {}
+    for start, end, family, priority in raw:
+        i = bisect.bisect_right(bounds, start) - 1
+        first.setdefault(i, []).append((start - bounds[i], end - bounds[i], family, priority))
+    for i, found in first.items():
+        per_text[i] = _found(texts[i], found)
     outs = [_replaced(t, fs) if fs else t for t, fs in zip(texts, per_text, strict=True)]
     return outs, per_text
 
