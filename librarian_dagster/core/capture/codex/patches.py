@@ -14,6 +14,7 @@ __all__ = ["BEGIN", "joined", "patch_paths"]
 
 BEGIN = "*** Begin Patch"
 
+_DRIVE = re.compile(r"[A-Za-z]:[\\/]")
 _FILE_LINE = re.compile(r"^\*\*\* (?:Add File|Update File|Delete File|Move to): *(.+?)\s*$", re.M)
 
 
@@ -27,6 +28,6 @@ def patch_paths(patch: str, workdir: str | None = None) -> tuple[str, ...]:
 
 def joined(path: str, workdir: str | None) -> str:
     """`path` under `workdir` when it is relative and a workdir is given; else as it is."""
-    if not workdir or path.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:[\\/]", path):
+    if not workdir or path.startswith(("/", "\\")) or _DRIVE.match(path):
         return path
     return posixpath.normpath(posixpath.join(workdir, path))

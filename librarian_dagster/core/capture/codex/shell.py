@@ -270,6 +270,7 @@ def _split(args: list[str], flag_only: frozenset[str]) -> tuple[list[str], list[
     return flags, operands
 
 
+_EXTENSION = re.compile(r".\.[A-Za-z0-9_-]{1,10}$")
 _NAMED_FILES = frozenset({"Makefile", "Dockerfile", "LICENSE", "README", "Justfile", "Gemfile"})
 
 
@@ -279,4 +280,4 @@ def _looks_like_file(path: str) -> bool:
     name = path.rstrip("/").rsplit("/", 1)[-1]
     if path.endswith("/") or name in ("", ".", ".."):
         return False
-    return name in _NAMED_FILES or bool(re.search(r".\.[A-Za-z0-9_-]{1,10}$", name))
+    return name in _NAMED_FILES or _EXTENSION.search(name) is not None
