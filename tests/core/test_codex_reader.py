@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from librarian_dagster.core.capture import readers
 from librarian_dagster.core.capture.codex import READER
+from librarian_dagster.core.capture.codex.patches import patch_paths
 from librarian_dagster.core.capture.codex.shell import _tokens, apply_patch_in, classify
 from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, UNREADABLE
 from librarian_dagster.core.capture.touches import normal_path
@@ -259,6 +260,23 @@ def test_the_tokenizer_reads_as_shlex_does(line: str):
     """The command tokenizer gives shlex's tokens (posix, punctuation runs, whitespace split),
     quirks included (`#` begins a comment mid-word), and None where shlex raises."""
     assert _tokens(line) == _shlex_tokens(line)
+
+
+_PATCH_PART = st.sampled_from(
+    [
+        *("*** Add File: a.py", "*** Update File: b/c.go", "*** Move to: d", "*** Delete File: e"),
+        *("x ", "  ", "\n", "\n\n", " \t", "*** ", "Add File: ", "z", "\r\n"),
+    ]
+)
+_ANCHORED = re.compile(r"^\*\*\* (?:Add File|Update File|Delete File|Move to): *(.+?)\s*$", re.M)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(_PATCH_PART, max_size=10).map("".join))
+def test_patch_paths_are_the_lines_that_begin_so(patch: str):
+    # The file-line pattern begins with its literal, not `^`: only lines it begins count.
+    expected = tuple(dict.fromkeys(m.group(1) for m in _ANCHORED.finditer(patch) if m.group(1)))
+    assert patch_paths(patch) == expected
 
 
 def test_apply_patch_heredoc():
