@@ -100,3 +100,35 @@ def test_a_codex_session_settles_is_remembered_as_codex_and_again_when_it_grows(
     assert [k for k in instance.get_dynamic_partitions(SESSIONS) if k.endswith(SESSION)] == [
         f"harbor/2026-05/codex/{SESSION}"
     ]
+
+
+LIVE = Path(__file__).resolve().parents[1] / "fixtures" / "agents"
+"""Sessions the real CLIs of today wrote in the tests that run them (tests/hooks/test_*_cli.py),
+hooks adding context to each: each is ingested through the one pipeline as its agent's."""
+
+
+def test_what_today_s_cli_of_each_agent_wrote_is_remembered_as_that_agent_s(
+    codex_env, database_url, tmp_path
+):
+    import shutil
+
+    settings, _, _ = codex_env
+    live = tmp_path / "live"
+    for source in [
+        LIVE / "codex" / "rollout-0171-live.jsonl",
+        LIVE / "gemini" / "tmp",
+        LIVE / "opencode" / "opencode-1.18.33-live.db",
+        LIVE / "copilot" / "live",
+        LIVE / "pi" / "pi-0.73.1-live.jsonl",
+    ]:
+        copy = live / source.parent.name / source.name
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, copy)
+    outcomes = ingest_paths([live], settings)
+    assert {o.status for o in outcomes} == {"ingested"}, outcomes
+    remembered: dict[str, str] = {}
+    for _, agent, text in _memories(database_url):  # gemini/tmp holds older chats beside it
+        remembered[agent] = remembered.get(agent, "") + text
+    assert set(remembered) == {"codex", "gemini", "opencode", "copilot", "pi"}
+    # Each holds what was asked in it (the runs' prompts), not only a shell of a session.
+    assert "notes.txt" in remembered["codex"] and "discounts" in remembered["gemini"]
