@@ -125,7 +125,7 @@ class _Lists:
         self.lists, self.question, self.model = lists, question, model
         self.sessions, self.hidden, self.best_covered = sessions, hidden, best_covered
 
-    def top(self, exchange: bool, pool: int) -> list[tuple[int, str]]:
+    def top(self, exchange: bool, pool: int) -> list[tuple[int, str, float]]:
         return tantivy_top(self.lists, self.question, exchange, pool, self.model, self.sessions,
                            self.hidden)  # fmt: skip
 
@@ -165,11 +165,11 @@ def tantivy_top(lists, question, exchange, pool, model, sessions=None, hidden=()
     # Filters by session (a caller's project, tags...) are applied after: eval asks none.
     found = lists.searcher.search(query, pool * (3 if sessions is not None else 1)).hits
     out = []
-    for _score, address in sorted(found, key=lambda h: -h[0]):
+    for score, address in sorted(found, key=lambda h: -h[0]):
         doc = lists.searcher.doc(address)
         session = doc["session"][0]
         if sessions is None or session in sessions:
-            out.append((int(doc["id"][0]), session))
+            out.append((int(doc["id"][0]), session, float(score)))
     return out[:pool]
 
 
@@ -250,7 +250,7 @@ def main() -> None:
         tantivy_ms.append((time.perf_counter() - t) * 1000)
         for a, b in zip(ours_lists, theirs, strict=True):
             if a:
-                shared = {i for i, _ in a[:10]} & {i for i, _ in b[:10]}
+                shared = {c[0] for c in a[:10]} & {c[0] for c in b[:10]}
                 overlap.append(len(shared) / min(10, len(a)))
     print(f"BM25 lists of {len(questions)} questions, p50 / p95 ms: ours "
           f"{percentile(ours_ms, 50):.2f} / {percentile(ours_ms, 95):.2f}, tantivy "

@@ -230,11 +230,11 @@ class Settings(BaseModel):
     importance_boost: Share = 0.002
     """how much each point of importance above 3 multiplies a session's rank score by
     (1 + ...): a tie-breaker, kept below the gap between two ranks"""
-    project_boost: Number = 0.25
+    project_boost: Number = 1.0
     """where the question comes from a project (the prompt hook's, MCP's `cwd`): how much a
     session of that project multiplies its rank score by (1 + ...), enough to lift it over
     other projects' sessions ranked a few places better"""
-    branch_boost: Number = 0.5
+    branch_boost: Number = 2.0
     """how much more (1 + ...) a session of the caller's feature branch (not a trunk) of that
     project multiplies its rank score by"""
     recall_floor: Share = 0.8

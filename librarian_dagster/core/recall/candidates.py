@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from librarian_dagster.core.digest.chunking import EXCHANGE
 from librarian_dagster.core.recall.lexical import BM25Lists
-from librarian_dagster.core.recall.ranking import sessions_of
+from librarian_dagster.core.recall.ranking import Ranked, session_places
 from librarian_dagster.core.recall.terms import QuestionTerms
 from librarian_dagster.core.store.pool import CANDIDATES, Database
 from librarian_dagster.core.store.queries import ours, vector_literal
@@ -24,9 +24,6 @@ SearchMode = Literal["hybrid", "vector", "text"]
 Layers = Literal["both", "bullets", "exchanges"]
 """Which layers a search reads: both (the product), or one alone (to measure what each brings:
 `librarian eval --layer`). The sessions' mean vectors are the exchange layer's."""
-
-Ranked = list[tuple[int, str]]
-"""(chunk id, session id), best first; (0, session id) for a list of whole sessions."""
 
 
 @dataclass(frozen=True)
@@ -51,13 +48,13 @@ class Scope:
 class Candidates:
     chunks: list[Ranked] = field(default_factory=list)
     """The lists of chunks, from which each session's best are picked to be shown."""
-    sessions: list[tuple[float, Sequence[str]]] = field(default_factory=list)
-    """(vote, ranked sessions) for each list, fused into one ranking."""
+    sessions: list[tuple[float, Sequence[tuple[str, int]]]] = field(default_factory=list)
+    """(vote, sessions at their places) for each list, fused into one ranking."""
 
     def add(self, ranked: Ranked, vote: float, *, chunks: bool = True) -> None:
         if chunks:
             self.chunks.append(ranked)
-        self.sessions.append((vote, sessions_of(ranked)))
+        self.sessions.append((vote, session_places(ranked)))
 
 
 def start_vector_lists(
@@ -89,7 +86,7 @@ def start_vector_lists(
                 {**scope.params, "vector": vector_literal(vector)},
             ).fetchall()
         rows.sort(key=lambda r: (r["distance"], r["id"], r["session_id"]))
-        return [(r["id"], r["session_id"]) for r in rows]
+        return [(r["id"], r["session_id"], r["distance"]) for r in rows]
 
     def started(wanted: bool, table: str, layer: str) -> Future[Ranked]:
         return reads.submit(nearest, table, layer) if wanted else reads.submit(list)

@@ -128,13 +128,14 @@ class Scored:
     core/recall/search.py)."""
     names: Names
 
-    def top(self, exchange: bool, pool: int) -> list[tuple[int, str]]:
-        """The `pool` best (chunk id, session id) of one layer: score descending, then id."""
+    def top(self, exchange: bool, pool: int) -> list[tuple[int, str, float]]:
+        """The `pool` best (chunk id, session id, score) of one layer: score descending, then
+        id."""
         # All rows tied with the pool's last score are kept, so ties order by id, as in SQL.
         rows = _best(np.flatnonzero(self.exchange == exchange), self.score, pool)
         rows = rows[np.lexsort((self.ids[rows], -self.score[rows]))][:pool]
         names = self.names.names
-        return [(int(self.ids[r]), names[self.sessions[r]]) for r in rows]
+        return [(int(self.ids[r]), names[self.sessions[r]], float(self.score[r])) for r in rows]
 
 
 class BM25Lists(Protocol):
@@ -145,8 +146,8 @@ class BM25Lists(Protocol):
         """The most of the question's idf mass any chunk holds (the BM25 lists' vote)."""
         ...
 
-    def top(self, exchange: bool, pool: int) -> list[tuple[int, str]]:
-        """The `pool` best (chunk id, session id) of one layer."""
+    def top(self, exchange: bool, pool: int) -> list[tuple[int, str, float]]:
+        """The `pool` best (chunk id, session id, BM25 score) of one layer."""
         ...
 
 

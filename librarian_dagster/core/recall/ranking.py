@@ -16,9 +16,17 @@ from psycopg.rows import DictRow
 from librarian_dagster.core.capture.files import project_of
 from librarian_dagster.core.settings import Settings, default
 
-# Reciprocal-rank-fusion constant: 60 is the value from Cormack et al. that most hybrid
-# search engines keep; it damps the difference between the first few ranks of either list.
 RRF_K = 60
+"""Reciprocal-rank-fusion constant of the chunk votes that pick what a session shows
+(`shown_chunks`): 60, the value from Cormack et al. that most hybrid search engines keep."""
+
+SESSION_RRF_K = 5
+"""...and of the session votes that rank the sessions (`fuse_sessions`). At 60 the first places of
+a list differ by a few percent, so a session that five lists rank middling (10th in each) beat
+one that three lists rank first and two miss: a long session, whose mean vector is diluted and
+whose detail the digest left out, or one in another language, which BM25 cannot match. At 5 a
+first place counts 2.5 times a tenth: MRR 0.860 -> 0.889 on the agents questions' tune split,
+0.930 -> 0.939 on the dev golden sets, 0.245 -> 0.298 on golden-far (docs/decisions/0040)."""
 
 
 @dataclass(frozen=True)
@@ -27,9 +35,10 @@ class Boosts:
 
     The fused score is multiplied by `1 + recency * 0.5 ** (age_days / half_life_days)` and by
     `1 + importance * (importance - 3)` (importance 1 to 5). They are kept below the gap between
-    two neighbouring places in the fused lists (about 1.4% at place 10, more above), so they order
-    sessions the lists rank (nearly) alike and never lift a worse match over a better one: at 4%
-    the importance boost alone cost MRR 0.934 -> 0.906 on the dev questions. The values are the
+    two neighbouring places in the fused lists (about 6.7% at place 10, more above, at
+    `SESSION_RRF_K` 5), so they order sessions the lists rank (nearly) alike and never lift a worse
+    match over a better one: at 4% the importance boost alone cost MRR 0.934 -> 0.906 on the dev
+    questions (then at k 60, where the gap at place 10 was 1.4%). The values are the
     settings' (core/settings.py declares each once); `of` reads them from a `Settings`.
     """
 
@@ -40,13 +49,16 @@ class Boosts:
     """With a `RecallContext`: the fused score of a session of the caller's project is multiplied
     by `1 + project`. Unlike the tie-breakers above, strong enough to lift it over sessions of
     other projects that the lists rank a few places better: of the sessions the prompt hook names
-    on the dev store, 95% -> 97% are of the prompt's project (benchmarks/replay.py)."""
+    on the dev store, 95% -> 97% are of the prompt's project (benchmarks/replay.py; 0.25 then, at
+    an RRF constant of 60, 1.0 at `SESSION_RRF_K` 5, where places lie further apart)."""
     branch: float = default("branch_boost")
     """...and by `1 + branch` more when it is also of the caller's feature branch (not a trunk).
     As large as it is because a prompt that continues a branch ("review this PR", "why is lint
     failing") has words that rank that branch's earlier sessions 10th to 40th: the hook names one
     in 58% of such sessions without it, 78% at 0.25, 82% at 0.5 (cli + cipher-box; FitToday 33%
-    -> 89%), 89% at 1.0 (benchmarks/replay.py, docs/benchmarks.md)."""
+    -> 89%), 89% at 1.0 (benchmarks/replay.py, docs/benchmarks.md), all at an RRF constant of 60.
+    At `SESSION_RRF_K` 5 it takes 2.0 (with `project` 1.0) to name one as often: 86 of the dev
+    store's 101 such sessions at 0.25 / 0.5 then, 88 at 1.0 / 2.0 now (docs/decisions/0040)."""
 
     @classmethod
     def of(cls, settings: Settings) -> "Boosts":
@@ -102,29 +114,50 @@ class RecallContext:
     git_branch: str | None = None
 
 
-def sessions_of(chunks: Sequence[tuple[int, str]]) -> list[str]:
-    """The sessions of ranked chunks, each once, at the place of its best chunk."""
-    return list(dict.fromkeys(session for _, session in chunks))
+Ranked = Sequence[tuple[int, str, float]]
+"""(chunk id, session id, score) of one list, best first; the score is the list's own (a cosine
+distance, a BM25 score), compared only for equality: equal scores are the same match."""
 
 
-def fuse_sessions(lists: Sequence[tuple[float, Sequence[str]]]) -> dict[str, float]:
-    """Weighted reciprocal-rank fusion: each (weight, ranked sessions) list gives a session
-    weight / (k + its place there). Summed exactly (fsum), so equal votes tie."""
+def session_places(chunks: Ranked) -> list[tuple[str, int]]:
+    """The sessions of ranked chunks, each once, at the place (from 1) of its best chunk; a session
+    whose best chunk scores the same as the previous session's shares its place (1, 2, 2, 4).
+
+    Ties would otherwise be placed by chunk id: at `SESSION_RRF_K` 5, second place votes 14% less
+    than first, more than any tie-breaker (`Boosts`), so identical matches would be ranked by
+    id, not by recency or importance."""
+    places: list[tuple[str, int]] = []
+    seen: set[str] = set()
+    previous: float | None = None
+    for _, session_id, score in chunks:
+        if session_id in seen:
+            continue
+        seen.add(session_id)
+        place = places[-1][1] if places and score == previous else len(places) + 1
+        places.append((session_id, place))
+        previous = score
+    return places
+
+
+def fuse_sessions(lists: Sequence[tuple[float, Sequence[tuple[str, int]]]]) -> dict[str, float]:
+    """Weighted reciprocal-rank fusion: each (weight, sessions at their places) list gives a
+    session weight / (SESSION_RRF_K + its place there). Summed exactly (fsum), so equal votes
+    tie."""
     votes: dict[str, list[float]] = {}
-    for weight, ranked in lists:
-        for place, session_id in enumerate(ranked, start=1):
-            votes.setdefault(session_id, []).append(weight / (RRF_K + place))
+    for weight, placed in lists:
+        for session_id, place in placed:
+            votes.setdefault(session_id, []).append(weight / (SESSION_RRF_K + place))
     return {session: math.fsum(v) for session, v in votes.items()}
 
 
 def shown_chunks(
-    lists: Sequence[Sequence[tuple[int, str]]], sessions: Sequence[str], per_session: int
+    lists: Sequence[Ranked], sessions: Sequence[str], per_session: int
 ) -> dict[str, list[int]]:
     """Per session, its `per_session` chunks voted best across the lists (then by id)."""
     votes: dict[int, list[float]] = {}
     owner: dict[int, str] = {}
     for ranked in lists:
-        for rank, (chunk_id, session_id) in enumerate(ranked, start=1):
+        for rank, (chunk_id, session_id, _) in enumerate(ranked, start=1):
             votes.setdefault(chunk_id, []).append(1.0 / (RRF_K + rank))
             owner[chunk_id] = session_id
     vote = {chunk_id: math.fsum(v) for chunk_id, v in votes.items()}
