@@ -34,8 +34,9 @@ SUBAGENT = (
 )
 JSON = FIXTURES / "json" / "a3f1c2d4-5e6f-4a7b-8c9d-0e1f2a3b4c5d.json"
 OTHER = FIXTURES / "tmp" / "other" / "chats" / "session-2026-05-02T08-00-e4000000.jsonl"
-# Written by the real Gemini CLI 0.61.0 (tests/hooks/test_gemini_cli.py's set-up, SessionStart,
-# BeforeAgent and AfterTool hooks adding context), then resumed (`-r latest -p "fix it"`).
+# Written by the real Gemini CLI 0.61.0 (tests/hooks/test_gemini_cli_hooks.py's set-up,
+# SessionStart, BeforeAgent and AfterTool hooks adding context), then resumed
+# (`-r latest -p "fix it"`).
 LIVE = FIXTURES / "tmp" / "webshop" / "chats" / "session-2026-12-03T22-08-6cc80d31-live.jsonl"
 WEBAPP_HASH = "fd20db9cf4309815aebd3729173edf8a78abb152c57b1de8cb602a3c8b959627"
 
