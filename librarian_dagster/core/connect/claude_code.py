@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from librarian_dagster.core.connect.agent import Connector, Where
-from librarian_dagster.core.connect.files import Content, Target, json_add, json_remove
+from librarian_dagster.core.connect.files import Target, json_target
 
 AGENT = "claude-code"
 MARKETPLACE = "librarian"
@@ -26,14 +26,7 @@ def _entries(where: Where) -> list[tuple[tuple[str, ...], object]]:
 
 
 def targets(where: Where) -> list[Target]:
-    path, entries = _settings(where), _entries(where)
-    notes: list[str] = []
-
-    def add(content: Content) -> bytes:
-        notes.clear()
-        return json_add(path, content, entries, notes)
-
-    return [Target(path, add, lambda content: json_remove(path, content, entries), notes)]
+    return [json_target(_settings(where), _entries(where))]
 
 
 def check(where: Where) -> list[str]:

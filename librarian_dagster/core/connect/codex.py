@@ -26,8 +26,7 @@ from librarian_dagster.core.connect.files import (
     ConfigError,
     Content,
     Target,
-    json_add,
-    json_remove,
+    json_target,
     text_block_add,
     text_block_remove,
 )
@@ -135,21 +134,17 @@ def targets(where: Where) -> list[Target]:
     hooks_path = _hooks_json(where)
     config_path = codex_home(where) / "config.toml"
     entries = [(("hooks", event + "[]"), group) for event, group in _groups(where).items()]
-    notes: list[str] = []
-
-    def add_hooks(content: Content) -> bytes:
-        notes.clear()
-        return json_add(hooks_path, content, entries, notes)
+    hooks = json_target(hooks_path, entries)
 
     def add_config(content: Content) -> bytes:
         users = _toml(config_path, text_block_remove(content) if content else None)
-        hooks_after = add_hooks(_read(hooks_path))
+        hooks_after = hooks.add(_read(hooks_path))
         added = text_block_add(content, _config_lines(where, hooks_after, users))
         _toml(config_path, added)  # never a file Codex cannot read
         return added
 
     return [
-        Target(hooks_path, add_hooks, lambda c: json_remove(hooks_path, c, entries), notes),
+        hooks,
         Target(config_path, add_config, text_block_remove),
     ]
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from librarian_dagster.core.connect.agent import Connector, Where, run_hook
-from librarian_dagster.core.connect.files import Content, Target, json_add, json_remove
+from librarian_dagster.core.connect.files import Target, json_target
 
 AGENT = "copilot"
 SERVER = "librarian"
@@ -83,23 +83,7 @@ def targets(where: Where) -> list[Target]:
         (("hooks", event + "[]"), entry) for event, entry in _hooks(where).items()
     ]
     mcp_entries = [(("mcpServers", SERVER), _server(where, mcp_path))]
-    hook_notes: list[str] = []
-    mcp_notes: list[str] = []
-
-    def add_hooks(content: Content) -> bytes:
-        hook_notes.clear()
-        return json_add(hooks_path, content, hook_entries, hook_notes)
-
-    def add_mcp(content: Content) -> bytes:
-        mcp_notes.clear()
-        return json_add(mcp_path, content, mcp_entries, mcp_notes)
-
-    return [
-        Target(
-            hooks_path, add_hooks, lambda c: json_remove(hooks_path, c, hook_entries), hook_notes
-        ),
-        Target(mcp_path, add_mcp, lambda c: json_remove(mcp_path, c, mcp_entries), mcp_notes),
-    ]
+    return [json_target(hooks_path, hook_entries), json_target(mcp_path, mcp_entries)]
 
 
 def _jsonc(path: Path) -> Any:

@@ -29,6 +29,7 @@ __all__ = [
     "diff",
     "json_add",
     "json_remove",
+    "json_target",
     "pending",
     "sha_of",
     "text_block_add",
@@ -240,6 +241,18 @@ def json_add(path: Path, content: Content, entries: Sequence[Entry], notes: list
     if not changed and content is not None:
         return content
     return _dump_json(data)
+
+
+def json_target(path: Path, entries: Sequence[Entry]) -> Target:
+    """A JSON file Librarian adds `entries` to, and takes them out of; its notes are those of the
+    latest `add`."""
+    notes: list[str] = []
+
+    def add(content: Content) -> bytes:
+        notes.clear()
+        return json_add(path, content, entries, notes)
+
+    return Target(path, add, lambda content: json_remove(path, content, entries), notes)
 
 
 def json_remove(path: Path, content: bytes, entries: Sequence[Entry]) -> Content:
