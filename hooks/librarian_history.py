@@ -18,9 +18,9 @@ marker back, so a later touch asks again.
 
 The agent is waiting for its tool call: the request runs within `LIBRARIAN_HISTORY_TIMEOUT_MS`
 (librarian_recall.within). A server that is down refuses at once and costs a few milliseconds;
-one that hangs costs the whole deadline, so after a few deadlines missed in a row it is left
-alone for a while (librarian_hooklib.hung_lately, which the prompt hook keeps too). One slow
-answer (a server still loading its model) trips nothing. Everything fails open: no context, the
+one that hangs costs the whole deadline, so once it missed one it is left alone for a while, and
+longer while it keeps missing them (librarian_hooklib.hung_lately, which the prompt hook keeps
+too). Everything fails open: no context, the
 tool call goes on as it would without it.
 """
 

@@ -140,9 +140,9 @@ def prune_state(directory: str, now: float) -> None:
 
 
 UNREACHABLE_S = 30
-"""How long a recall server that hung is left alone."""
-HANGS_TO_WAIT = 2
-"""Deadlines missed in a row before the server is left alone."""
+"""How long a recall server that missed a deadline is left alone; each further miss in a row
+doubles it, up to UNREACHABLE_MAX_S."""
+UNREACHABLE_MAX_S = 600
 UNREACHABLE_MARK = ".history-unreachable"
 """One mark for the server, whichever hook saw it hang (its name from when only the file
 history kept it)."""
@@ -163,12 +163,23 @@ def _hangs(env) -> tuple[int, float]:
         return 0, 0.0
 
 
+def left_alone_s(count: int) -> float:
+    """How long a server that missed `count` deadlines in a row is left alone: a breaker with
+    backoff, so a server that keeps hanging costs one deadline per window, and the windows grow
+    (30 s, 1, 2, 4, 8 min, then 10) while it does. A server that is down refuses at once and
+    never trips it; one that misses a deadline once is busy enough to be left for 30 s (the
+    agent loses that much recall, never time)."""
+    if count <= 0:
+        return 0.0
+    return min(UNREACHABLE_S * 2 ** min(count - 1, 10), UNREACHABLE_MAX_S)
+
+
 def hung_lately(env) -> bool:
-    """Whether the recall server missed HANGS_TO_WAIT deadlines in a row, the last within
-    UNREACHABLE_S: a server that hangs costs every hook its whole deadline, one that is down
-    refuses at once. Costs a file's stat."""
+    """Whether the recall server missed its last deadline within its window (left_alone_s):
+    a server that hangs costs every hook its whole deadline. Costs a file's stat. After the
+    window one hook asks again, and its answer clears the mark."""
     count, when = _hangs(env)
-    return count >= HANGS_TO_WAIT and time.time() - when < UNREACHABLE_S
+    return time.time() - when < left_alone_s(count)
 
 
 def count_hang(env, hung: bool) -> None:

@@ -12,8 +12,8 @@
 // Each text starts with the header the Python hooks use (librarian_recall.HEADER,
 // librarian_history.HEADER): Librarian cuts its own context from a transcript it reads back on
 // that header (core/capture/own_context.py). Fails open: a server that is down, slow or wrong
-// gives no text, and nothing here throws. A server that missed two deadlines in a row is left
-// alone for 30 s. LIBRARIAN_RECALL=off turns both off, LIBRARIAN_HISTORY=off the file history;
+// gives no text, and nothing here throws. A server that missed a deadline is left alone for 30 s,
+// longer while it keeps missing them. LIBRARIAN_RECALL=off turns both off, LIBRARIAN_HISTORY=off the file history;
 // LIBRARIAN_MCP_URL (or LIBRARIAN_RECALL_URL) says where the server is, and LIBRARIAN_MCP_TOKEN
 // goes as a Bearer token. tests/hooks/test_opencode_plugin.py holds the texts to the Python
 // hooks' own.
@@ -56,7 +56,7 @@ const MAX_TOOL_TEXT = 8000
 const MAX_TOUCHED = 20
 const LIBRARY_DIRNAME = "_memory_library"
 const UNREACHABLE_MS = 30000
-const HANGS_TO_WAIT = 2
+const UNREACHABLE_MAX_MS = 600000
 const MAX_SESSIONS_KEPT = 500
 const LOG_MAX_BYTES = 256 * 1024
 const OFF = ["off", "0", "false", "no"]
@@ -98,11 +98,15 @@ function besideRecall(env, name) {
   return url.endsWith("/recall") ? url.slice(0, -"/recall".length) + "/" + name : url + "/" + name
 }
 
-// A server that hangs costs every call its whole deadline; one that is down refuses at once.
+// A server that hangs costs every call its whole deadline; one that is down refuses at once. So
+// one that missed a deadline is left alone for a window that doubles with each miss in a row (30 s
+// up to 10 min), as librarian_hooklib.left_alone_s does; after it, one call asks again.
 const hangs = { count: 0, last: 0 }
 
 function hungLately() {
-  return hangs.count >= HANGS_TO_WAIT && Date.now() - hangs.last < UNREACHABLE_MS
+  if (hangs.count <= 0) return false
+  const window = Math.min(UNREACHABLE_MS * 2 ** Math.min(hangs.count - 1, 10), UNREACHABLE_MAX_MS)
+  return Date.now() - hangs.last < window
 }
 
 function countHang(hung) {

@@ -7,7 +7,9 @@ with the event on stdin, the way Claude Code runs it.
 """
 
 import json
+import os
 import time
+from pathlib import Path
 
 import pytest
 from hookutil import FakeServer, answering, make_library, pre_tool_use_event, send
@@ -166,19 +168,39 @@ def test_a_hanging_server_is_abandoned_at_the_deadline_then_left_alone(hooks, re
         elapsed = time.monotonic() - start
         assert _context(proc) is None and elapsed < HANG_BOUND_S, elapsed
         assert "history failed (timeout)" in hooks.log_lines()[-1]
-        # One missed deadline may be a slow answer: asked again; two in a row, left alone.
+        # A missed deadline leaves the server alone for a while: nothing asked again.
         for name in ("cmd/other.go", "cmd/third.go", "cmd/fourth.go"):
             hooks.run("pre_tool_use", _read(repo, name), _on(server.url))
         assert "server hung lately" in hooks.log_lines()[-1]
-    assert len(server.requests) == 2
+    assert len(server.requests) == 1
 
 
-def test_one_slow_answer_trips_nothing(hooks, served, repo):
-    (hooks.home / "state").mkdir()
+def _mark(hooks, misses: int, ago_s: float) -> Path:
+    (hooks.home / "state").mkdir(exist_ok=True)
     hooks.env["LIBRARIAN_STATE_DIR"] = str(hooks.home / "state")
-    (hooks.home / "state" / ".history-unreachable").write_text("1")
-    assert _context(hooks.run("pre_tool_use", _read(repo), _on(served)))
-    assert not (hooks.home / "state" / ".history-unreachable").exists()
+    mark = hooks.home / "state" / ".history-unreachable"
+    mark.write_text(str(misses))
+    when = time.time() - ago_s
+    os.utime(mark, (when, when))
+    return mark
+
+
+@pytest.mark.parametrize(("misses", "ago_s", "asked"), [
+    (1, 20, False), (1, 40, True),      # one miss: left alone 30 s
+    (2, 40, False), (2, 70, True),      # two in a row: 60 s
+    (5, 470, False), (5, 490, True),    # five: 8 min
+    (9, 590, False), (9, 610, True),    # never longer than 10 min
+])  # fmt: skip
+def test_a_server_that_kept_missing_deadlines_is_left_alone_longer(
+    hooks, served, repo, misses, ago_s, asked
+):
+    mark = _mark(hooks, misses, ago_s)
+    proc = hooks.run("pre_tool_use", _read(repo), _on(served))
+    assert bool(_context(proc)) is asked
+    if asked:  # the answer clears the mark
+        assert not mark.exists()
+    else:
+        assert "server hung lately" in hooks.log_lines()[-1] and mark.read_text() == str(misses)
 
 
 @pytest.mark.parametrize(

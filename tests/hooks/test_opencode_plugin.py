@@ -321,10 +321,10 @@ def test_a_server_that_hangs_is_abandoned_at_the_deadline_then_left_alone(bun, t
                LIBRARIAN_RECALL_TIMEOUT_MS="400", LIBRARIAN_HISTORY_TIMEOUT_MS="200")  # fmt: skip
     assert [added(s) for s in said[::2]] == [[], []]
     assert [s["output"]["output"] for s in said[1::2]] == ["1: package main"] * 2
-    # Each ask ends at its deadline (with room for a loaded machine), and after two missed in a
-    # row the server is not asked again for a while.
-    assert said[0]["ms"] < 400 + 1500 and said[1]["ms"] < 200 + 1500
-    assert [r.path for r in server.requests] == ["/recall", "/touches"]
+    # The ask ends at its deadline (with room for a loaded machine), and once it missed one the
+    # server is not asked again for a while.
+    assert said[0]["ms"] < 400 + 1500
+    assert [r.path for r in server.requests] == ["/recall"]
     log = (tmp_path / "librarian.log").read_text(encoding="utf-8")
     assert "recall skipped (server hung lately)" in log
     assert "history skipped (server hung lately)" in log
