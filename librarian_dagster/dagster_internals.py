@@ -42,12 +42,31 @@ def mark_run_failed(instance: dg.DagsterInstance, run: dg.DagsterRun, message: s
     instance.report_run_failed(run, message)
 
 
+def mark_run_canceling(instance: dg.DagsterInstance, run: dg.DagsterRun, message: str) -> None:
+    """Record that a run is being canceled: its worker, when interrupted, then records it
+    canceled instead of failed.
+
+    `DagsterInstance.report_run_canceling`, what the run launchers' `terminate` calls before they
+    signal the worker: see `mark_run_failed`.
+    """
+    instance.report_run_canceling(run, message)
+
+
 def mark_run_canceled(instance: dg.DagsterInstance, run: dg.DagsterRun, message: str) -> None:
     """Record a run left CANCELING as canceled, with `message` as the reason.
 
     `DagsterInstance.report_run_canceled`: see `mark_run_failed`.
     """
     instance.report_run_canceled(run, message)
+
+
+def tag_run(instance: dg.DagsterInstance, run_id: str, tags: dict[str, str]) -> None:
+    """Add `tags` to a run that has ended.
+
+    `DagsterInstance.add_run_tags`, what the webserver and the run queue use: a run's tags are
+    publicly set only when it is created.
+    """
+    instance.add_run_tags(run_id, tags)
 
 
 def free_concurrency_slots(instance: dg.DagsterInstance, run_id: str) -> None:

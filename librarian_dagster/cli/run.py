@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import librarian_dagster
 from librarian_dagster.core.commandline import AddParser, port
+from librarian_dagster.core.ops.terminal import say
 
 if TYPE_CHECKING:
     import psutil
@@ -31,6 +32,12 @@ def register(add_parser: AddParser) -> None:
     up.add_argument("--ui-port", type=port, default=DEFAULT_UI_PORT)
     up.add_argument("--mcp-port", type=port, default=None, help="default: LIBRARIAN_MCP_PORT/3201")
     up.add_argument("--no-mcp", action="store_true", help="do not start the MCP server")
+    up.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show Dagster's and the MCP server's logs here too (default: LIBRARIAN_VERBOSE; "
+        "they always go to LIBRARIAN_HOME/logs)",
+    )
     up.set_defaults(handler=cmd_up)
 
     ingest = add_parser(
@@ -149,11 +156,11 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 def cmd_up(args: argparse.Namespace) -> int:
     from librarian_dagster.core.assembly.store import migrated_url
-    from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
     from librarian_dagster.core.ops.watch import alert_here
     from librarian_dagster.core.settings import Settings
 
     settings = Settings.from_env()
+    logs = _ChildLogs(settings.log_dir, echo=args.verbose or settings.verbose)
     children: list[tuple[str, subprocess.Popen]] = []
     stops_asked = 0
 
@@ -168,28 +175,62 @@ def cmd_up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     stopping = threading.Event()
+    env: dict[str, str] = {}
+    watches: tuple[Watch, ...] = ()
     try:
         # This process holds a handle on the embedded server for as long as `up` runs, so the
         # server outlives every child's own start and stop, and stops when `up` exits.
         url = migrated_url(settings)
-        env = {**os.environ, **prepare_dagster_home(settings)}
+        env = _child_env(settings, args)
         _end_dead_runs(settings, env["DAGSTER_HOME"])
-        # Run links in failure alerts point at the UI this `up` serves, unless told otherwise.
-        env.setdefault("LIBRARIAN_UI_URL", f"http://127.0.0.1:{args.ui_port}")
-        settings.log_dir.mkdir(parents=True, exist_ok=True)
+        _print_journal(settings, stopping)
         commands = _child_commands(args)
         for name, command in commands:
             if stops_asked:
                 return 0
-            children.append((name, _start_child(command, env)))
+            children.append((name, logs.start(name, command, env)))
 
         _say_where(settings, args)
-        watch, _mirror, home = _watches(settings, url, stopping)
-        supervisor = _Supervisor(children, dict(commands), env, lambda t: alert_here(settings, t))
+        watches = watch, _mirror, home = _watches(settings, url, stopping)
+        alert = lambda t: alert_here(settings, t)  # noqa: E731
+        supervisor = _Supervisor(children, dict(commands), env, alert, logs)
         return _supervise(watch, home, supervisor, lambda: stops_asked > 0)
     finally:
         stopping.set()
-        _stop_children(children)
+        # The runs going are ended as canceled through the database, when it can take writes.
+        if children and env and not any(w.down or w.lost for w in watches):
+            _stop_runs(settings, env["DAGSTER_HOME"], children)
+        else:
+            _stop_children(children)
+
+
+def _child_env(settings: "Settings", args: argparse.Namespace) -> dict[str, str]:
+    """The environment of `up`'s children: DAGSTER_HOME under LIBRARIAN_HOME, run links to this
+    UI (unless set), and one warning of Dagster's not shown."""
+    from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
+
+    env = {**os.environ, **prepare_dagster_home(settings)}
+    # `dagster dev` warns at every start that `dg dev` supersedes it. `dg` needs a project
+    # layout (dagster-dg-cli, a `dg.toml`) this package does not have; `dagster dev` is still
+    # supported, so that one warning is not shown.
+    env["PYTHONWARNINGS"] = ",".join(w for w in (env.get("PYTHONWARNINGS"), _DEV_SUPERSEDED) if w)
+    # Run links in failure alerts point at the UI this `up` serves, unless told otherwise.
+    env.setdefault("LIBRARIAN_UI_URL", f"http://127.0.0.1:{args.ui_port}")
+    return env
+
+
+def _print_journal(settings: "Settings", stopping: threading.Event) -> None:
+    """Show the journal's events from now on (core/ops/journal.py), until `stopping`."""
+    from librarian_dagster.core.ops.journal import journal_path
+    from librarian_dagster.core.ops.terminal import print_journal
+
+    journal = journal_path(settings.log_dir)
+    threading.Thread(
+        target=print_journal, args=(journal, stopping, _show), name="journal", daemon=True
+    ).start()
+
+
+_DEV_SUPERSEDED = "ignore:Function `dev_command` is superseded"
 
 
 def _say_where(settings: "Settings", args: argparse.Namespace) -> None:
@@ -220,7 +261,7 @@ def _supervise(
         if watch.healed.is_set():
             watch.healed.clear()
             # Their connections (and Dagster's daemon threads) died with the database.
-            print("the database is back: restarting dagster and mcp", file=sys.stderr)
+            say("alert", "the database is back: restarting dagster and mcp")
             supervisor.restart_all()
         failed = supervisor.check(blame=not watch.down)
         if failed:
@@ -230,9 +271,32 @@ def _supervise(
     return 0
 
 
-def _start_child(command: list[str], env: dict[str, str]) -> subprocess.Popen:
-    # A new session per child: `dagster dev` ignores SIGTERM unless it leads its group.
-    return subprocess.Popen(command, env=env, start_new_session=True)
+class _ChildLogs:
+    """Where each child's output goes: `<name>.log` under the log folder, rotated
+    (core/ops/terminal.py), and the terminal too when `echo`."""
+
+    def __init__(self, folder: Path, echo: bool) -> None:
+        self.folder, self.echo = folder, echo
+
+    def start(self, name: str, command: list[str], env: dict[str, str]) -> subprocess.Popen:
+        from librarian_dagster.core.ops.terminal import keep_output
+
+        # A new session per child: `dagster dev` ignores SIGTERM unless it leads its group.
+        proc = subprocess.Popen(
+            command,
+            env=env,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        assert proc.stdout is not None
+        keep_output(proc.stdout, self.folder / f"{name}.log", self.echo)
+        return proc
+
+
+def _show(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 CHILD_RESTARTS = 3
@@ -244,9 +308,10 @@ class _Supervisor:
     """`up`'s children kept running: one that exits is restarted (and said), up to
     CHILD_RESTARTS times in CHILD_RESTART_WINDOW_S; past that `up` exits non-zero, naming it."""
 
-    def __init__(self, children, commands: dict[str, list[str]], env, alert) -> None:
+    def __init__(self, children, commands: dict[str, list[str]], env, alert, logs) -> None:
         self.children: list[tuple[str, subprocess.Popen]] = children
         self.commands, self.env, self.alert = commands, env, alert
+        self.logs: _ChildLogs = logs
         self.restarts: dict[str, list[float]] = {}
 
     def check(self, blame: bool) -> str | None:
@@ -266,15 +331,20 @@ class _Supervisor:
                 )
                 self.alert(f"Librarian: {why}.")
                 return why
-            print(f"{name} exited with {proc.returncode}; starting it again", file=sys.stderr)
+            said = f"{name} exited with {proc.returncode}"
+            log = self.logs.folder / f"{name}.log"
             if blame:
-                self.alert(f"Librarian: {name} exited with {proc.returncode}; started it again.")
-            self.children[i] = (name, _start_child(self.commands[name], self.env))
+                self.alert(f"Librarian: {said}; started it again (its log: {log}).")
+            else:
+                say("alert", f"{said}; starting it again (its log: {log})")
+            self.children[i] = (name, self.logs.start(name, self.commands[name], self.env))
         return None
 
     def restart_all(self) -> None:
         _stop_children(self.children)
-        self.children[:] = [(n, _start_child(self.commands[n], self.env)) for n, _ in self.children]
+        self.children[:] = [
+            (n, self.logs.start(n, self.commands[n], self.env)) for n, _ in self.children
+        ]
 
 
 def _watches(settings: "Settings", url: str, stopping: threading.Event):
@@ -326,6 +396,30 @@ def _end_dead_runs(settings: "Settings", dagster_home: str) -> None:
 
     with dg.DagsterInstance.from_config(dagster_home) as instance:
         report_dead_runs(instance, settings, "librarian up")
+
+
+def _stop_runs(settings: "Settings", dagster_home: str, children) -> None:
+    """Stop the children, the runs they were going with ended as canceled, not failed: nothing
+    failed, so nothing is alerted, and each is run again at the next start (dead_runs.py)."""
+    import dagster as dg
+
+    from librarian_dagster.dead_runs import cancel_for_stop, end_stopped_runs
+
+    ended = 0
+    try:
+        with dg.DagsterInstance.from_config(dagster_home) as instance:
+            began = time.time()
+            going = cancel_for_stop(instance, untagged_ran_here=settings.database_url is None)
+            _stop_children(children)
+            if settings.database_url is None:
+                ended = end_stopped_runs(instance, going, began)
+    except Exception as exc:  # the database went first: the next start marks them failed
+        say("alert", f"could not cancel the runs going at the stop: {type(exc).__name__}: {exc}")
+        return
+    finally:
+        _stop_children(children)
+    if ended:
+        say("stopped", f"{ended} run(s) canceled with the stop: run again at the next start")
 
 
 def _child_commands(args: argparse.Namespace) -> list[tuple[str, list[str]]]:

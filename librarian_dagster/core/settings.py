@@ -273,6 +273,9 @@ class Settings(BaseModel):
     quiet_hours: Number = 24.0
     """a mirror with no new transcript for this long is a capture gap, and the `memory` asset
     turns stale (red) in the UI; `0` turns both off"""
+    verbose: Flag = False
+    """`librarian up` shows in the terminal what Dagster and the recall server log (as
+    `--verbose` does); they always go to `logs/` under `LIBRARIAN_HOME`"""
     ui_url: Address = "http://127.0.0.1:3000"
     """the Dagster UI's address, for the run links in failure alerts; `librarian up` sets it to
     its `--ui-port` when unset"""

@@ -20,13 +20,18 @@ from librarian_dagster.core.ops.alerts import (
     digest_message,
     digest_rollup,
     due_sessions,
+    first_line,
     run_failure_message,
+    run_link,
 )
+from librarian_dagster.core.ops.journal import failed_text
 from librarian_dagster.core.store.integrity import ingested_at, requested_at
 from librarian_dagster.dagster_internals import last_good_sensor_tick, sensor_known, step_failure
+from librarian_dagster.dead_runs import STOPPED_TAG
 from librarian_dagster.defs.partitions import SESSIONS, keys_by_session, session_id_of
 from librarian_dagster.defs.resources import (
     ClockResource,
+    JournalResource,
     MemoriesResource,
     MirrorResource,
     NotifierResource,
@@ -111,11 +116,19 @@ def _digest_reused(instance: dg.DagsterInstance, key: str, run_id: str) -> bool:
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="One alert per failed run: job, session, the error's first line, a link to it.",
 )
-def run_failure_alerts(context: dg.RunFailureSensorContext, notifier: NotifierResource):
+def run_failure_alerts(
+    context: dg.RunFailureSensorContext, notifier: NotifierResource, journal: JournalResource
+):
     run = context.dagster_run
+    if STOPPED_TAG in run.tags:
+        return  # failed by `librarian up`'s stop, not by anything to hear of: run again at start
     session = run.tags.get("dagster/partition") or _partition_range(run.tags)
+    error = _error(context)
+    journal.note(
+        "failed", failed_text(session, first_line(error), run_link(notifier.ui_url, run.run_id))
+    )
     notifier.notifier(context.log).send(
-        run_failure_message(run.job_name, session, _error(context), run.run_id, notifier.ui_url)
+        run_failure_message(run.job_name, session, error, run.run_id, notifier.ui_url)
     )
 
 
@@ -149,6 +162,7 @@ def capture_gap_alerts(
     store: StoreResource,
     notifier: NotifierResource,
     clock: ClockResource,
+    journal: JournalResource,
 ):
     """Alerts once when sessions go uncaptured (not ingested, mirror quiet, mirror sensor silent),
     and once when that clears."""
@@ -164,6 +178,7 @@ def capture_gap_alerts(
         "now": now,
         "settle_seconds": mirror.settle_seconds,
         "gap_minutes": notifier.gap_minutes,
+        "watching_since": state.watching_since,
     }
     candidates = due_sessions(snapshots, handled, requested, **settings)
     if candidates:
@@ -188,7 +203,8 @@ def capture_gap_alerts(
         gap_minutes=notifier.gap_minutes,
         quiet_hours=notifier.quiet_hours,
     )
-    after = advance(state, incidents, now, notifier.notifier(context.log).send)
+    send = notifier.notifier(context.log).send
+    after = advance(state, incidents, now, send, lambda text: journal.note("alert", text))
     summary = ", ".join(sorted(after.open)) or "none"
     return dg.SensorResult(cursor=after.to_cursor(), skip_reason=f"open incidents: {summary}")
 

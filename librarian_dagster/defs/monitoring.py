@@ -1,13 +1,15 @@
-"""What Dagster's run monitoring misses under the DefaultRunLauncher: runs whose worker died, and
-runs that failed because what they needed (the database, the mirror folder) was down."""
+"""What Dagster's run monitoring misses under the DefaultRunLauncher: runs whose worker died, runs
+that failed because what they needed (the database, the mirror folder) was down, and runs that
+`librarian up` ended when it was stopped."""
 
+from collections.abc import Collection
 from datetime import UTC, datetime
 
 import dagster as dg
 
 from librarian_dagster.core.ops.incidents import Incident
 from librarian_dagster.dagster_internals import uses_default_run_launcher
-from librarian_dagster.dead_runs import end_dead_runs
+from librarian_dagster.dead_runs import STOPPED_TAG, end_dead_runs
 from librarian_dagster.defs.jobs import ingest_session_job
 from librarian_dagster.defs.resources import ClockResource, IncidentsResource
 
@@ -53,7 +55,8 @@ def incident_rerun_sensor(
     context: dg.SensorEvaluationContext, incidents: IncidentsResource, clock: ClockResource
 ):
     """Runs again, once per incident, each session whose last run failed while the database or
-    the mirror folder was down (`librarian up` records the incidents it healed).
+    the mirror folder was down (`librarian up` records the incidents it healed), and each whose
+    last run `librarian up` ended when it was stopped.
 
     Dagster's run retries run again only a run whose worker died: a step that failed (a store
     write refused by a dead server, a transcript unreadable past its wait) is not retried, since
@@ -63,8 +66,11 @@ def incident_rerun_sensor(
     """
     now = clock.now()
     requests = reruns_due(context.instance, incidents.since(now - RERUN_FOR_S))
+    requests += stopped_reruns(
+        context.instance, now - RERUN_FOR_S, {r.partition_key for r in requests}
+    )
     if not requests:
-        return dg.SkipReason("no run failed during an incident is waiting to be run again")
+        return dg.SkipReason("no run failed during an incident or stopped is waiting to run again")
     for request in requests:
         context.log.info(f"{request.partition_key}: run again after {request.run_key}")
     return requests
@@ -91,14 +97,52 @@ def reruns_due(instance: dg.DagsterInstance, incidents: list[Incident]) -> list[
                 continue
             if run.tags.get(WILL_RETRY_TAG) == "true":
                 continue  # the daemon's run retries take it
-            (newest,) = instance.get_run_records(
-                dg.RunsFilter(job_name=ingest_session_job.name, tags={PARTITION_TAG: key}), limit=1
-            )
-            if newest.dagster_run.run_id != run.run_id:
-                continue  # run again since, by a retry, the mirror sensor or a person
+            if not _newest_run(instance, key, run.run_id):
+                continue
             requests[key] = dg.RunRequest(
                 partition_key=key,
                 run_key=f"{key}:after {incident.what} was down at {incident.began:.0f}",
                 tags={RERUN_OF_TAG: run.run_id},
             )
     return list(requests.values())
+
+
+def stopped_reruns(
+    instance: dg.DagsterInstance, since: float, asked: Collection[str | None] = ()
+) -> list[dg.RunRequest]:
+    """A run request for each session whose newest ingest run `librarian up` ended when it was
+    stopped (dead_runs.STOPPED_TAG); keyed by that run, so each is asked once."""
+    requests: dict[str, dg.RunRequest] = {}
+    stopped = instance.get_run_records(
+        dg.RunsFilter(
+            job_name=ingest_session_job.name,
+            statuses=[dg.DagsterRunStatus.CANCELED, dg.DagsterRunStatus.FAILURE],
+            tags={STOPPED_TAG: "true"},
+            updated_after=datetime.fromtimestamp(since, UTC),
+        )
+    )
+    for record in stopped:
+        run = record.dagster_run
+        key = run.tags.get(PARTITION_TAG)
+        if (
+            key is None
+            or key in requests
+            or key in asked
+            or not _newest_run(instance, key, run.run_id)
+        ):
+            continue
+        requests[key] = dg.RunRequest(
+            partition_key=key,
+            run_key=f"{key}:after librarian up stopped {run.run_id}",
+            tags={RERUN_OF_TAG: run.run_id},
+        )
+    return list(requests.values())
+
+
+def _newest_run(instance: dg.DagsterInstance, key: str, run_id: str) -> bool:
+    """Whether `run_id` is the newest ingest run of the partition: none ran it again since (a
+    retry, the mirror sensor or a person)."""
+    (newest,) = instance.get_run_records(
+        dg.RunsFilter(job_name=ingest_session_job.name, tags={PARTITION_TAG: key}), limit=1
+    )
+    return newest.dagster_run.run_id == run_id

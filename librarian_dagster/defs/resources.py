@@ -21,6 +21,7 @@ from librarian_dagster.core.assembly.providers import (
 from librarian_dagster.core.assembly.store import Store, migrated_url
 from librarian_dagster.core.digest.schema import Digester
 from librarian_dagster.core.models.embeddings import Embedder
+from librarian_dagster.core.ops import journal
 from librarian_dagster.core.ops.incidents import Incident, read_incidents
 from librarian_dagster.core.ops.telegram import Notifier
 from librarian_dagster.core.recall.search import Search
@@ -158,6 +159,16 @@ class MirrorResource(dg.ConfigurableResource):
             "claude-code": Path(self.path),
             **{a: Path(f) for a, f in (self.agent_folders or {}).items()},
         }
+
+
+class JournalResource(dg.ConfigurableResource):
+    """Where the events a person running `librarian up` hears of are written: a session
+    remembered, skipped or failed, a capture gap (core/ops/journal.py)."""
+
+    path: str
+
+    def note(self, kind: journal.Kind, text: str) -> None:
+        journal.write(Path(self.path), kind, text)
 
 
 class IncidentsResource(dg.ConfigurableResource):
@@ -339,4 +350,5 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | d
         ),
         "clock": ClockResource(),
         "incidents": IncidentsResource(path=str(settings.incidents_file)),
+        "journal": JournalResource(path=str(journal.journal_path(settings.log_dir))),
     }

@@ -43,6 +43,19 @@ def test_a_session_is_late_gap_minutes_after_it_settled_unless_handled_since():
     assert [o.session_id for o in _due(snaps, now=T0 + HOUR)] == ["a", "b"]
 
 
+def test_no_session_is_late_for_a_watch_that_had_not_begun():
+    # The first start, over a backlog the mirror sensor has not even requested yet.
+    snaps = [_snap("a", T0 - 100 * HOUR)]
+
+    def due(now, since):
+        return due_sessions(snaps, {}, {}, now=now, settle_seconds=120, gap_minutes=60,
+                            watching_since=since)  # fmt: skip
+
+    assert due(T0, since=T0 - 30 * MIN) == []
+    [late] = due(T0, since=T0 - 2 * HOUR)
+    assert late.due_since == T0 - 2 * HOUR
+
+
 def test_a_requested_session_waits_in_the_queue_from_its_request_not_its_write():
     snaps = [_snap("a", T0 - 30 * 24 * HOUR)]  # an old session, first seen by a backfill
     assert _due(snaps, requested={"a": ("f1", T0 - 10 * MIN)}) == []

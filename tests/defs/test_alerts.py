@@ -17,12 +17,14 @@ import pytest
 from librarian_dagster.core.assembly.store import Store
 from librarian_dagster.core.capture.readers import session_files_for
 from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
+from librarian_dagster.core.ops.journal import Tail, journal_path
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.dagster_internals import (
     dispose_instance,
     last_good_sensor_tick,
     sensor_known,
 )
+from librarian_dagster.dead_runs import STOPPED_TAG
 from librarian_dagster.definitions import build_definitions
 from librarian_dagster.defs.jobs import INGEST_SESSION
 from librarian_dagster.defs.partitions import SESSIONS
@@ -102,6 +104,25 @@ def test_a_failed_run_gives_exactly_one_alert_with_its_link(env, telegram):
     assert lines[0] == f"Librarian run failed: ingest_session for session {SESSION}"
     assert lines[1].startswith(f"transcript: Failure: no transcript recorded for session {SESSION}")
     assert lines[2] == f"http://dagster.test:3000/runs/{result.run_id}"
+    # And one line for whoever runs `librarian up` in a terminal.
+    [said] = Tail(journal_path(settings.log_dir), start=0).read()
+    assert said.kind == "failed" and said.text.startswith(f"{SESSION}: transcript: Failure: no ")
+    assert said.text.endswith(f"(http://dagster.test:3000/runs/{result.run_id})")
+
+
+def test_a_run_failed_by_the_stop_of_librarian_up_alerts_nothing(env, telegram):
+    settings, instance, _folder = env
+    result = _fail_a_run(settings, instance)
+    instance.add_run_tags(result.run_id, {STOPPED_TAG: "true"})
+    stopped = instance.get_run_by_id(result.run_id)
+    sensor = build_definitions(settings).resolve_sensor_def("run_failure_alerts")
+    with dg.build_run_status_sensor_context(
+        sensor_name="run_failure_alerts", dagster_event=result.get_run_failure_event(),
+        dagster_instance=instance, dagster_run=stopped, resources=build_resources(settings),
+    ) as context:  # fmt: skip
+        sensor(context.for_run_failure())
+    assert telegram.messages == []
+    assert Tail(journal_path(settings.log_dir), start=0).read() == []
 
 
 def test_a_capture_gap_gives_one_alert_and_one_recovery(env, telegram):
@@ -125,6 +146,10 @@ def test_a_capture_gap_gives_one_alert_and_one_recovery(env, telegram):
     assert telegram.texts[1].startswith("Librarian recovered: every settled session")
     _tick(settings, instance, "capture_gap_alerts", cleared.cursor, start + 2.3 * HOUR)
     assert len(telegram.texts) == 2
+    # The terminal of `librarian up` hears the opening and the clearing, once each.
+    said = Tail(journal_path(settings.log_dir), start=0).read()
+    assert [(e.kind, e.text) for e in said if e.kind == "alert"] == [
+        ("alert", telegram.texts[0]), ("alert", telegram.texts[1])]  # fmt: skip
 
 
 def test_a_session_with_nothing_to_remember_is_no_gap(env, telegram):

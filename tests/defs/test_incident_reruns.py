@@ -8,12 +8,14 @@ import dagster as dg
 import pytest
 
 from librarian_dagster.core.ops.incidents import Incident, read_incidents, record_incident
+from librarian_dagster.dead_runs import STOPPED_TAG
 from librarian_dagster.defs.jobs import INGEST_SESSION
 from librarian_dagster.defs.monitoring import (
     RERUN_OF_TAG,
     TAIL_S,
     incident_rerun_sensor,
     reruns_due,
+    stopped_reruns,
 )
 from librarian_dagster.defs.resources import ClockResource, IncidentsResource
 
@@ -113,3 +115,23 @@ def test_the_incident_file_keeps_a_week_and_skips_a_torn_line(tmp_path):
     record_incident(path, Incident("the database", now - 10, now), now)
     assert [i.what for i in read_incidents(path)] == ["the mirror folder", "the database"]
     assert read_incidents(tmp_path / "nowhere.jsonl") == []
+
+
+def test_a_run_stopped_with_librarian_up_is_asked_again_once(instance):
+    stopped = _run(instance, KEY, "succeed")
+    # What `librarian up` leaves of a run it stopped: canceled (or failed by its daemon as the
+    # code server went), tagged.
+    run = instance.get_run_by_id(stopped)
+    instance.add_run_tags(stopped, {STOPPED_TAG: "true"})
+    instance.report_run_canceled(run, "librarian up was stopped")
+    other = _run(instance, OTHER, "fail")
+    instance.add_run_tags(other, {STOPPED_TAG: "true"})
+    _run(instance, KEY.replace("0d6c", "9999"), "fail")  # failed on its own: not this rule's
+    requests = stopped_reruns(instance, time.time() - 60)
+    assert sorted(r.partition_key for r in requests) == sorted([KEY, OTHER])
+    assert {r.tags[RERUN_OF_TAG] for r in requests} == {stopped, other}
+    # Asked once (the run key names the stopped run); not at all once run again since.
+    assert all(stopped in r.run_key for r in requests if r.partition_key == KEY)
+    assert stopped_reruns(instance, time.time() - 60, asked={KEY, OTHER}) == []
+    _run(instance, KEY, "succeed")
+    assert [r.partition_key for r in stopped_reruns(instance, time.time() - 60)] == [OTHER]

@@ -98,11 +98,14 @@ def due_sessions(
     now: float,
     settle_seconds: float,
     gap_minutes: float,
+    watching_since: float = float("-inf"),
 ) -> list[Overdue]:
     """Sessions settled and not handled since their files last changed, `gap_minutes` past due.
 
     `handled`: session id -> when a run last got to it (seconds since the epoch). `requested`:
-    session id -> (fingerprint, when) the mirror sensor last requested a run for it.
+    session id -> (fingerprint, when) the mirror sensor last requested a run for it. No session
+    is due before `watching_since`: on the first start, the backlog of old sessions the mirror
+    sensor has not even requested yet is not a gap.
     """
     overdue = []
     for snap in snapshots:
@@ -111,7 +114,7 @@ def due_sessions(
             continue  # still being written: not due yet
         if handled.get(sid, float("-inf")) >= snap.last_modified:
             continue
-        due_since = snap.last_modified + settle_seconds
+        due_since = max(snap.last_modified + settle_seconds, watching_since)
         fingerprint, requested_at = requested.get(sid, ("", 0.0))
         if fingerprint == snap.fingerprint:
             due_since = max(due_since, requested_at)  # a backfill's queue is not a gap at once
@@ -215,9 +218,14 @@ def _sensor_gap(
 
 
 def advance(
-    state: GapState, incidents: Sequence[Incident], now: float, send: Callable[[str], bool]
+    state: GapState,
+    incidents: Sequence[Incident],
+    now: float,
+    send: Callable[[str], bool],
+    said: Callable[[str], None] = lambda _text: None,
 ) -> GapState:
-    """Alert what opened (or whose alert was not delivered yet), recover what cleared."""
+    """Alert what opened (or whose alert was not delivered yet), recover what cleared; `said`
+    hears each opening and clearing once, whether or not its message was delivered."""
     current = {i.key: i for i in incidents}
     still_open: dict[str, OpenIncident] = {}
     for key, known in state.open.items():
@@ -225,10 +233,13 @@ def advance(
             if not known.sent:
                 known.sent = send(known.alert)
             still_open[key] = known
-        elif known.sent:
-            send(known.recovery)  # attempted once: a lost recovery only leaves a stale alert
+        else:
+            said(known.recovery)
+            if known.sent:
+                send(known.recovery)  # attempted once: a lost recovery only leaves a stale alert
     for key, incident in current.items():
         if key not in still_open:
+            said(incident.alert)
             sent = send(incident.alert)
             still_open[key] = OpenIncident(incident.alert, incident.recovery, now, sent)
     return GapState(state.watching_since, still_open)
@@ -248,10 +259,12 @@ def digest_rollup(count: int, projects: Mapping[str, int]) -> str:
 
 def run_failure_message(job: str, session: str | None, error: str, run_id: str, ui_url: str) -> str:
     where = f" for session {session}" if session else ""
-    return (
-        f"Librarian run failed: {job}{where}\n{first_line(error)}\n"
-        f"{ui_url.rstrip('/')}/runs/{run_id}"
-    )
+    return f"Librarian run failed: {job}{where}\n{first_line(error)}\n{run_link(ui_url, run_id)}"
+
+
+def run_link(ui_url: str, run_id: str) -> str:
+    """Where a run is in the Dagster UI."""
+    return f"{ui_url.rstrip('/')}/runs/{run_id}"
 
 
 def first_line(text: str) -> str:

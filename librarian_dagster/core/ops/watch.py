@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from librarian_dagster.core.ops.incidents import Incident, record_incident
 from librarian_dagster.core.ops.telegram import Notifier
+from librarian_dagster.core.ops.terminal import say
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.database import (
     describe_location,
@@ -132,7 +133,7 @@ class Watch:
 def alert_here(settings: Settings, text: str) -> None:
     """Said on stderr, and sent to Telegram where a bot is set, by this process: an alert that
     needs no database (the alert sensors keep their state in it)."""
-    print(text, file=sys.stderr)
+    say("alert", text)
     if settings.telegram_configured:
         notifier = Notifier(
             settings.telegram_base_url, settings.telegram_bot_token, settings.telegram_chat_id,

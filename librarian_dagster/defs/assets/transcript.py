@@ -22,6 +22,7 @@ from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.keys import session_id_of
 from librarian_dagster.core.capture.readers import known_cwds, parse_session
 from librarian_dagster.core.capture.session import UNREADABLE, Session
+from librarian_dagster.core.ops.journal import skipped_text
 from librarian_dagster.core.redaction.scan import find_secrets, redact_session
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.defs.assets._common import (
@@ -32,7 +33,7 @@ from librarian_dagster.defs.assets._common import (
     source_files,
 )
 from librarian_dagster.defs.partitions import BATCH, sessions_partitions
-from librarian_dagster.defs.resources import LedgerResource, MirrorResource
+from librarian_dagster.defs.resources import JournalResource, LedgerResource, MirrorResource
 
 TRANSCRIPT = dg.AssetKey("transcript")
 
@@ -87,7 +88,10 @@ class _Read:
     can_subset=True,
 )
 def transcript(
-    context: dg.AssetExecutionContext, ledger: LedgerResource, mirror: MirrorResource
+    context: dg.AssetExecutionContext,
+    ledger: LedgerResource,
+    mirror: MirrorResource,
+    journal: JournalResource,
 ) -> Iterator[dg.Output[Any]]:
     """Read each session of the run once; report it as `transcript`, store it redacted."""
     db = ledger.get()
@@ -120,19 +124,12 @@ def transcript(
         # Popped: a parsed session is held only until its redacted copy exists.
         done = read_by_key.pop(key)
         files, session = done.files, done.parsed
-        if isinstance(session, str):  # kept out
-            if session == EXCLUDED:
-                db.record_nothing_to_remember(files.session_id, files.fingerprint())
-            # A skipped session is not marked "nothing to remember": once taken off the skip
-            # list, the sensor asks for it again.
-            context.add_asset_metadata({"absent": session}, asset_key=REDACTED, partition_key=key)
+        why = _absent(db, files, session)
+        if why is not None:
+            context.add_asset_metadata({"absent": why}, asset_key=REDACTED, partition_key=key)
+            journal.note("skipped", skipped_text(key, why))
             return None
-        if session.skip_reason:
-            context.log.info(f"{key}: nothing to remember: {session.skip_reason}")
-            db.record_nothing_to_remember(session.session_id, session.fingerprint)
-            reason = f"nothing to remember: {session.skip_reason}"
-            context.add_asset_metadata({"absent": reason}, asset_key=REDACTED, partition_key=key)
-            return None
+        assert isinstance(session, Session)
         clean, counts = redact_session(session)
         return clean, {
             "redactions": sum(counts.values()),
@@ -143,6 +140,21 @@ def transcript(
     sessions = per_session(context, {k: k for k in read_by_key}, redact, asset="redacted_session")
     if sessions:
         yield dg.Output(sessions, output_name="redacted_session")
+
+
+def _absent(db: Ledger, files: SessionFiles, session: Session | str) -> str | None:
+    """Why a session read has no redacted copy (kept out, or nothing to remember), recorded so
+    that the sensor does not ask for it again; None when it has one."""
+    if isinstance(session, str):  # kept out
+        if session == EXCLUDED:
+            db.record_nothing_to_remember(files.session_id, files.fingerprint())
+        # A skipped session is not marked "nothing to remember": once taken off the skip list,
+        # the sensor asks for it again.
+        return session
+    if session.skip_reason:
+        db.record_nothing_to_remember(session.session_id, session.fingerprint)
+        return f"nothing to remember: {session.skip_reason}"
+    return None
 
 
 class _Lazy:
