@@ -83,8 +83,14 @@ def open_instance(settings: Settings) -> dg.DagsterInstance:
 
 
 def ingest_paths(
-    paths: Iterable[Path], settings: Settings, per_run: int = SESSIONS_PER_RUN
+    paths: Iterable[Path],
+    settings: Settings,
+    per_run: int = SESSIONS_PER_RUN,
+    on_start: Callable[[int], None] | None = None,
+    on_outcome: Callable[[IngestOutcome], None] | None = None,
 ) -> list[IngestOutcome]:
+    """Ingest the sessions found under `paths`; `on_start` hears how many there are (the files
+    that are no transcript counted with them), `on_outcome` each one's outcome as it comes."""
     # Absolute, as the sensor sees the mirror: the fingerprint names the files' paths.
     given = find(Path(p).absolute() for p in paths)
     found = [s for s in given.sessions if not is_excluded(s, settings.exclude)]
@@ -100,7 +106,14 @@ def ingest_paths(
             skipped.append(IngestOutcome(files.session_id, "skipped", reason, 0, 0.0))
         else:
             sessions.append(files)
-    return skipped + (ingest_sessions(sessions, settings, per_run=per_run) if sessions else [])
+    if on_start is not None:
+        on_start(len(skipped) + len(sessions))
+    if on_outcome is not None:
+        for outcome in skipped:
+            on_outcome(outcome)
+    if not sessions:
+        return skipped
+    return skipped + ingest_sessions(sessions, settings, per_run=per_run, on_outcome=on_outcome)
 
 
 def ingest_sessions(

@@ -2,8 +2,8 @@
 
 import argparse
 import sys
-from typing import TextIO
 
+from librarian_dagster.cli.progress import Progress
 from librarian_dagster.core.commandline import AddParser, iso_date
 
 
@@ -25,40 +25,6 @@ def register(add_parser: AddParser) -> None:
     parser.set_defaults(handler=cmd_backfill)
 
 
-class Progress:
-    """A bar redrawn in place on a terminal; one line per session anywhere else (logs, CI)."""
-
-    def __init__(self, out: TextIO) -> None:
-        self.out, self.total, self.done = out, 0, 0
-        self.counts = {"ingested": 0, "skipped": 0, "deferred": 0, "failed": 0}
-        self.tty = out.isatty()
-
-    def start(self, total: int) -> None:
-        self.total = total
-        if self.tty and total:
-            self._draw()
-
-    def update(self, outcome) -> None:
-        self.done += 1
-        self.counts[outcome.status] += 1
-        if self.tty:
-            if outcome.status == "failed":
-                self.out.write(f"\r\033[Kfailed   {outcome.session_id}  {outcome.detail}\n")
-            self._draw()
-        else:
-            self.out.write(f"{outcome.status:8} {outcome.session_id}  {outcome.detail}\n")
-        self.out.flush()
-
-    def _draw(self) -> None:
-        width = 30
-        filled = width * self.done // max(1, self.total)
-        counts = ", ".join(f"{n} {s}" for s, n in self.counts.items())
-        bar = "#" * filled + "." * (width - filled)
-        self.out.write(f"\r\033[K[{bar}] {self.done}/{self.total}  {counts}")
-        if self.done == self.total:
-            self.out.write("\n")
-
-
 def cmd_backfill(args: argparse.Namespace) -> int:
     from librarian_dagster.cli.run import end_with_the_embedded_server
     from librarian_dagster.core.settings import Settings
@@ -77,6 +43,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         on_start=progress.start,
         on_outcome=progress.update,
     )
+    progress.close()
     if not outcomes:
         print("no sessions to backfill", file=sys.stderr)
         return 0

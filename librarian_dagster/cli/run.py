@@ -57,6 +57,7 @@ def register(add_parser: AddParser) -> None:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
+    from librarian_dagster.cli.progress import Progress
     from librarian_dagster.core.settings import Settings
     from librarian_dagster.ingest import ingest_paths
 
@@ -66,7 +67,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         return 2
     settings = Settings.from_env()
     end_with_the_embedded_server(settings, "ingest")
-    outcomes = ingest_paths(args.paths, settings)
+    progress = Progress(sys.stderr)
+    outcomes = ingest_paths(
+        args.paths, settings, on_start=progress.start, on_outcome=progress.update
+    )
+    progress.close()
     if not outcomes:
         print("no session transcripts found", file=sys.stderr)
         return 1
