@@ -129,6 +129,8 @@ def stopped_reruns(
             or key in requests
             or key in asked
             or not _newest_run(instance, key, run.run_id)
+            # Stopped after its memory was written (in its checks): nothing to do again.
+            or _stored_by(instance, key, run.run_id)
         ):
             continue
         requests[key] = dg.RunRequest(
@@ -137,6 +139,14 @@ def stopped_reruns(
             tags={RERUN_OF_TAG: run.run_id},
         )
     return list(requests.values())
+
+
+def _stored_by(instance: dg.DagsterInstance, key: str, run_id: str) -> bool:
+    """Whether the run wrote the partition's memory, its last stage."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("memory"), asset_partitions=[key]), limit=1
+    ).records
+    return bool(records) and records[0].run_id == run_id
 
 
 def _newest_run(instance: dg.DagsterInstance, key: str, run_id: str) -> bool:

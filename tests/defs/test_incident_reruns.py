@@ -24,9 +24,13 @@ OTHER = "demo/2026-12/claude-code/5f1e2d3c-aaaa-4bbb-8ccc-123456789abc"
 
 
 @dg.op
-def store_write(context: dg.OpExecutionContext) -> None:
+def store_write(context: dg.OpExecutionContext):
     if context.run.tags.get("outcome") == "fail":
         raise ConnectionError("server closed the connection unexpectedly")
+    if context.run.tags.get("outcome") == "stored":  # the memory written, the run then stopped
+        key = context.run.tags["dagster/partition"]
+        yield dg.AssetMaterialization(asset_key="memory", partition=key)
+    yield dg.Output(None)
 
 
 @dg.job(name=INGEST_SESSION)
@@ -135,3 +139,10 @@ def test_a_run_stopped_with_librarian_up_is_asked_again_once(instance):
     assert stopped_reruns(instance, time.time() - 60, asked={KEY, OTHER}) == []
     _run(instance, KEY, "succeed")
     assert [r.partition_key for r in stopped_reruns(instance, time.time() - 60)] == [OTHER]
+
+
+def test_a_run_stopped_after_its_memory_was_written_is_not_asked_again(instance):
+    stored = _run(instance, KEY, "stored")
+    instance.add_run_tags(stored, {STOPPED_TAG: "true"})
+    instance.report_run_canceled(instance.get_run_by_id(stored), "librarian up was stopped")
+    assert stopped_reruns(instance, time.time() - 60) == []
