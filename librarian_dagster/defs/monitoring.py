@@ -99,10 +99,8 @@ def reruns_due(instance: dg.DagsterInstance, incidents: list[Incident]) -> list[
                 continue  # the daemon's run retries take it
             if not _newest_run(instance, key, run.run_id):
                 continue
-            requests[key] = dg.RunRequest(
-                partition_key=key,
-                run_key=f"{key}:after {incident.what} was down at {incident.began:.0f}",
-                tags={RERUN_OF_TAG: run.run_id},
+            requests[key] = _rerun(
+                key, run.run_id, f"after {incident.what} was down at {incident.began:.0f}"
             )
     return list(requests.values())
 
@@ -133,12 +131,13 @@ def stopped_reruns(
             or _stored_by(instance, key, run.run_id)
         ):
             continue
-        requests[key] = dg.RunRequest(
-            partition_key=key,
-            run_key=f"{key}:after librarian up stopped {run.run_id}",
-            tags={RERUN_OF_TAG: run.run_id},
-        )
+        requests[key] = _rerun(key, run.run_id, f"after librarian up stopped {run.run_id}")
     return list(requests.values())
+
+
+def _rerun(key: str, run_id: str, why: str) -> dg.RunRequest:
+    """The partition run again in place of `run_id`; `why` makes its run key, so once."""
+    return dg.RunRequest(partition_key=key, run_key=f"{key}:{why}", tags={RERUN_OF_TAG: run_id})
 
 
 def _stored_by(instance: dg.DagsterInstance, key: str, run_id: str) -> bool:
