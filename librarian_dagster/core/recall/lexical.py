@@ -293,8 +293,10 @@ class LexicalIndex:
 
     def _with_files(self) -> list[Segment]:
         """Our segments as the folder holds them now: each file mapped (the ones mapped before
-        and unchanged kept as they are; a file gone, its segment dropped), the base first, then
-        the segments held in memory alone (loaded when the folder could not be written)."""
+        and unchanged kept as they are), the base first; then the ones whose file is gone
+        (merged away, or deleted by `librarian forget`), still mapped, whose rows a file that
+        holds them masks (`_one_copy`), so that no file gone costs a load; then the segments
+        held in memory alone (loaded when the folder could not be written)."""
         if self._folder is None or self._store is None:
             return list(self._segments)
         held = {s.file: s for s in self._segments if s.file is not None}
@@ -305,10 +307,10 @@ class LexicalIndex:
             except OSError:
                 continue
             key = (path.name, stat.st_ino, stat.st_mtime_ns, stat.st_size)
-            segment = held.get(key) or self._mapped(path, key)
+            segment = held.pop(key, None) or self._mapped(path, key)
             if segment is not None:
                 mapped.append(segment)
-        return mapped + [s for s in self._segments if s.file is None]
+        return [*mapped, *held.values(), *(s for s in self._segments if s.file is None)]
 
     def _mapped(self, path: Path, key: tuple[str, int, int, int]) -> Segment | None:
         """The segment in this file, mapped, its rows numbered by our `Names` (a copy of the

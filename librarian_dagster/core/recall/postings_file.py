@@ -138,6 +138,24 @@ def lock(folder: Path, store: str, wait: bool) -> BinaryIO | None:
     return handle
 
 
+def delete_all(folder: Path) -> int:
+    """Every store's files in `folder` deleted (`librarian forget`), each store's while holding
+    its writers' lock: a writer that read the store before the forget finishes first, and its
+    files go too; one after reads the store without what was forgotten. How many were."""
+    deleted = 0
+    stores = {p.name.split(".")[0] for p in folder.glob("*.postings")}
+    for store in sorted(stores):
+        held = lock(folder, store, wait=True)
+        try:
+            for path in files(folder, store):
+                path.unlink(missing_ok=True)
+                deleted += 1
+        finally:
+            if held is not None:
+                held.close()
+    return deleted
+
+
 def write(
     path: Path,
     store: str,
