@@ -6,9 +6,10 @@ What is removed, for each session:
   were and a deferral waiting for tomorrow's budget;
 - the staged file of every stage (`LIBRARIAN_HOME/staging/<stage>/<session>.json`);
 - the BM25 postings kept on this machine (`LIBRARIAN_HOME/cache/postings/`, decision 0032): they
-  hold the words of every chunk, the session's too, and are a cache the next search rebuilds. A
-  server that has them mapped goes on with its copy, the session's rows masked, and writes the
-  file again without them at its next merge;
+  hold the words of every chunk, the session's too, and are a cache the next search rebuilds
+  (deleted under each store's writers' lock, so a writer that read the store before the forget
+  cannot leave a file behind it). A server that has them mapped goes on with its copy, the
+  session's rows masked, and the next writer keeps a new base without them;
 - Dagster's record of it: the runs that materialized its partition (their event metadata quotes
   its summary, its digest and its files), deleted whole, since a run is what Dagster can delete
   (`DagsterInstance.delete_run`), and its partition key. Other sessions that ran in the same
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from librarian_dagster.core.assembly.store import Store
+from librarian_dagster.core.recall import postings_file
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.defs.partitions import SESSIONS, STAGES, session_id_of
 from librarian_dagster.defs.staging import StagingIOManager
@@ -94,10 +96,7 @@ def forget_sessions(
             if path.exists():
                 path.unlink()
                 staged += 1
-    caches = 0
-    for kept in settings.postings_dir.glob("*.postings"):
-        kept.unlink(missing_ok=True)
-        caches += 1
+    caches = postings_file.delete_all(settings.postings_dir)
     wanted = set(ids)
     keys = [k for k in instance.get_dynamic_partitions(SESSIONS) if session_id_of(k) in wanted]
     runs = _runs_of(instance, keys)

@@ -5,7 +5,7 @@ import psycopg
 import pytest
 
 from librarian_dagster.core.digest.chunking import EXCHANGE
-from librarian_dagster.core.recall import postings_file
+from librarian_dagster.core.recall import lexical, postings_file
 from librarian_dagster.core.recall.lexical import _MAX_SEGMENTS, BM25_B, BM25_K1, LexicalIndex
 from librarian_dagster.core.recall.postings_file import PackedPostings
 from librarian_dagster.core.recall.search import Search
@@ -203,11 +203,108 @@ def test_a_new_process_maps_the_kept_postings_and_catches_up_with_the_store(stor
     later = LexicalIndex(tmp_path)
     for question in [*QUESTIONS, "late story"]:
         _assert_same(_index_scores(store, later, question), _sql_scores(store, question))
-    # That much new (far over a tenth of the file's chunks): merged into one and kept again.
+    # A reader merges nothing (its heap would hold what the map held): what it loaded is
+    # kept as a segment file beside the base, which stays as it was.
+    assert later.segments == 2 and kept.stat().st_mtime_ns == written
+    assert all(isinstance(s.postings, PackedPostings) for s in later._segments)
+    assert len(list(tmp_path.glob("*.postings"))) == 2
+    # The writer (the `memory` stage after its run): far over a tenth of the base's chunks
+    # beside it, so all merged into the base, kept again, and the segment file deleted.
+    with psycopg.connect(store.url, autocommit=True) as conn:
+        later.keep(conn)
     assert later.segments == 1 and kept.stat().st_mtime_ns != written
+    assert list(tmp_path.glob("*.postings")) == [kept]
     again = LexicalIndex(tmp_path)
     _assert_same(_index_scores(store, again, "late story"), _sql_scores(store, "late story"))
     assert isinstance(again._segments[0].postings, PackedPostings)
+
+
+def _loads_nothing(monkeypatch) -> None:
+    """Any load of postings from the store fails the test."""
+
+    def refused(*_args, **_kwargs):
+        raise AssertionError("postings loaded from the store")
+
+    monkeypatch.setattr(lexical, "_load_segment", refused)
+
+
+def test_each_write_kept_by_the_writer_is_mapped_by_a_new_reader_and_by_a_running_one(
+    store, tmp_path, monkeypatch
+):
+    writer = LexicalIndex(tmp_path)
+    running = LexicalIndex(tmp_path)
+    _index_scores(store, running, "lock")  # an empty store: nothing kept yet
+    for n in range(100):  # a first run: the base
+        _write(store, f"filler-{n}", [f"filler {n} about nothing much"])
+    with psycopg.connect(store.url, autocommit=True) as conn:
+        writer.keep(conn)
+    for n, (session_id, texts) in enumerate(TEXTS.items(), start=1):
+        _write(store, session_id, texts)
+        with psycopg.connect(store.url, autocommit=True) as conn:
+            writer.keep(conn)
+        assert len(list(tmp_path.glob("*.postings"))) == 1 + n  # the base, then a segment each
+    with monkeypatch.context() as patched:
+        _loads_nothing(patched)
+        fresh = LexicalIndex(tmp_path)
+        for question in QUESTIONS:
+            _assert_same(_index_scores(store, fresh, question), _sql_scores(store, question))
+            _assert_same(_index_scores(store, running, question), _sql_scores(store, question))
+        for index in (fresh, running):
+            assert all(s.file is not None for s in index._segments)
+    # Many small runs: the segment files beside the base merged into one as they pile up,
+    # the base rewritten only once they hold a tenth of its chunks.
+    base = postings_file.base_file(tmp_path, writer._store or "")
+    for n in range(40):
+        _write(store, f"small-{n}", [f"note {n} about the lock"])
+        with psycopg.connect(store.url, autocommit=True) as conn:
+            writer.keep(conn)
+        assert writer.segments <= _MAX_SEGMENTS
+        assert len(list(tmp_path.glob("*.postings"))) == writer.segments
+    assert base.exists()
+    with monkeypatch.context() as patched:
+        _loads_nothing(patched)
+        for question in [*QUESTIONS, "note 7"]:
+            _assert_same(_index_scores(store, fresh, question), _sql_scores(store, question))
+            _assert_same(
+                _index_scores(store, LexicalIndex(tmp_path), question), _sql_scores(store, question)
+            )
+
+
+def test_files_that_hold_the_same_chunks_count_them_once(store, tmp_path):
+    for session_id, texts in TEXTS.items():
+        _write(store, session_id, texts)
+    _index_scores(store, LexicalIndex(tmp_path), "lock")  # the base
+    (kept,) = tmp_path.glob("*.postings")
+    # Two processes kept what neither saw the other keep: the same chunks in two files.
+    copy = kept.with_name(kept.name.replace(".postings", ".copy.postings"))
+    copy.write_bytes(kept.read_bytes())
+    index = LexicalIndex(tmp_path)
+    for question in QUESTIONS:
+        _assert_same(_index_scores(store, index, question), _sql_scores(store, question))
+    assert index.segments == 1  # the copy's rows all held by the base: dropped
+    with psycopg.connect(store.url, autocommit=True) as conn:
+        index.keep(conn)
+    assert list(tmp_path.glob("*.postings")) == [kept]  # and its file deleted by the writer
+
+
+def test_a_reader_writes_nothing_while_a_writer_holds_the_folder(store, tmp_path):
+    for session_id, texts in TEXTS.items():
+        _write(store, session_id, texts)
+    reader = LexicalIndex(tmp_path)
+    _index_scores(store, reader, "lock")
+    (kept,) = tmp_path.glob("*.postings")
+    _write(store, "late", ["a late lock story about ingress"])
+    held = postings_file.lock(tmp_path, reader._store or "", wait=True)
+    assert held is not None
+    with held:
+        for question in [*QUESTIONS, "late story"]:
+            _assert_same(_index_scores(store, reader, question), _sql_scores(store, question))
+        assert list(tmp_path.glob("*.postings")) == [kept]
+        assert reader._segments[-1].file is None  # held in memory meanwhile
+    _write(store, "later", ["later still"])
+    _index_scores(store, reader, "later")  # the folder free again: kept
+    assert all(s.file is not None for s in reader._segments)
+    assert len(list(tmp_path.glob("*.postings"))) == 3  # the base, what it held, the new
 
 
 def test_a_file_of_another_store_or_cut_short_is_not_read(store, tmp_path):

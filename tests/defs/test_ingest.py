@@ -6,6 +6,7 @@ import dagster as dg
 
 from librarian_dagster.core.assembly.store import Store
 from librarian_dagster.core.capture.readers import session_files_for
+from librarian_dagster.core.recall import lexical
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.defs.partitions import session_id_of
 from librarian_dagster.ingest import (
@@ -133,3 +134,34 @@ def test_a_run_leaves_sigterm_as_it_found_it_where_sigint_is_ignored(tmp_path, d
         signal.signal(signal.SIGINT, sigint)
         signal.signal(signal.SIGTERM, sigterm)
         dispose_instance(instance)
+
+
+def test_after_an_ingest_a_new_search_maps_files_covering_every_chunk_and_loads_none(
+    tmp_path, database_url, monkeypatch
+):
+    folder = tmp_path / "mirror" / "-work-app"
+    ids = [f"8888888{i}-8888-8888-8888-888888888888" for i in range(3)]
+    for i, sid in enumerate(ids):
+        write_transcript(folder, sid, f"Why does cache test {i} hang?", f"The lock {i} was held.")
+    settings = make_settings(tmp_path, database_url, folder.parent)
+    instance = open_instance(settings)
+    outcomes = ingest_sessions(session_files_for([folder]), settings, instance, per_run=2)
+    assert [o.status for o in outcomes] == ["ingested"] * 3
+    assert len(instance.get_run_records()) == 2
+    dispose_instance(instance)
+    assert list(settings.postings_dir.glob("*.postings"))  # kept by the runs themselves
+
+    def refused(*_args, **_kwargs):
+        raise AssertionError("postings loaded from the store")
+
+    monkeypatch.setattr(lexical, "_load_segment", refused)
+    with Store(database_url, postings_dir=settings.postings_dir) as store:
+        store.search.warm_up()
+        index = store.search._lexical
+        assert isinstance(index, lexical.LexicalIndex)
+        with store.database.connection() as conn:
+            chunk_ids = [r["id"] for r in conn.execute("SELECT id FROM indexed_chunks ORDER BY id")]
+        mapped = sorted(
+            int(i) for s in index._segments if s.file is not None for i in s.ids[s.live]
+        )
+        assert chunk_ids and mapped == chunk_ids

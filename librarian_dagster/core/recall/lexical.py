@@ -14,9 +14,13 @@ ones the index lacks are new and loaded as a segment; the ones the store no long
 deleted and are masked out. The store bumps `chunk_stats.generation` on every write, which says
 when to look. Segments are merged once they pile up, from memory, without the database.
 
-The first segment is kept in a file, when the index is given a folder for it
-(core/recall/postings_file.py): a new process maps it instead of loading every posting, and
-catches up on the rest as above. It is written after a full load and after a merge into one.
+Given a folder (core/recall/postings_file.py, docs/decisions/0041), every segment is kept in a
+file there and mapped from it: a base file and segment files beside it. The process that writes
+the store keeps them current after each run (`keep`: what no file covers becomes a segment file;
+the files merge as they pile up), so a process started after a backfill maps them all and loads
+from the store only what no file covers; a running reader, at each refresh, maps the files that
+appeared and drops the ones merged away. Readers merge nothing kept (a merge is a heap of the
+size of the map) and write only what they had to load, when no writer holds the folder.
 
 Beside the postings, the same snapshot gives what ranking asks of every session (importance, date,
 whether it is private, which agent wrote it): a search then needs no query of its own for the
@@ -25,12 +29,13 @@ a fetch of every session id fewer.
 A memory is only ever written with its chunks, so the generation covers these facts too.
 """
 
+import contextlib
 import logging
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, LiteralString, Protocol
+from typing import Any, BinaryIO, LiteralString, Protocol
 
 import numpy as np
 import psycopg
@@ -88,7 +93,10 @@ class Segment:
     """False for rows whose chunk the store has deleted since."""
     postings: Mapping[str, tuple[np.ndarray, np.ndarray]]
     """lexeme -> (rows holding it, ascending, int32; its term frequency in each, float32):
-    8 bytes a posting. A dict, or a `PackedPostings` mapped from the file."""
+    8 bytes a posting. A dict, or a `PackedPostings` mapped from a file."""
+    file: tuple[str, int, int, int] | None = None
+    """The file it is mapped from (name, inode, modification time, size); None: held in
+    memory."""
 
 
 @dataclass(frozen=True)
@@ -181,7 +189,7 @@ class LexicalIndex:
     """BM25 postings of every chunk in one store; safe to share between threads."""
 
     def __init__(self, folder: Path | None = None) -> None:
-        """`folder`: where the first segment is kept between processes (None: nowhere)."""
+        """`folder`: where the segments are kept between processes (None: nowhere)."""
         self._segments: tuple[Segment, ...] = ()
         self._facts = _NO_FACTS
         self._generation: int | None = None
@@ -190,8 +198,7 @@ class LexicalIndex:
         self._models = Names()
         self._agents = Names()
         self._folder = folder
-        self._store: str | None = None  # the store's identity, once read: the file's name
-        self._kept_ids: np.ndarray | None = None  # the first segment's ids, when it is the file's
+        self._store: str | None = None  # the store's identity, once read: the files' names
         # Each segment's length normalisation at the last mean length, by id of its lengths
         # array (the array is held beside it, so the id cannot pass to a new segment's).
         self._norms: dict[int, tuple[np.ndarray, float, np.ndarray]] = {}
@@ -201,7 +208,9 @@ class LexicalIndex:
         return len(self._segments)
 
     def refresh(self, conn: psycopg.Connection[Any], generation: int) -> None:
-        """Catch up with the store when `generation` (chunk_stats') differs from ours.
+        """Catch up with the store when `generation` (chunk_stats') differs from ours: map what
+        the folder holds that we have not, load from the store what no file covers, and keep it
+        in a file of its own when no other process is writing the folder.
 
         `conn` must be in autocommit mode: the refresh reads in a transaction of its own.
         """
@@ -210,17 +219,32 @@ class LexicalIndex:
         with self._lock:
             if generation == self._generation:  # another thread caught up meanwhile
                 return
-            # One snapshot: the live ids and the new chunks' postings agree with each other and
-            # with the generation recorded, whatever is written meanwhile.
+            self._catch_up(conn, keep=False)
+
+    def keep(self, conn: psycopg.Connection[Any]) -> None:
+        """Bring the folder's files up to the store, waiting for another writer: what no file
+        covers is written as a segment file, and the files are merged once they pile up (the
+        process that writes the store calls it after each run, so that the next reader maps
+        everything). Costs a segment of the run's chunks, a merge of the small files every
+        eighth call, and a rewrite of the base once the rest is a tenth of it."""
+        if self._folder is None:
+            return
+        with self._lock:
+            self._catch_up(conn, keep=True)
+
+    def _catch_up(self, conn: psycopg.Connection[Any], keep: bool) -> None:
+        with self._writing(conn, wait=keep) as may_write:
+            # One snapshot, taken while this process alone may write the files: the live ids
+            # and the new chunks' postings agree with each other and with the generation
+            # recorded, and every file was written from this snapshot or an older one.
             with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
                 cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 current = _value(cur.execute("SELECT generation FROM chunk_stats").fetchone(), 0)
-                if self._generation is None and self._folder is not None:
-                    self._open_file(cur)
                 live = _ids(cur.execute(
                     "SELECT string_agg(int8send(id), ''::bytea ORDER BY id) FROM indexed_chunks"
                 ).fetchone())  # fmt: skip
-                segments = [_without_deleted(s, live) for s in self._segments]
+                scanned = self._with_files()
+                segments = _one_copy([_alive(s, live) for s in scanned])
                 known = np.concatenate([s.ids for s in segments]) if segments else live[:0]
                 new = np.setdiff1d(live, known, assume_unique=True)
                 if len(new):
@@ -229,15 +253,12 @@ class LexicalIndex:
                     segments.append(_load_segment(cur, only, self._sessions, self._models))
                 facts = _load_facts(cur, self._sessions, self._agents)
             segments = [s for s in segments if s.live.any()]
-            rest = sum(len(s.ids) for s in segments[1:])
-            if rest and rest >= _REWRITE_SHARE * len(segments[0].ids):
-                segments = [_merge(segments)]
-            elif len(segments) > _MAX_SEGMENTS:
-                segments = [segments[0], _merge(segments[1:])]
-            if segments and self._store is not None and segments[0].ids is not self._kept_ids:
-                if not segments[0].live.all():  # the old first segment wholly deleted
-                    segments[0] = _merge(segments[:1])
-                segments[0] = self._keep(segments[0])
+            if self._folder is None or keep:
+                # Merged here only: a reader merging mapped files would hold on its heap what
+                # the map held (1.7 GB at a million chunks), so readers leave it to the writer.
+                segments = _merged(segments)
+            if may_write:
+                segments = self._written(segments, scanned)
             self._segments = tuple(segments)
             self._norms = {
                 k: v for k, v in self._norms.items() if k in {id(s.length) for s in segments}
@@ -245,63 +266,116 @@ class LexicalIndex:
             self._facts = facts
             self._generation = current
 
-    def _open_file(self, cur: psycopg.Cursor[tuple[Any, ...]]) -> None:
-        """Map this store's file, if one was written, as the first segment: at the first refresh,
-        while the index is empty."""
-        self._store = _value(cur.execute("SELECT id::text FROM store_identity").fetchone(), None)
-        found = self._mapped()
-        if found is not None:
-            segment, sessions, models = found
-            self._sessions, self._models = Names(sessions), Names(models)
-            self._segments, self._kept_ids = (segment,), segment.ids
+    @contextlib.contextmanager
+    def _writing(self, conn: psycopg.Connection[Any], wait: bool) -> Iterator[bool]:
+        """Whether this refresh may write the folder: not while another process writes it."""
+        held = self._writers_lock(conn, wait)
+        try:
+            yield held is not None
+        finally:
+            if held is not None:
+                held.close()
 
-    def _mapped(self) -> tuple[Segment, list[str], list[str]] | None:
-        """The segment in this store's file, mapped, with the names its rows are numbered by."""
-        if self._folder is None or self._store is None:
+    def _writers_lock(self, conn: psycopg.Connection[Any], wait: bool) -> BinaryIO | None:
+        if self._folder is None:
             return None
-        found = postings_file.read(self._file(), self._store)
+        if self._store is None:
+            with conn.cursor(row_factory=tuple_row) as cur:
+                row = cur.execute("SELECT id::text FROM store_identity").fetchone()
+            self._store = _value(row, None)
+        if self._store is None:
+            return None
+        try:
+            return postings_file.lock(self._folder, self._store, wait)
+        except OSError as exc:
+            logging.getLogger(__name__).warning("BM25 postings not kept: %s", exc)
+            return None
+
+    def _with_files(self) -> list[Segment]:
+        """Our segments as the folder holds them now: each file mapped (the ones mapped before
+        and unchanged kept as they are), the base first; then the ones whose file is gone
+        (merged away, or deleted by `librarian forget`), still mapped, whose rows a file that
+        holds them masks (`_one_copy`), so that no file gone costs a load; then the segments
+        held in memory alone (loaded when the folder could not be written)."""
+        if self._folder is None or self._store is None:
+            return list(self._segments)
+        held = {s.file: s for s in self._segments if s.file is not None}
+        mapped: list[Segment] = []
+        for path in postings_file.files(self._folder, self._store):
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            key = (path.name, stat.st_ino, stat.st_mtime_ns, stat.st_size)
+            segment = held.pop(key, None) or self._mapped(path, key)
+            if segment is not None:
+                mapped.append(segment)
+        return [*mapped, *held.values(), *(s for s in self._segments if s.file is None)]
+
+    def _mapped(self, path: Path, key: tuple[str, int, int, int]) -> Segment | None:
+        """The segment in this file, mapped, its rows numbered by our `Names` (a copy of the
+        numbers only when the file numbers them otherwise); None if it cannot be used."""
+        assert self._store is not None
+        found = postings_file.read(path, self._store)
         if found is None:
             return None
         rows, postings, sessions, models = found
-        segment = Segment(
+        return Segment(
             ids=rows["ids"],
-            sessions=rows["sessions"],
+            sessions=_renumbered(rows["sessions"], sessions, self._sessions),
             exchange=rows["exchange"],
-            models=rows["models"],
+            models=_renumbered(rows["models"], models, self._models),
             length=rows["length"],
             live=np.ones(len(rows["ids"]), dtype=bool),
             postings=postings,
+            file=key,
         )
-        return segment, sessions, models
 
-    def _file(self) -> Path:
-        """This store's postings file (the folder and the store's identity are known)."""
+    def _written(self, segments: list[Segment], scanned: list[Segment]) -> list[Segment]:
+        """Each segment held in memory written to a file of its own (the first: the base) and
+        mapped from there, and the files no segment comes from any more deleted (merged, or
+        all their rows deleted or held by another file). A home that cannot take a file costs
+        the next process that segment's load, nothing else."""
         assert self._folder is not None and self._store is not None
-        return self._folder / f"{self._store}.postings"
+        written = []
+        for i, segment in enumerate(segments):
+            if segment.file is None:
+                path = (
+                    postings_file.base_file(self._folder, self._store)
+                    if i == 0
+                    else postings_file.segment_file(self._folder, self._store)
+                )
+                segment = self._write(segment, path)
+            written.append(segment)
+        kept = {s.file[0] for s in written if s.file is not None}
+        for gone in {s.file[0] for s in scanned if s.file is not None} - kept:
+            (self._folder / gone).unlink(missing_ok=True)
+        return written
 
-    def _keep(self, segment: Segment) -> Segment:
-        """Write the first segment to the file (all its rows live: it was just loaded or
-        merged) and go on with it mapped from there: the pages are the operating system's to
-        share and evict, not this process's heap. A home that cannot take it costs the next
-        process a full load, nothing else."""
-        assert self._folder is not None and self._store is not None
+    def _write(self, segment: Segment, path: Path) -> Segment:
+        """The segment written to `path` and mapped from it: the pages are the operating
+        system's to share and evict, not this process's heap."""
+        if not segment.live.all():
+            segment = _merge([segment])
+        sessions, session_names = _compact(segment.sessions, self._sessions)
+        models, model_names = _compact(segment.models, self._models)
+        rows = {name: getattr(segment, name) for name in postings_file.ROW_ARRAYS}
+        rows.update(sessions=sessions, models=models)
         try:
             postings_file.write(
-                self._file(),
-                self._store,
-                {name: getattr(segment, name) for name in postings_file.ROW_ARRAYS},
+                path,
+                self._store or "",
+                rows,
                 postings_file.PackedPostings.of(segment.postings),
-                self._sessions.names,
-                self._models.names,
+                session_names,
+                model_names,
             )
+            stat = path.stat()
         except OSError as exc:
             logging.getLogger(__name__).warning("BM25 postings not kept: %s", exc)
-            found = None
-        else:
-            found = self._mapped()
-        kept = segment if found is None else found[0]
-        self._kept_ids = kept.ids
-        return kept
+            return segment
+        mapped = self._mapped(path, (path.name, stat.st_ino, stat.st_mtime_ns, stat.st_size))
+        return segment if mapped is None else mapped
 
     def private_sessions(self) -> list[str]:
         """The sessions of the private domain, as of the last refresh."""
@@ -447,9 +521,61 @@ def _ids(row: Any) -> _Rows:
     return np.frombuffer(raw, dtype=">i8").astype(np.int64)
 
 
-def _without_deleted(segment: Segment, live: _Rows) -> Segment:
-    still = segment.live & np.isin(segment.ids, live, assume_unique=True)
+def _alive(segment: Segment, live: _Rows) -> Segment:
+    """The segment with its rows whose chunk the store holds (`live`, ascending) marked live:
+    from scratch, since a row a file holds may be of a chunk written after the last snapshot."""
+    still = _among(segment.ids, live)
     return segment if np.array_equal(still, segment.live) else replace(segment, live=still)
+
+
+def _among(ids: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
+    """Whether each of `ids` is in `sorted_ids` (ascending): a binary search each, not a sort of
+    both (a million-chunk base against a run's few hundred)."""
+    if not len(sorted_ids):
+        return np.zeros(len(ids), dtype=bool)
+    at = np.searchsorted(sorted_ids, ids).clip(max=len(sorted_ids) - 1)
+    return sorted_ids[at] == ids
+
+
+def _one_copy(segments: Sequence[Segment]) -> list[Segment]:
+    """The segments with each chunk live in one of them, the first that holds it: files may
+    cover the same chunks (two processes kept what neither saw the other keep), and a chunk
+    id's postings never change, so which copy is kept does not matter."""
+    kept: list[Segment] = []
+    for segment in segments:
+        held = np.zeros(len(segment.ids), dtype=bool)
+        for earlier in kept:
+            held |= _among(segment.ids, earlier.ids)
+        kept.append(replace(segment, live=segment.live & ~held) if held.any() else segment)
+    return kept
+
+
+def _merged(segments: list[Segment]) -> list[Segment]:
+    """Segments merged once they pile up: all into one once those after the first hold a tenth
+    of its chunks (a new process then catches up on little), else the ones after the first
+    into one once there are more than eight."""
+    rest = sum(len(s.ids) for s in segments[1:])
+    if rest and rest >= _REWRITE_SHARE * len(segments[0].ids):
+        return [_merge(segments)]
+    if len(segments) > _MAX_SEGMENTS:
+        return [segments[0], _merge(segments[1:])]
+    return segments
+
+
+def _renumbered(codes: np.ndarray, names: list[str], ours: Names) -> np.ndarray:
+    """A file's row numbers of `names` as `ours` numbers them (the file's own array when they
+    agree, as they do for the first file a process maps)."""
+    table = np.array([ours.code(n) for n in names], dtype=np.int32)
+    if np.array_equal(table, np.arange(len(table))):
+        return codes
+    return table[codes] if len(codes) else codes.astype(np.int32)
+
+
+def _compact(codes: np.ndarray, names: Names) -> tuple[np.ndarray, list[str]]:
+    """`codes` numbered among the names they use alone, and those names: a run's segment file
+    names its own sessions, not every session of the store."""
+    used, local = np.unique(codes, return_inverse=True)
+    return local.astype(np.int32), [names.names[u] for u in used]
 
 
 # The chunks asked for, as a join (hashed) rather than `id = ANY(array)`, which PostgreSQL checks

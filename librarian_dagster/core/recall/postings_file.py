@@ -7,8 +7,12 @@ the postings in memory writes them here, once, as flat arrays, and the next proc
 and touches only the pages of the lexemes it scores; what the store gained or lost since is caught
 up from the database as the in-memory index always did (core/recall/lexical.py).
 
-One file per store (named by the store's identity: a store made anew reuses chunk ids), written
-to a temporary name and renamed over the old one, so a reader sees a whole file or the one before.
+Files per store, named by the store's identity (a store made anew reuses chunk ids): the base,
+`STORE.postings`, and segment files beside it, `STORE.TOKEN.postings`, each some chunks' postings
+(the process that writes the store adds one per run, docs/decisions/0041). Every file is written
+to a temporary name and renamed, so a reader sees a whole file or none; files may cover the same
+chunks (a chunk id's postings never change), and a reader keeps one copy (core/recall/lexical.py).
+Writers take `writing`'s lock; readers take none.
 
 Layout: 8 bytes of magic, the header's length (8 bytes, little-endian), the header as JSON (the
 store, the session and model names the rows are numbered by, each array's dtype, offset and
@@ -16,12 +20,14 @@ length), then the arrays, each at an offset that is a multiple of 64.
 """
 
 import bisect
+import fcntl
 import json
 import os
 import tempfile
+import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -97,6 +103,57 @@ class PackedPostings(Mapping[str, tuple[np.ndarray, np.ndarray]]):
 
     def items(self) -> Iterator[tuple[str, tuple[np.ndarray, np.ndarray]]]:  # type: ignore[override]
         return ((self._word(i).decode(), self._slice(i)) for i in range(len(self)))
+
+
+def base_file(folder: Path, store: str) -> Path:
+    """The store's base file: all its chunks as of the last merge into one."""
+    return folder / f"{store}.postings"
+
+
+def segment_file(folder: Path, store: str) -> Path:
+    """A new, unused name for a segment file of the store."""
+    return folder / f"{store}.{uuid.uuid4().hex}.postings"
+
+
+def files(folder: Path, store: str) -> list[Path]:
+    """The store's files: its base first (when there is one), then its segment files by name."""
+    base = base_file(folder, store)
+    try:
+        segments = sorted(p for p in folder.glob(f"{store}.*.postings") if p != base)
+    except OSError:
+        return []
+    return ([base] if base.exists() else []) + segments
+
+
+def lock(folder: Path, store: str, wait: bool) -> BinaryIO | None:
+    """The store's writers' lock, held until the file returned is closed; None while another
+    process holds it, unless `wait`. Only its holder writes or deletes the store's files."""
+    folder.mkdir(parents=True, exist_ok=True)
+    handle = (folder / f".{store}.lock").open("ab")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        handle.close()
+        return None
+    return handle
+
+
+def delete_all(folder: Path) -> int:
+    """Every store's files in `folder` deleted (`librarian forget`), each store's while holding
+    its writers' lock: a writer that read the store before the forget finishes first, and its
+    files go too; one after reads the store without what was forgotten. How many were."""
+    deleted = 0
+    stores = {p.name.split(".")[0] for p in folder.glob("*.postings")}
+    for store in sorted(stores):
+        held = lock(folder, store, wait=True)
+        try:
+            for path in files(folder, store):
+                path.unlink(missing_ok=True)
+                deleted += 1
+        finally:
+            if held is not None:
+                held.close()
+    return deleted
 
 
 def write(

@@ -221,6 +221,16 @@ class Search:
             row = conn.execute("SELECT generation FROM chunk_stats").fetchone()
             self._lexical.refresh(conn, row["generation"] if row else 0)
 
+    def keep_postings(self) -> None:
+        """Bring the BM25 postings kept between processes up to the store (the `memory` stage
+        calls it after each run's writes): a process that starts after a backfill then maps
+        them all instead of loading every posting (docs/decisions/0041). Nothing without a
+        postings folder or with another lexical index."""
+        if not isinstance(self._lexical, LexicalIndex):
+            return
+        with self._db.connection() as conn:
+            self._lexical.keep(conn)
+
     def embedding_spaces(self) -> list[EmbeddingSpace]:
         """Which embedding models (and dimensions) the stored chunks were made with."""
         with (

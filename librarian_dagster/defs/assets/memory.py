@@ -61,6 +61,8 @@ def memory(
         return metadata, metadata
 
     written = per_session(context, {k: k for k in common_keys(*inputs)}, write)
+    if written:
+        _keep_postings(context, memories)
     # Redacted but not digested, and in the deferral table: waiting for tomorrow's budget.
     waiting = {k for k in redacted_session if k not in session_digest}
     lost = _lost(context, ledger.get(), set(written), waiting)
@@ -75,6 +77,16 @@ def memory(
             f"(see each stage's `error` metadata): {', '.join(lost)}; "
             f"the other {len(written)} are",
         )
+
+
+def _keep_postings(context: dg.AssetExecutionContext, memories: MemoriesResource) -> None:
+    """The BM25 postings files brought up to what the run wrote (core/recall/lexical.py): the
+    recall server and any search started after a backfill map them instead of loading every
+    posting from the store. A cache: when it cannot be kept, the next reader loads the rest."""
+    try:
+        memories.store.opened().search.keep_postings()
+    except Exception as exc:  # the memories are written: a cache must not fail the run
+        context.log.warning(f"BM25 postings not kept: {exc}")
 
 
 def _metadata(
