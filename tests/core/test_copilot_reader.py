@@ -287,14 +287,26 @@ def test_the_agent_s_questions_and_the_user_s_answers_are_the_dialogue(tmp_path:
         [
             *_ask("c1", "ask_user", question, "User responded: beside the socket, in /run"),
             {"type": "assistant.message", "data": {"content": "Moved it to /run/harbor.lock."}},
-            *_ask("c2", "exit_plan_mode", {"summary": "Phase 1: one lock per port."},
-                  "Plan approved! Exited plan mode."),
-            *_ask("c3", "ask_user", {"question": "Keep the old lock?", "choices": ["Yes", "No"]},
-                  "User selected: No"),
+            *_ask(
+                "c2",
+                "exit_plan_mode",
+                {"summary": "Phase 1: one lock per port."},
+                "Plan approved! Exited plan mode.",
+            ),
+            *_ask(
+                "c3",
+                "ask_user",
+                {"question": "Keep the old lock?", "choices": ["Yes", "No"]},
+                "User selected: No",
+            ),
             autopilot,
-            *_ask("c4", "ask_user", {"question": "Retry now?"},
-                  "User responded: The user is not available to respond and will review your "
-                  "work later. Work autonomously and make good decisions."),
+            *_ask(
+                "c4",
+                "ask_user",
+                {"question": "Retry now?"},
+                "User responded: The user is not available to respond and will review your "
+                "work later. Work autonomously and make good decisions.",
+            ),
         ],
     )
     said = [(t.kind, t.text) for t in session.turns if t.text and t.kind != "tool_result"]
