@@ -255,3 +255,84 @@ def test_the_shutdown_s_metrics_count_when_they_count_more(tmp_path: Path):
         1000,
         300,
     )
+
+
+def _ask(call_id: str, tool: str, arguments: dict, result: str) -> list[dict]:
+    """One tool call of the main agent as Copilot 1.0.x writes it: the assistant message that
+    asks for it (no words of its own), its start, and its result."""
+    request = {"toolCallId": call_id, "name": tool, "arguments": arguments}
+    return [
+        {"type": "assistant.message", "data": {"content": "", "toolRequests": [request]}},
+        {"type": "tool.execution_start",
+         "data": {"toolCallId": call_id, "toolName": tool, "arguments": arguments}},
+        {"type": "tool.execution_complete",
+         "data": {"toolCallId": call_id, "success": True,
+                  "result": {"content": result, "detailedContent": result}}},
+    ]  # fmt: skip
+
+
+def test_the_agent_s_questions_and_the_user_s_answers_are_the_dialogue(tmp_path: Path):
+    """`ask_user` is how Copilot's agent talks with the user mid-task: its question (and
+    choices) are the agent's words, the user's answer, typed or chosen, is theirs; in autopilot
+    Copilot answers itself. The plan `exit_plan_mode` puts up for approval is the agent's too."""
+    from librarian_dagster.core.digest.chunking import chunk_exchanges
+    from librarian_dagster.core.digest.offline import exchanges
+
+    question = {"question": "Where should the lock file live?",
+                "choices": ["In the repo (Recommended)", "In the home folder"]}  # fmt: skip
+    autopilot = {"type": "session.mode_changed",
+                 "data": {"previousMode": "interactive", "newMode": "autopilot"}}  # fmt: skip
+    session = _session_of(
+        tmp_path,
+        [
+            *_ask("c1", "ask_user", question, "User responded: beside the socket, in /run"),
+            {"type": "assistant.message", "data": {"content": "Moved it to /run/harbor.lock."}},
+            *_ask(
+                "c2",
+                "exit_plan_mode",
+                {"summary": "Phase 1: one lock per port."},
+                "Plan approved! Exited plan mode.",
+            ),
+            *_ask(
+                "c3",
+                "ask_user",
+                {"question": "Keep the old lock?", "choices": ["Yes", "No"]},
+                "User selected: No",
+            ),
+            autopilot,
+            *_ask(
+                "c4",
+                "ask_user",
+                {"question": "Retry now?"},
+                "User responded: The user is not available to respond and will review your "
+                "work later. Work autonomously and make good decisions.",
+            ),
+        ],
+    )
+    said = [(t.kind, t.text) for t in session.turns if t.text and t.kind != "tool_result"]
+    assert said == [
+        ("prompt", "Release the lock"),
+        ("text", "Done."),
+        ("text", "Where should the lock file live?\n- In the repo (Recommended)\n"
+                 "- In the home folder"),
+        ("prompt", "beside the socket, in /run"),
+        ("text", "Moved it to /run/harbor.lock."),
+        ("text", "Phase 1: one lock per port."),
+        ("text", "Keep the old lock?\n- Yes\n- No"),
+        ("prompt", "No"),
+        ("text", "Retry now?"),
+        ("meta", "The user is not available to respond and will review your work later. Work "
+                 "autonomously and make good decisions."),
+    ]  # fmt: skip
+    # The answers are no tool results as well; the plan's approval is one (Copilot's words).
+    results = [t.text for t in session.turns if t.kind == "tool_result"]
+    assert results == ["Plan approved! Exited plan mode."]
+    assert session.stats.skipped_by_kind == {}
+    # What the exchange layer remembers: the user's answer heads what followed it.
+    assert [(x.prompt, x.replies[-1]) for x in exchanges(session.turns)] == [
+        ("Release the lock", question["question"] + "\n- In the repo (Recommended)\n"
+         "- In the home folder"),
+        ("beside the socket, in /run", "Keep the old lock?\n- Yes\n- No"),
+        ("No", "Retry now?"),
+    ]  # fmt: skip
+    assert any("beside the socket" in c.text for c in chunk_exchanges(session))

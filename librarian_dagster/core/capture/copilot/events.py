@@ -11,6 +11,11 @@ Each line is an event `{type, data, id, parentId, timestamp}`; a subagent's even
   read.
 * `tool.execution_complete`: a "tool_result" turn (its result, or its error), and the tool use
   it answers is marked `is_error` when it did not succeed.
+* The main agent's questions to the user are part of the dialogue: an `ask_user` call's
+  question (and choices) and the plan summary `exit_plan_mode` asks the user to approve are
+  "text" turns of their own; the user's answer (the result's "User responded: ..." or "User
+  selected: ...") is a "prompt", "meta" in autopilot (`session.mode_changed`), where Copilot
+  answers for the user.
 * `session.compaction_complete`'s summary is "compact_summary"; `system.notification`,
   `skill.invoked` and `abort` are "meta"; `session.task_complete`'s summary is "text".
 * Tokens, per model, from the two records Copilot keeps of them, whichever counts more (a
@@ -29,6 +34,7 @@ Standard library only: hooks and the MCP server import this without dagster.
 """
 
 import operator
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -62,7 +68,6 @@ _PASSED = frozenset(
         "assistant.message_delta",
         "assistant.streaming_delta",
         "assistant.reasoning_delta",
-        "session.mode_changed",
         "session.permissions_changed",
         "session.usage_checkpoint",
         "session.usage_info",
@@ -117,6 +122,10 @@ _PASSED = frozenset(
 )
 
 
+_ASK_USER = "ask_user"
+_ANSWERED = re.compile(r"User (?:responded|selected): (.*)", re.S)
+"""How Copilot words the user's answer as `ask_user`'s result: typed, or one of the choices."""
+
 Counts = tuple[int, int, int, int]
 """Tokens: (fresh input, cache read, cache write, output)."""
 _NONE: Counts = (0, 0, 0, 0)
@@ -144,6 +153,9 @@ class _State:
     """Per model, summed from session.usage_record, in the same order."""
     counted: set[tuple[str, str]] = field(default_factory=set)
     messages: int = 0
+    mode: str = "interactive"
+    """The session's mode (session.mode_changed): in "autopilot" Copilot answers the agent's
+    questions itself."""
 
     def add(self, agent: str | None, role: str, kind: str, text: str, rec: dict[str, Any],
             tools: tuple[ToolUse, ...] = ()) -> None:  # fmt: skip
@@ -210,6 +222,24 @@ def _assistant(state: _State, rec: dict[str, Any], data: dict[str, Any], agent: 
     text = text_of(data.get("content"))
     if text.strip() or uses:
         state.add(agent, "assistant", "text", text, rec, tuple(uses))
+    for req in requests if isinstance(requests, list) and agent is None else ():
+        shown = _shown_to_user(req) if isinstance(req, dict) else ""
+        if shown:
+            state.add(agent, "assistant", "text", shown, rec)
+
+
+def _shown_to_user(request: dict[str, Any]) -> str:
+    """What a tool call of the main agent puts before the user in its own words: an `ask_user`
+    question with its choices, the plan summary `exit_plan_mode` asks them to approve."""
+    args = request.get("arguments")
+    args = args if isinstance(args, dict) else {}
+    if request.get("name") == _ASK_USER:
+        choices = args.get("choices")
+        lines = [c for c in choices if isinstance(c, str)] if isinstance(choices, list) else []
+        return "\n".join([text_of(args.get("question")), *(f"- {c}" for c in lines)]).strip()
+    if request.get("name") == "exit_plan_mode":
+        return text_of(args.get("summary")).strip()
+    return ""
 
 
 def _tool_start(
@@ -231,6 +261,14 @@ def _tool_done(state: _State, rec: dict[str, Any], data: dict[str, Any], agent: 
     result = data.get("result")
     error = data.get("error")
     text = text_of(result.get("content")) if isinstance(result, dict) else text_of(result)
+    if ok and agent is None and use is not None and use.name == _ASK_USER:
+        answer = _ANSWERED.match(text)
+        if answer and answer.group(1).strip():
+            # The user's reply to the agent's question, typed or chosen; in autopilot Copilot
+            # answers in their place.
+            kind = "meta" if state.mode == "autopilot" else "prompt"
+            state.add(agent, "user", kind, answer.group(1).strip(), rec)
+            return
     if not ok and isinstance(error, dict) and text_of(error.get("message")):
         text = error["message"] if not text else f"{error['message']}\n{text}"
     if text.strip():
@@ -303,6 +341,8 @@ def _other(
     elif rtype == "session.task_complete":
         if text_of(data.get("summary")).strip():
             state.add(agent, "assistant", "text", data["summary"], rec)
+    elif rtype == "session.mode_changed":
+        state.mode = text_of(data.get("newMode")) or state.mode
     elif rtype == "session.title_changed":
         state.title = text_of(data.get("title")) or state.title
     elif rtype == "session.shutdown":
