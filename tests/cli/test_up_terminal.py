@@ -1,7 +1,8 @@
 """`librarian up` as a person sees it: after the address block, one line per session remembered
 or skipped and nothing else, Dagster's own logs in `LIBRARIAN_HOME/logs` (and in the terminal
 with `--verbose`); a stop in the middle of a run cancels it, alerts nothing, and the next start
-runs it again, remembering the session once."""
+runs it again, remembering the session once (that next start is the one run with `--verbose`:
+one scenario, `stop_and_start_again`, for the two tests)."""
 
 import json
 import os
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
@@ -91,7 +93,8 @@ def _said(lines: list[str], kind: str) -> list[str]:
     return [line for line in lines if EVENT.match(line) and line[10:].startswith(kind)]
 
 
-def test_the_terminal_says_what_was_remembered_and_nothing_more(tmp_path):
+def test_the_terminal_says_what_was_remembered_and_nothing_more(tmp_path, fresh_pgdata):
+    fresh_pgdata(tmp_path / "home")
     _sessions(tmp_path / "mirror", 2)
     summary_only = tmp_path / "mirror" / "-work-app" / "5e55a000-0000-4000-8000-000000000009.jsonl"
     summary_only.write_text('{"type": "summary", "summary": "an old title", "leafUuid": "x"}\n')
@@ -118,39 +121,36 @@ def test_the_terminal_says_what_was_remembered_and_nothing_more(tmp_path):
     assert "MCP server on" in (logs / "mcp.log").read_text(encoding="utf-8")
 
 
-def test_verbose_shows_dagsters_logs_in_the_terminal(tmp_path):
-    up = _Up(_env(tmp_path), "--verbose")
-    try:
-        up.wait_for(
-            lambda ls: any("Serving dagster-webserver" in line for line in ls), START_BOUND_S
-        )
-        up.wait_for(lambda ls: ADDRESS_END in ls, START_BOUND_S)
-        up.stop(signal.SIGTERM)
-    finally:
-        up.kill()
-    assert any("MCP server on" in line for line in up.lines)
+@dataclass
+class _StopAndStartAgain:
+    """What a stop in the middle of a run and the next start (with `--verbose`) showed."""
+
+    stopped: list[str]  # the terminal after the address block, up to the stop
+    runs_at_stop: list[tuple[dg.DagsterRunStatus, dict[str, str]]]
+    again: list[str]  # the next start's whole terminal
+    again_after: list[str]  # the same after the address block
+    telegram: list[str]
+    runs: list[tuple[dg.DagsterRunStatus, dict[str, str]]]
+    session: str
 
 
-@pytest.fixture
-def held_digests():
-    """A Messages API stand-in whose digests wait until the test lets them go."""
+@pytest.fixture(scope="module")
+def stop_and_start_again(tmp_path_factory, fresh_pgdata) -> _StopAndStartAgain:
+    """`librarian up` stopped while its run waits in the digest step for a Messages API
+    stand-in, then started again with `--verbose` once the digests are let go. The next start
+    is the one `--verbose` is seen in too: a start of its own was a whole `librarian up` more."""
+    tmp_path = tmp_path_factory.mktemp("stop-and-start")
+    fresh_pgdata(tmp_path / "home")
+    [session] = _sessions(tmp_path / "mirror", 1)
     gate = threading.Event()
-    with FakeAnthropic() as fake:
+    with FakeAnthropic() as fake, fake_telegram() as telegram:
         answer = fake.default
 
-        def held(raw: bytes):
+        def held(raw: bytes):  # the digests wait until the test lets them go
             gate.wait(300)
             return answer(raw)
 
         fake.default = held  # type: ignore[method-assign]
-        yield fake, gate
-        gate.set()
-
-
-def test_a_stop_during_a_run_is_no_failure_and_the_next_start_runs_it_again(tmp_path, held_digests):
-    fake, gate = held_digests
-    [session] = _sessions(tmp_path / "mirror", 1)
-    with fake_telegram() as telegram:
         env = _env(
             tmp_path,
             LIBRARIAN_DIGEST_PROVIDER="anthropic",
@@ -161,32 +161,58 @@ def test_a_stop_during_a_run_is_no_failure_and_the_next_start_runs_it_again(tmp_
             LIBRARIAN_TELEGRAM_BASE_URL=telegram.url,
             LIBRARIAN_NOTIFY_DIGESTS="false",
         )
-        up = _Up(env)
         try:
-            up.wait_for(lambda ls: ADDRESS_END in ls, START_BOUND_S)
-            deadline = time.monotonic() + INGEST_BOUND_S
-            while not fake.calls():  # the run is in its digest step, waiting for the model
-                assert time.monotonic() < deadline and up.proc.poll() is None, up.lines[-40:]
-                time.sleep(0.5)
-            after = up.stop()
-        finally:
-            up.kill()
-        assert _said(after, "stopped") and not _said(after, "failed"), after
-        [(status, tags)] = _runs(tmp_path / "home")
-        assert status == dg.DagsterRunStatus.CANCELED and tags[STOPPED_TAG] == "true"
+            up = _Up(env)
+            try:
+                up.wait_for(lambda ls: ADDRESS_END in ls, START_BOUND_S)
+                deadline = time.monotonic() + INGEST_BOUND_S
+                while not fake.calls():  # the run is in its digest step, waiting for the model
+                    assert time.monotonic() < deadline and up.proc.poll() is None, up.lines[-40:]
+                    time.sleep(0.5)
+                stopped = up.stop()
+            finally:
+                up.kill()
+            runs_at_stop = _runs(tmp_path / "home")
 
-        gate.set()
-        again = _Up(env)
-        try:
-            again.wait_for(lambda ls: _said(ls, "remembered"), START_BOUND_S + INGEST_BOUND_S)
-            after = again.stop(signal.SIGTERM)
+            gate.set()
+            again = _Up(env, "--verbose")
+            try:
+                again.wait_for(lambda ls: _said(ls, "remembered"), START_BOUND_S + INGEST_BOUND_S)
+                again_after = again.stop(signal.SIGTERM)
+            finally:
+                again.kill()
         finally:
-            again.kill()
-        assert len(_said(after, "remembered")) == 1 and not _said(after, "failed"), after
-        assert not [t for t in telegram.texts if "failed" in t], telegram.texts
-    runs = _runs(tmp_path / "home")
+            gate.set()
+        texts = list(telegram.texts)
+    return _StopAndStartAgain(
+        stopped, runs_at_stop, again.lines, again_after, texts, _runs(tmp_path / "home"), session
+    )
+
+
+# One worker runs the two: they look at one scenario (`stop_and_start_again`).
+@pytest.mark.xdist_group("stop_and_start_again")
+def test_verbose_shows_dagsters_logs_in_the_terminal(stop_and_start_again):
+    lines = stop_and_start_again.again  # `up --verbose`, stopped with SIGTERM, exit 0
+    assert any("Serving dagster-webserver" in line for line in lines)
+    assert ADDRESS_END in lines
+    assert any("MCP server on" in line for line in lines)
+
+
+@pytest.mark.xdist_group("stop_and_start_again")
+def test_a_stop_during_a_run_is_no_failure_and_the_next_start_runs_it_again(
+    stop_and_start_again,
+):
+    seen = stop_and_start_again
+    assert _said(seen.stopped, "stopped") and not _said(seen.stopped, "failed"), seen.stopped
+    [(status, tags)] = seen.runs_at_stop
+    assert status == dg.DagsterRunStatus.CANCELED and tags[STOPPED_TAG] == "true"
+
+    after = seen.again_after
+    assert len(_said(after, "remembered")) == 1 and not _said(after, "failed"), after
+    assert not [t for t in seen.telegram if "failed" in t], seen.telegram
+    runs = seen.runs
     assert [s for s, _ in runs] == [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.CANCELED]
-    assert all(tags["dagster/partition"].endswith(session) for _, tags in runs)
+    assert all(tags["dagster/partition"].endswith(seen.session) for _, tags in runs)
 
 
 def _runs(home: Path) -> list[tuple[dg.DagsterRunStatus, dict[str, str]]]:
