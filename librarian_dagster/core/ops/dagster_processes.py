@@ -68,7 +68,8 @@ class DagsterProcesses:
                 "--location-name", LOCATION, "--module-name", DEFINITIONS_MODULE]  # fmt: skip
         webserver = [*python, "dagster_webserver", "-h", "127.0.0.1", "-p", str(self.ui_port),
                      "-w", str(self.workspace)]  # fmt: skip
-        daemon = [*python, "dagster._daemon", "run", "-w", str(self.workspace)]
+        # Dagster's daemon, its storage connections kept (librarian_dagster/dagster_daemon.py).
+        daemon = [*python, "librarian_dagster.dagster_daemon", str(self.workspace)]
         return [(CODE_SERVER, code), (WEBSERVER, webserver), (DAEMON, daemon)]
 
     def before_start(self, name: str) -> None:
