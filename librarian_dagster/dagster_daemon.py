@@ -1,6 +1,7 @@
 """`python -m librarian_dagster.dagster_daemon WORKSPACE`: Dagster's daemon as `librarian up`
 runs it, its storage connections kept (dagster_internals.run_daemon, decision 0043)."""
 
+import contextlib
 import sys
 
 from librarian_dagster.dagster_internals import run_daemon
@@ -8,10 +9,9 @@ from librarian_dagster.dagster_internals import run_daemon
 
 def main(argv: list[str]) -> int:
     [workspace] = argv
-    try:
+    # Ctrl-C in a terminal that runs it by hand: a stop, not an error.
+    with contextlib.suppress(KeyboardInterrupt):
         run_daemon(workspace)
-    except KeyboardInterrupt:
-        pass  # Ctrl-C in a terminal that runs it by hand: a stop, not an error
     return 0
 
 

@@ -96,4 +96,3 @@ class DagsterProcesses:
 def log_name(name: str) -> str:
     """The log a child writes to: Dagster's three share one."""
     return LOG if name in (CODE_SERVER, WEBSERVER, DAEMON) else name
-
