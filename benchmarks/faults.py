@@ -8,7 +8,7 @@ one after the other, each once everything is healthy again:
 - `postgres SIGSTOP 60 s`: stopped (a hang), continued after 60 s if still there;
 - `mcp SIGKILL`: the recall server killed;
 - `dagster daemon SIGKILL`, `dagster webserver SIGKILL`: the daemon, or the UI's webserver,
-  under `dagster dev` killed;
+  under `librarian up` killed (each is started again alone);
 - `run worker SIGKILL`: the first ingest run's worker killed as it runs (first, while the
   sensor's runs are going);
 - `mirror unreadable 2 min`: a file in the mirror folder's place, then the folder back;
@@ -97,7 +97,7 @@ class Live:
             ui = httpx.get(f"http://127.0.0.1:{self.ui}/server_info", timeout=5)
         except httpx.HTTPError:
             return False
-        daemon = self.descendants("dagster-daemon") or self.descendants("dagster._daemon")
+        daemon = self.descendants("dagster_daemon") or self.descendants("dagster-daemon")
         return recall.status_code == 200 and ui.status_code == 200 and bool(daemon)
 
     def wait_healthy(self, limit: float) -> float | None:
@@ -182,7 +182,7 @@ def kill_webserver(live: Live) -> None:
 
 
 def kill_daemon(live: Live) -> None:
-    daemons = live.descendants("dagster-daemon") or live.descendants("dagster._daemon")
+    daemons = live.descendants("dagster_daemon") or live.descendants("dagster-daemon")
     for daemon in daemons:
         daemon.kill()
 
@@ -193,8 +193,8 @@ FAULTS: list[tuple[str, Callable[[Live], float | None], str]] = [
     ("postgres SIGKILL", kill_postgres, "database"),
     ("postgres SIGSTOP 60 s", stop_postgres, "database"),
     ("mcp SIGKILL", kill_mcp, "mcp exited"),
-    ("dagster daemon SIGKILL", kill_daemon, "dagster exited"),
-    ("dagster webserver SIGKILL", kill_webserver, "dagster exited"),
+    ("dagster daemon SIGKILL", kill_daemon, "dagster daemon exited"),
+    ("dagster webserver SIGKILL", kill_webserver, "dagster webserver exited"),
     ("mirror unreadable 2 min", hide_mirror, "mirror folder"),
 ]
 

@@ -47,6 +47,7 @@ def role(proc: psutil.Process) -> str:
         ("dagster_webserver", "webserver"),
         ("dagster-daemon", "daemon"),
         ("dagster._daemon", "daemon"),
+        ("dagster_daemon", "daemon"),
         ("api grpc", "code server"),
         ("code-server", "code server"),
         ("mcp_server", "recall server"),

@@ -241,3 +241,22 @@ def not_a_connection_retry(record: logging.LogRecord) -> bool:
     Matched as text: `CONNECTION_RETRY_LOG`, the start of the line it logs.
     """
     return not str(record.msg).startswith(CONNECTION_RETRY_LOG)
+
+
+def run_daemon(workspace: str) -> None:
+    """What `dagster-daemon run -w workspace` does, on an instance whose storages keep their
+    connections (`keep_storage_connections`), until interrupted.
+
+    `dagster._daemon.controller.daemon_controller_from_instance` and `WorkspaceFileTarget`, what
+    the daemon's command runs: the command builds its instance inside and offers no way to keep
+    its connections, so every storage call of the daemon's threads (the sensor loop's every 5 s,
+    each tick's records) opened a connection, a new server process each (decision 0043).
+    """
+    from dagster._core.workspace.load_target import WorkspaceFileTarget
+    from dagster._daemon.controller import daemon_controller_from_instance
+
+    with dg.DagsterInstance.get() as instance:
+        keep_storage_connections(instance)
+        target = WorkspaceFileTarget(paths=[workspace])
+        with daemon_controller_from_instance(instance, workspace_load_target=target) as controller:
+            controller.check_daemon_loop()

@@ -105,6 +105,15 @@ def test_the_instance_methods_used_keep_their_signatures():
         assert isinstance(inspect.getattr_static(instance, name), property), name
 
 
+def test_the_daemons_controller_keeps_what_run_daemon_calls():
+    from dagster._core.workspace.load_target import WorkspaceFileTarget
+    from dagster._daemon.controller import DagsterDaemonController, daemon_controller_from_instance
+
+    assert _params(daemon_controller_from_instance)[:2] == ["instance", "workspace_load_target"]
+    assert WorkspaceFileTarget(paths=["w.yaml"]).paths == ["w.yaml"]
+    assert _params(DagsterDaemonController.check_daemon_loop) == ["self"]
+
+
 def test_the_scheduling_records_keep_the_fields_read():
     for name in ("instigator_name", "instigator_type", "instigator_origin_id", "selector_id"):
         assert hasattr(InstigatorState, name), name

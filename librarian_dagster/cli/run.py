@@ -13,7 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import librarian_dagster
 from librarian_dagster.core.commandline import AddParser, port
 from librarian_dagster.core.ops.terminal import say
 
@@ -161,6 +160,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 def cmd_up(args: argparse.Namespace) -> int:
     from librarian_dagster.core.assembly.store import migrated_url
+    from librarian_dagster.core.ops.dagster_processes import DagsterProcesses
     from librarian_dagster.core.ops.watch import alert_here
     from librarian_dagster.core.settings import Settings
 
@@ -182,6 +182,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     stopping = threading.Event()
     env: dict[str, str] = {}
     watches: tuple[Watch, ...] = ()
+    dagster: DagsterProcesses | None = None
     try:
         # This process holds a handle on the embedded server for as long as `up` runs, so the
         # server outlives every child's own start and stop, and stops when `up` exits.
@@ -189,16 +190,18 @@ def cmd_up(args: argparse.Namespace) -> int:
         env = _child_env(settings, args)
         _end_dead_runs(settings, env["DAGSTER_HOME"])
         _print_journal(settings, stopping)
-        commands = _child_commands(args)
-        for name, command in commands:
+        dagster = DagsterProcesses.create(args.ui_port)
+        start = _Starter(dict(_child_commands(args, dagster)), env, logs, dagster,
+                         lambda: stops_asked > 0)  # fmt: skip
+        for name in start.commands:
             if stops_asked:
                 return 0
-            children.append((name, logs.start(name, command, env)))
+            children.append((name, start(name)))
 
         _say_where(settings, args)
         watches = watch, _mirror, home = _watches(settings, url, stopping)
         alert = lambda t: alert_here(settings, t)  # noqa: E731
-        supervisor = _Supervisor(children, dict(commands), env, alert, logs)
+        supervisor = _Supervisor(children, start, alert)
         return _supervise(watch, home, supervisor, lambda: stops_asked > 0)
     finally:
         stopping.set()
@@ -207,18 +210,16 @@ def cmd_up(args: argparse.Namespace) -> int:
             _stop_runs(settings, env["DAGSTER_HOME"], children)
         else:
             _stop_children(children)
+        if dagster is not None:
+            dagster.close()
 
 
 def _child_env(settings: "Settings", args: argparse.Namespace) -> dict[str, str]:
-    """The environment of `up`'s children: DAGSTER_HOME under LIBRARIAN_HOME, run links to this
-    UI (unless set), and one warning of Dagster's not shown."""
+    """The environment of `up`'s children: DAGSTER_HOME under LIBRARIAN_HOME, and run links to
+    this UI (unless set)."""
     from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
 
     env = {**os.environ, **prepare_dagster_home(settings)}
-    # `dagster dev` warns at every start that `dg dev` supersedes it. `dg` needs a project
-    # layout (dagster-dg-cli, a `dg.toml`) this package does not have; `dagster dev` is still
-    # supported, so that one warning is not shown.
-    env["PYTHONWARNINGS"] = ",".join(w for w in (env.get("PYTHONWARNINGS"), _DEV_SUPERSEDED) if w)
     # Run links in failure alerts point at the UI this `up` serves, unless told otherwise.
     env.setdefault("LIBRARIAN_UI_URL", f"http://127.0.0.1:{args.ui_port}")
     return env
@@ -233,9 +234,6 @@ def _print_journal(settings: "Settings", stopping: threading.Event) -> None:
     threading.Thread(
         target=print_journal, args=(journal, stopping, _show), name="journal", daemon=True
     ).start()
-
-
-_DEV_SUPERSEDED = "ignore:Function `dev_command` is superseded"
 
 
 def _say_where(settings: "Settings", args: argparse.Namespace) -> None:
@@ -284,9 +282,10 @@ class _ChildLogs:
         self.folder, self.echo = folder, echo
 
     def start(self, name: str, command: list[str], env: dict[str, str]) -> subprocess.Popen:
+        from librarian_dagster.core.ops.dagster_processes import log_name
         from librarian_dagster.core.ops.terminal import keep_output
 
-        # A new session per child: `dagster dev` ignores SIGTERM unless it leads its group.
+        # A new session per child: its group is stopped whole (the code server's run workers).
         proc = subprocess.Popen(
             command,
             env=env,
@@ -296,8 +295,29 @@ class _ChildLogs:
             stderr=subprocess.STDOUT,
         )
         assert proc.stdout is not None
-        keep_output(proc.stdout, self.folder / f"{name}.log", self.echo)
+        keep_output(proc.stdout, self.folder / f"{log_name(name)}.log", self.echo)
         return proc
+
+
+class _Starter:
+    """Starts a child by name: Dagster's code server is waited for (until it listens) before the
+    webserver and the daemon that use it start."""
+
+    def __init__(self, commands: dict[str, list[str]], env, logs: _ChildLogs, dagster,
+                 stop: Callable[[], bool]) -> None:  # fmt: skip
+        self.commands, self.env, self.logs, self.dagster, self.stop = (
+            commands, env, logs, dagster, stop)  # fmt: skip
+
+    def __call__(self, name: str) -> subprocess.Popen:
+        self.dagster.before_start(name)
+        proc = self.logs.start(name, self.commands[name], self.env)
+        self.dagster.after_start(name, proc, self.stop)
+        return proc
+
+    def log(self, name: str) -> Path:
+        from librarian_dagster.core.ops.dagster_processes import log_name
+
+        return self.logs.folder / f"{log_name(name)}.log"
 
 
 def _show(line: str) -> None:
@@ -313,10 +333,9 @@ class _Supervisor:
     """`up`'s children kept running: one that exits is restarted (and said), up to
     CHILD_RESTARTS times in CHILD_RESTART_WINDOW_S; past that `up` exits non-zero, naming it."""
 
-    def __init__(self, children, commands: dict[str, list[str]], env, alert, logs) -> None:
+    def __init__(self, children, start: _Starter, alert) -> None:
         self.children: list[tuple[str, subprocess.Popen]] = children
-        self.commands, self.env, self.alert = commands, env, alert
-        self.logs: _ChildLogs = logs
+        self.start, self.alert = start, alert
         self.restarts: dict[str, list[float]] = {}
 
     def check(self, blame: bool) -> str | None:
@@ -337,19 +356,17 @@ class _Supervisor:
                 self.alert(f"Librarian: {why}.")
                 return why
             said = f"{name} exited with {proc.returncode}"
-            log = self.logs.folder / f"{name}.log"
+            log = self.start.log(name)
             if blame:
                 self.alert(f"Librarian: {said}; started it again (its log: {log}).")
             else:
                 say("alert", f"{said}; starting it again (its log: {log})")
-            self.children[i] = (name, self.logs.start(name, self.commands[name], self.env))
+            self.children[i] = (name, self.start(name))
         return None
 
     def restart_all(self) -> None:
         _stop_children(self.children)
-        self.children[:] = [
-            (n, self.logs.start(n, self.commands[n], self.env)) for n, _ in self.children
-        ]
+        self.children[:] = [(n, self.start(n)) for n, _ in self.children]
 
 
 def _watches(settings: "Settings", url: str, stopping: threading.Event):
@@ -427,14 +444,10 @@ def _stop_runs(settings: "Settings", dagster_home: str, children) -> None:
         say("stopped", f"{ended} run(s) canceled with the stop: run again at the next start")
 
 
-def _child_commands(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
-    workspace = Path(librarian_dagster.__file__).resolve().parents[1] / "workspace.yaml"
-    dagster_cmd = [sys.executable, "-m", "dagster", "dev", "-h", "127.0.0.1", "-p"]
-    dagster_cmd.append(str(args.ui_port))
-    dagster_cmd += (
-        ["-w", str(workspace)] if workspace.exists() else ["-m", "librarian_dagster.definitions"]
-    )
-    commands = [("dagster", dagster_cmd)]
+def _child_commands(args: argparse.Namespace, dagster) -> list[tuple[str, list[str]]]:
+    """Dagster's code server, webserver and daemon (core/ops/dagster_processes.py), then the
+    recall server."""
+    commands = dagster.commands()
     if not args.no_mcp:
         # `up` watches the database for all its children.
         mcp_cmd = [sys.executable, "-m", "mcp_server", "--transport", "http", "--no-database-watch"]
@@ -447,8 +460,8 @@ def _child_commands(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
 def _stop_children(children: list[tuple[str, subprocess.Popen]]) -> None:
     """SIGTERM every child's process group, give them a short grace, SIGKILL what is left.
 
-    Whole groups, not just the children: `dagster dev` exits after its webserver, daemon and code
-    servers do, and those (and any run worker) hold database handles until they are gone. The
+    Whole groups, not just the children: the code server's run workers are in its group, and
+    they hold database handles until they are gone. The
     grace is short so that everything, the embedded server's stop included, is over within 10 s
     (decision 0015): on a busy machine the Dagster processes take 10 to 20 s to finish on their
     own, and their state lives in PostgreSQL, which a kill leaves consistent. A run killed this

@@ -36,8 +36,8 @@ LEAD_S = 60.0
 """How long before an incident was declared its runs may have failed: it is declared after two
 failed probes, each of which may wait for its timeout."""
 TAIL_S = 300.0
-"""How long after it healed its runs may still be marked failed: `dagster dev` is restarted, and
-the dead_run_sensor fails the runs whose worker died with the database."""
+"""How long after it healed its runs may still be marked failed: Dagster's processes are
+restarted, and the dead_run_sensor fails the runs whose worker died with the database."""
 RERUN_FOR_S = 86400.0
 """Incidents healed longer ago than this are no longer looked at."""
 RERUN_OF_TAG = "librarian/rerun_of"
@@ -46,9 +46,12 @@ WILL_RETRY_TAG = "dagster/will_retry"
 """Set by Dagster on a failed run: "true" when its run retries will run it again."""
 
 
+# Every 60 s: what it reruns failed minutes before (an incident is declared after two failed
+# probes and its window ends 5 min after it healed); each tick costs the daemon and the code
+# server (decision 0043).
 @dg.sensor(
     job=ingest_session_job,
-    minimum_interval_seconds=30,
+    minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.RUNNING,
 )
 def incident_rerun_sensor(
