@@ -37,6 +37,7 @@ from librarian_dagster.dagster_internals import (
     interrupted,
     keep_storage_connections,
     not_a_connection_retry,
+    partitions_read_once,
     step_failure,
 )
 from librarian_dagster.dead_runs import in_process_run_tags, report_dead_runs
@@ -282,7 +283,7 @@ def _run(
     if len(batch) > 1:
         tags |= {RANGE_START_TAG: batch[0], RANGE_END_TAG: batch[-1]}
     try:
-        with _sigterm_kept():
+        with _sigterm_kept(), partitions_read_once(instance):
             result = job.execute_in_process(
                 partition_key=batch[0] if len(batch) == 1 else None,
                 instance=instance,
