@@ -22,11 +22,15 @@ from pathlib import Path
 from typing import Any
 
 # stage -> (module, attribute path) of what it spends its time in. A function a module imported
-# by name is patched in that module (where the stage's code looks it up at call time).
+# by name is patched in that module (where the stage's code looks it up at call time). One the
+# code does not have (another version of it) is passed over.
 WATCHED: dict[str, list[tuple[str, str]]] = {
     "parse": [("librarian_dagster.defs.assets.transcript", "parse_session")],
     "redact": [("librarian_dagster.defs.assets.transcript", "redact_session")],
-    "leak check": [("librarian_dagster.defs.assets.transcript", "find_secrets")],
+    "leak check": [
+        ("librarian_dagster.defs.assets.transcript", "find_secrets"),
+        ("librarian_dagster.defs.assets.transcript", "find_secrets_many"),
+    ],
     "digest": [("librarian_dagster.core.digest.policy", "DigestPolicy.digest")],
     "chunking": [
         ("librarian_dagster.defs.assets.digest_chunks", "chunk_digest"),
@@ -92,6 +96,9 @@ class StageClock:
         owner: Any = importlib.import_module(module)
         for part in owners:
             owner = getattr(owner, part)
+        if name not in owner.__dict__:
+            yield
+            return
         original = owner.__dict__[name]
         setattr(owner, name, self._timed(stage, original))
         try:

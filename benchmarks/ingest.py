@@ -173,8 +173,9 @@ def _print_stages(
     for stage, (wall, stage_cpu) in rows.items():
         cpu_text = "" if stage_cpu is None else f"{stage_cpu:7.1f} ({stage_cpu / cpu:4.0%})"
         print(f"  {stage:22} {wall:7.1f} ({wall / elapsed:4.0%})  {cpu_text}")
+    server_text = "?" if server is None else f"{server:.1f}"
     print(f"  {'total':22} {elapsed:7.1f}          {cpu:7.1f}   (+ PostgreSQL: "
-          f"{'?' if server is None else f'{server:.1f}'} s CPU, Librarian's and Dagster's)")  # fmt: skip
+          f"{server_text} s CPU, Librarian's and Dagster's)")  # fmt: skip
     return {
         s: {"wall": round(w, 2), "cpu": None if c is None else round(c, 2)}
         for s, (w, c) in rows.items()
