@@ -25,8 +25,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from _corpus import unpack_corpus
+from _stages import StageClock, dagster_split, server_cpu_seconds
 
 from librarian_dagster.core.assembly.store import open_store
 from librarian_dagster.core.capture.files import SessionFiles
@@ -59,7 +61,7 @@ def main() -> int:
     if args.only:
         modes = [modes[0] if args.only == "single" else modes[1]]
     failed = 0
-    figures = []
+    figures: list[dict[str, Any]] = []
     for label, per_run, keep in modes:
         figure, failures = _backfill(label, sessions, corpus, per_run, size, keep)
         figures.append(figure)
@@ -78,16 +80,23 @@ def _backfill(
     per_run: int,
     size: int,
     keep: Path | None,
-) -> tuple[dict[str, float], int]:
+) -> tuple[dict[str, Any], int]:
     home = keep or Path(tempfile.mkdtemp(prefix="librarian-bench-"))
     settings = Settings.from_env({"LIBRARIAN_HOME": str(home), "LIBRARIAN_MIRROR": str(corpus)})
     instance = open_instance(settings)
     load_before = os.getloadavg()
+    server_before = server_cpu_seconds(settings.pgdata)
+    cpu_before = time.process_time()
     started = time.perf_counter()
-    outcomes = ingest_sessions(sessions, settings, instance, per_run=per_run)
+    with StageClock().watching() as clock:
+        outcomes = ingest_sessions(sessions, settings, instance, per_run=per_run)
     elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu_before
+    server_after = server_cpu_seconds(settings.pgdata)
+    server = None if server_before is None or server_after is None else server_after - server_before
     load_after = os.getloadavg()
     runs = len(instance.get_run_records())
+    split = dagster_split(instance)
     dispose_instance(instance)
     with open_store(settings) as store:
         stats = store.memories.stats()
@@ -116,10 +125,12 @@ def _backfill(
     print(f"load average:    {load_before[0]:.1f} before, {load_after[0]:.1f} after "
           f"({os.cpu_count()} cores)")  # fmt: skip
     print(f"peak memory:     {peak_mb:.0f} MB (this process so far; PostgreSQL not included)")
-    embedding = _embedding_seconds(texts)
+    stages = _print_stages(clock, elapsed, cpu, server, split)
+    embedding, embedding_cpu = _embedding_seconds(texts)
     floor = len(outcomes) / embedding
     print(f"embedding floor: {floor:.2f} sessions/s (its {len(texts)} chunks embedded alone in "
-          f"{embedding:.1f} s): the ingest runs at {rate / floor:.0%} of it")  # fmt: skip
+          f"{embedding:.1f} s, {embedding_cpu:.1f} s CPU): the ingest runs at {rate / floor:.0%} "
+          f"of it; load {os.getloadavg()[0]:.1f}")  # fmt: skip
     for o in outcomes:
         if o.status == "failed":
             print(f"FAILED {o.session_id}: {o.detail}")
@@ -132,23 +143,55 @@ def _backfill(
     figure = {
         "sessions": len(outcomes),
         "memories": stats.sessions,
+        "chunks": stats.chunks,
         "seconds": round(elapsed, 1),
         "sessions_per_s": round(rate, 3),
         "embedding_floor_sessions_per_s": round(floor, 3),
+        "of_floor": round(rate / floor, 3),
+        "cpu_seconds": round(cpu, 1),
+        "server_cpu_seconds": None if server is None else round(server, 1),
+        "floor_cpu_seconds": round(embedding_cpu, 1),
+        "load": [round(load_before[0], 1), round(load_after[0], 1)],
+        "stages": stages,
     }
     return figure, by_status.get("failed", 0) + int(mismatch)
 
 
-def _embedding_seconds(texts: list[str]) -> float:
+def _print_stages(
+    clock: StageClock, elapsed: float, cpu: float, server: float | None, split: dict[str, float]
+) -> dict[str, dict[str, float]]:
+    """Each stage's wall and CPU seconds, and what is left of them: Dagster's own."""
+    measured_wall, measured_cpu = sum(clock.wall.values()), sum(clock.cpu.values())
+    rows = {s: (clock.wall[s], clock.cpu[s]) for s in sorted(clock.wall, key=clock.wall.get)[::-1]}
+    rest_wall, rest_cpu = elapsed - measured_wall, cpu - measured_cpu
+    # Outside the runs: creating each (and its planned events), reading its result; inside, what
+    # the steps' compute left: events, step start and end, inputs and outputs handled.
+    rows["dagster: outside runs"] = (elapsed - split["runs"], None)
+    rows["dagster: in runs"] = (rest_wall - (elapsed - split["runs"]), None)
+    rows["dagster (all)"] = (rest_wall, rest_cpu)
+    print("by stage:        wall s (share)   CPU s (share): this process, all its threads")
+    for stage, (wall, stage_cpu) in rows.items():
+        cpu_text = "" if stage_cpu is None else f"{stage_cpu:7.1f} ({stage_cpu / cpu:4.0%})"
+        print(f"  {stage:22} {wall:7.1f} ({wall / elapsed:4.0%})  {cpu_text}")
+    server_text = "?" if server is None else f"{server:.1f}"
+    print(f"  {'total':22} {elapsed:7.1f}          {cpu:7.1f}   (+ PostgreSQL: "
+          f"{server_text} s CPU, Librarian's and Dagster's)")  # fmt: skip
+    return {
+        s: {"wall": round(w, 2), "cpu": None if c is None else round(c, 2)}
+        for s, (w, c) in rows.items()
+    }
+
+
+def _embedding_seconds(texts: list[str]) -> tuple[float, float]:
     """How long the configured local embedder takes for these texts alone, as the stage batches
     them (a session's chunks at a time is what the stage does; all at once is the floor)."""
     from librarian_dagster.core.models.minilm import local_embedder
 
     embedder = local_embedder()
     embedder.embed_documents(texts[:8])  # loaded already by the ingest; warm either way
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     embedder.embed_documents(texts)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, time.process_time() - cpu
 
 
 if __name__ == "__main__":

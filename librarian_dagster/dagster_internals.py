@@ -8,6 +8,8 @@ dead-run sweep, the capture-gap alert or `librarian ingest`'s messages.
 """
 
 import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import dagster as dg
@@ -86,6 +88,61 @@ def uses_default_run_launcher(instance: dg.DagsterInstance) -> bool:
     instance is the only public object that has read it.
     """
     return isinstance(instance.run_launcher, dg.DefaultRunLauncher)
+
+
+@contextmanager
+def partitions_read_once(instance: dg.DagsterInstance) -> Iterator[None]:
+    """While the block runs, the instance answers what a run asks of its dynamic partitions
+    from one read of each definition's keys, instead of from the storage every time.
+
+    A step of a run over a range of partitions checks the range's ends and reads every key of
+    the definition each time it adds metadata to one partition of it
+    (`add_asset_metadata(partition_key=...)` validates the key against
+    `DagsterInstance.get_dynamic_partitions` and `has_dynamic_partition`), and again for each
+    event: about 1,400 storage calls in a run of 25 sessions, four fifths of the run's, each a
+    table check and a query. No public API or setting hands a run's context a cached view
+    (Dagster's own `CachingDynamicPartitionsLoader` is internal, and the context asks the
+    instance by name), so the instance's two public methods are shadowed on this object for
+    the block: a key read once is known; one not seen is asked of the storage (a partition the
+    sensor added meanwhile); adding or deleting a partition through this instance reads again.
+    """
+    read: dict[str, tuple[Sequence[str], set[str]]] = {}
+    get_keys, has_key = instance.get_dynamic_partitions, instance.has_dynamic_partition
+    add, delete = instance.add_dynamic_partitions, instance.delete_dynamic_partition
+
+    def keys(partitions_def_name: str) -> Sequence[str]:
+        if partitions_def_name not in read:
+            found = list(get_keys(partitions_def_name))
+            read[partitions_def_name] = (found, set(found))
+        return read[partitions_def_name][0]
+
+    def has(partitions_def_name: str, partition_key: str) -> bool:
+        keys(partitions_def_name)
+        return partition_key in read[partitions_def_name][1] or has_key(
+            partitions_def_name, partition_key
+        )
+
+    def added(partitions_def_name: str, partition_keys: Sequence[str]) -> None:
+        read.pop(partitions_def_name, None)
+        add(partitions_def_name, partition_keys)
+
+    def deleted(partitions_def_name: str, partition_key: str) -> None:
+        read.pop(partitions_def_name, None)
+        delete(partitions_def_name, partition_key)
+
+    shadows = {
+        "get_dynamic_partitions": keys,
+        "has_dynamic_partition": has,
+        "add_dynamic_partitions": added,
+        "delete_dynamic_partition": deleted,
+    }
+    for name, method in shadows.items():
+        setattr(instance, name, method)
+    try:
+        yield
+    finally:
+        for name in shadows:
+            delattr(instance, name)
 
 
 STORAGE_POOL_RECYCLE_S = 3600

@@ -24,7 +24,6 @@ from typing import Literal
 
 import dagster as dg
 
-from librarian_dagster.core.assembly.store import open_store
 from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.mirror import is_excluded
 from librarian_dagster.core.capture.readers import find, not_a_transcript
@@ -32,11 +31,13 @@ from librarian_dagster.core.capture.skips import SkipList, last_active
 from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.database import unreachable
+from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.dagster_internals import (
     dispose_instance,
     interrupted,
     keep_storage_connections,
     not_a_connection_retry,
+    partitions_read_once,
     step_failure,
 )
 from librarian_dagster.dead_runs import in_process_run_tags, report_dead_runs
@@ -52,6 +53,7 @@ from librarian_dagster.defs.partitions import (
     migrate_partition_keys,
     session_id_of,
 )
+from librarian_dagster.defs.resources import shared_store
 
 # The tags Dagster's own backfills put on a run over a range of partitions.
 RANGE_START_TAG = "dagster/asset_partition_range_start"
@@ -77,7 +79,7 @@ def open_instance(settings: Settings) -> dg.DagsterInstance:
     # Runs a killed process left STARTED end first: they would hold the `llm` slot for ever.
     report_dead_runs(instance, settings, "librarian")
     # Partitions of a store from before `<project>/<month>/<id>` keys: re-keyed once.
-    with open_store(settings) as store:
+    with shared_store(settings) as store:
         migrate_partition_keys(instance, store.memories, store.ledger)
     return instance
 
@@ -94,11 +96,24 @@ def ingest_paths(
     # Absolute, as the sensor sees the mirror: the fingerprint names the files' paths.
     given = find(Path(p).absolute() for p in paths)
     found = [s for s in given.sessions if not is_excluded(s, settings.exclude)]
-    skips = SkipList()
-    if found:
-        with open_store(settings) as store:
-            skips = store.ledger.skip_list()
-    skipped = [IngestOutcome(str(p), "skipped", not_a_transcript(), 0, 0.0) for p in given.unknown]
+    if not found:
+        return _ingest_found(given.unknown, [], SkipList(), settings, per_run, on_start, on_outcome)
+    # One store for the whole ingest: the runs' resources share it (`shared_store`).
+    with shared_store(settings) as store:
+        skips = store.ledger.skip_list()
+        return _ingest_found(given.unknown, found, skips, settings, per_run, on_start, on_outcome)
+
+
+def _ingest_found(
+    unknown: Sequence[Path],
+    found: Sequence[SessionFiles],
+    skips: SkipList,
+    settings: Settings,
+    per_run: int,
+    on_start: Callable[[int], None] | None,
+    on_outcome: Callable[[IngestOutcome], None] | None,
+) -> list[IngestOutcome]:
+    skipped = [IngestOutcome(str(p), "skipped", not_a_transcript(), 0, 0.0) for p in unknown]
     sessions = []
     for files in found:
         reason = skips.reason(files.session_id, last_active(files))
@@ -123,16 +138,17 @@ def ingest_sessions(
     per_run: int = SESSIONS_PER_RUN,
     on_outcome: Callable[[IngestOutcome], None] | None = None,
 ) -> list[IngestOutcome]:
-    # Where each session's files are, as the sensor records it: the run finds them by key alone.
-    with open_store(settings) as store:
+    # The store is opened once, here or by the caller, and every run's resources share it.
+    with shared_store(settings) as store:
+        # Where each session's files are, as the sensor records it: the run finds them by key.
         store.ledger.record_sources([(s, s.fingerprint()) for s in sessions])
         known_cwds = store.ledger.known_cwds()
-    # dagster-postgres warns of each retry of a lost connection on the root logger, several
-    # lines each; a database that stays away is reported once, as one line (see _run).
-    logging.getLogger().addFilter(not_a_connection_retry)
-    with _instance_for(settings, instance) as instance:
-        keys = ensure_partitions(instance, sessions, known_cwds)
-        return run_partitions(keys, settings, instance, per_run=per_run, on_outcome=on_outcome)
+        # dagster-postgres warns of each retry of a lost connection on the root logger, several
+        # lines each; a database that stays away is reported once, as one line (see _run).
+        logging.getLogger().addFilter(not_a_connection_retry)
+        with _instance_for(settings, instance) as instance:
+            keys = ensure_partitions(instance, sessions, known_cwds)
+            return run_partitions(keys, settings, instance, per_run=per_run, on_outcome=on_outcome)
 
 
 @contextmanager
@@ -201,37 +217,45 @@ def backfill(
     only the vectors and the memory, from the staged chunks. The same job and batches as an
     ingest: what a backfill from the UI over the same partitions would do.
     """
-    with open_store(settings) as store:
+    # One store for the whole backfill: the runs' resources share it (`shared_store`).
+    with shared_store(settings) as store:
         # A re-embed starts from the staged chunks: only remembered sessions have them.
         ledger = store.ledger
         keys = ledger.backfill_sessions(project, since, remembered_only=reembed)
         if on_start is not None:
             on_start(len(keys))
-        skips = ledger.skip_list()
-        skipped: list[IngestOutcome] = []
-        if skips.session_ids or skips.before is not None:
-            for key in list(keys):
-                files = ledger.session_source(key)
-                reason = skips.reason(key, last_active(files) if files else None)
-                if reason:
-                    keys.remove(key)
-                    skipped.append(IngestOutcome(key, "skipped", reason, 0, 0.0))
-                    if on_outcome is not None:
-                        on_outcome(skipped[-1])
+        skipped = _skipped(ledger, keys, on_outcome)
         if not keys:
             return skipped
-    with _instance_for(settings, instance) as instance:
-        with open_store(settings) as store:
+        with _instance_for(settings, instance) as instance:
             partitions = keys_for_ids(instance, store.memories, store.ledger, keys)
-        return skipped + run_partitions(
-            partitions,
-            settings,
-            instance,
-            per_run=per_run,
-            assets=REEMBED_STAGES if reembed else STAGES,
-            trigger="cli-backfill",
-            on_outcome=on_outcome,
-        )
+            return skipped + run_partitions(
+                partitions,
+                settings,
+                instance,
+                per_run=per_run,
+                assets=REEMBED_STAGES if reembed else STAGES,
+                trigger="cli-backfill",
+                on_outcome=on_outcome,
+            )
+
+
+def _skipped(
+    ledger: Ledger, keys: list[str], on_outcome: Callable[[IngestOutcome], None] | None
+) -> list[IngestOutcome]:
+    """The sessions of `keys` on the skip list, taken out of `keys`, each told `on_outcome`."""
+    skips = ledger.skip_list()
+    skipped: list[IngestOutcome] = []
+    if skips.session_ids or skips.before is not None:
+        for key in list(keys):
+            files = ledger.session_source(key)
+            reason = skips.reason(key, last_active(files) if files else None)
+            if reason:
+                keys.remove(key)
+                skipped.append(IngestOutcome(key, "skipped", reason, 0, 0.0))
+                if on_outcome is not None:
+                    on_outcome(skipped[-1])
+    return skipped
 
 
 def batches(keys: Sequence[str], order: Sequence[str], per_run: int) -> list[list[str]]:
@@ -282,7 +306,7 @@ def _run(
     if len(batch) > 1:
         tags |= {RANGE_START_TAG: batch[0], RANGE_END_TAG: batch[-1]}
     try:
-        with _sigterm_kept():
+        with _sigterm_kept(), partitions_read_once(instance):
             result = job.execute_in_process(
                 partition_key=batch[0] if len(batch) == 1 else None,
                 instance=instance,

@@ -32,6 +32,7 @@ from librarian_dagster.dagster_internals import (
     mark_run_canceling,
     mark_run_failed,
     not_a_connection_retry,
+    partitions_read_once,
     run_start_event,
     sensor_known,
     step_failure,
@@ -254,3 +255,60 @@ def test_an_instance_not_on_postgres_is_left_as_it_is():
     with dg.DagsterInstance.ephemeral() as ephemeral:
         keep_storage_connections(ephemeral)
         _calls(ephemeral)
+
+
+_PARTS = dg.DynamicPartitionsDefinition(name="parts")
+
+
+@dg.asset(partitions_def=_PARTS, backfill_policy=dg.BackfillPolicy.single_run())
+def _ranged(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    for key in context.partition_keys:
+        context.add_asset_metadata({"seen": key}, partition_key=key)
+    return dg.MaterializeResult()
+
+
+def _partition_reads(instance: dg.DagsterInstance, monkeypatch) -> dict[str, int]:
+    """How often the instance's storage is asked for the definition's keys, or for one key."""
+    storage = instance.event_log_storage
+    reads = {"get_dynamic_partitions": 0, "has_dynamic_partition": 0}
+    for name in reads:
+        asked = getattr(storage, name)
+
+        def counted(*args, _asked=asked, _name=name, **kwargs):
+            reads[_name] += 1
+            return _asked(*args, **kwargs)
+
+        monkeypatch.setattr(storage, name, counted)
+    return reads
+
+
+def test_a_range_run_reads_its_dynamic_partitions_once(tmp_path, monkeypatch):
+    keys = [f"k{i}" for i in range(8)]
+    with dg.DagsterInstance.local_temp(str(tmp_path)) as instance:
+        instance.add_dynamic_partitions("parts", keys)
+        job = dg.Definitions(
+            assets=[_ranged], jobs=[dg.define_asset_job("ranged", selection=[_ranged])]
+        ).resolve_job_def("ranged")
+        tags = {
+            "dagster/asset_partition_range_start": keys[0],
+            "dagster/asset_partition_range_end": keys[-1],
+        }
+        plain = _partition_reads(instance, monkeypatch)
+        job.execute_in_process(instance=instance, tags=tags)
+        monkeypatch.undo()
+        once = _partition_reads(instance, monkeypatch)
+        with partitions_read_once(instance):
+            result = job.execute_in_process(instance=instance, tags=tags)
+            instance.add_dynamic_partitions("parts", ["k8"])  # read again after a change
+            assert "k8" in instance.get_dynamic_partitions("parts")
+        assert "get_dynamic_partitions" not in vars(instance)  # the instance's own again
+    # Every key's metadata validated against the partitions, as before.
+    seen = {
+        m.partition: m.metadata["seen"].value
+        for m in result.asset_materializations_for_node("_ranged")
+    }
+    assert seen == {k: k for k in keys}
+    # Without: the keys read and the range's ends checked for each key's metadata.
+    assert plain["get_dynamic_partitions"] >= len(keys)
+    assert plain["has_dynamic_partition"] >= 2 * len(keys)
+    assert once == {"get_dynamic_partitions": 2, "has_dynamic_partition": 0}

@@ -3,6 +3,8 @@
 import logging
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import fields
 from functools import cache
 from pathlib import Path
@@ -18,7 +20,7 @@ from librarian_dagster.core.assembly.providers import (
     make_digester,
     make_embedder,
 )
-from librarian_dagster.core.assembly.store import Store, migrated_url
+from librarian_dagster.core.assembly.store import Store, migrated_url, open_store
 from librarian_dagster.core.digest.schema import Digester
 from librarian_dagster.core.models.embeddings import Embedder
 from librarian_dagster.core.ops import journal
@@ -104,9 +106,12 @@ class _SharedStores:
         self._open: dict[tuple[str, str | None], tuple[Store, int]] = {}
         self._lock = threading.Lock()
 
-    def acquire(self, home: str, url: str | None) -> Store:
+    def acquire(self, home: str, url: str | None, settings: Settings | None = None) -> Store:
+        """The open store, or one opened now: of `settings` when the caller has them, else of
+        the settings the environment gives this home and URL (a run the daemon launched)."""
         with self._lock:
-            store, holders = self._open.get((home, url)) or (_opened(home, url), 0)
+            held = self._open.get((home, url))
+            store, holders = held or (_opened(home, url, settings), 0)
             self._open[(home, url)] = (store, holders + 1)
             return store
 
@@ -122,11 +127,25 @@ class _SharedStores:
 _shared = _SharedStores()
 
 
-def _opened(home: str, url: str | None) -> Store:
+@contextmanager
+def shared_store(settings: Settings) -> Iterator[Store]:
+    """The store of `settings`, open for the block and shared with every run started in it:
+    one `librarian ingest` opens (and migrates) its store once, and its runs' resources take
+    that one instead of each opening, and closing, a pool of their own."""
+    key = (str(settings.home), settings.database_url)
+    store = _shared.acquire(*key, settings)
+    try:
+        yield store
+    finally:
+        _shared.release(*key)
+
+
+def _opened(home: str, url: str | None, settings: Settings | None) -> Store:
     """The store, its search keeping the BM25 postings where every process of this home does
     (a run's recall check maps them instead of loading them all)."""
-    settings = _settings(home, url)
-    return Store(_migrated(home, url), postings_dir=settings.postings_dir)
+    if settings is not None:
+        return open_store(settings)
+    return Store(_migrated(home, url), postings_dir=_settings(home, url).postings_dir)
 
 
 @cache

@@ -46,7 +46,15 @@ from librarian_dagster.core.redaction.rules import (
     url_findings,
 )
 
-__all__ = ["FAMILIES", "Finding", "find_secrets", "redact", "redact_session", "redact_value"]
+__all__ = [
+    "FAMILIES",
+    "Finding",
+    "find_secrets",
+    "find_secrets_many",
+    "redact",
+    "redact_session",
+    "redact_value",
+]
 
 MARKER_PREFIX = "[REDACTED:"
 
@@ -322,6 +330,12 @@ def redact_many(texts: list[str]) -> tuple[list[str], list[list[Finding]]]:
         found.extend(f)
     # Each repeat gets its own findings list, so callers may count and modify them freely.
     return [outs[i] for i in slots], [list(found[i]) for i in slots]
+
+
+def find_secrets_many(texts: list[str]) -> list[list[Finding]]:
+    """`find_secrets` of each text, scanned as `redact_many` scans them (batches, each repeated
+    text once): what the leak check reads of a whole session, about 10^4 strings."""
+    return redact_many(texts)[1]
 
 
 def _redact_batch(texts: list[str]) -> tuple[list[str], list[list[Finding]]]:

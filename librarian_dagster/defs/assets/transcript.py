@@ -23,7 +23,7 @@ from librarian_dagster.core.capture.keys import session_id_of
 from librarian_dagster.core.capture.readers import known_cwds, parse_session
 from librarian_dagster.core.capture.session import UNREADABLE, Session
 from librarian_dagster.core.ops.journal import skipped_text
-from librarian_dagster.core.redaction.scan import find_secrets, redact_session
+from librarian_dagster.core.redaction.scan import find_secrets_many, redact_session
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.defs.assets._common import (
     EXCLUDED,
@@ -233,7 +233,9 @@ def no_secrets_remain(redacted_session: dict[str, Session]) -> dg.AssetCheckResu
     leftovers: Counter[str] = Counter()
     leaking: list[str] = []
     for key, session in redacted_session.items():
-        found = Counter(f.family for text in _strings(session) for f in find_secrets(text))
+        # All its strings scanned together, as the redaction scans them (find_secrets_many):
+        # each string's findings are find_secrets' of it alone, for a fifth of the time.
+        found = Counter(f.family for fs in find_secrets_many(list(_strings(session))) for f in fs)
         if found:
             leaking.append(key)
             leftovers += found
