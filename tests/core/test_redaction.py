@@ -374,14 +374,19 @@ def test_a_key_whose_value_looks_like_the_next_assignment_does_not_hide_it():
 
 def test_a_random_token_is_a_secret_even_where_it_splits_like_a_name_or_holds_a_word():
     # Found by hypothesis: 32 random letters that split like camelCase (Ee NQn Wrqf MU Rssdkpmcya
-    # ...) passed for an identifier, and one that held "todo" for a placeholder.
-    for secret in ("EeNQnWrqfMURssdkpmcyaFaxgkReWQNG", "Bgyf2dJ0TDEmjPDNmLnSmM6uXgTodocG"):
-        out, findings = redact(f"\nclient_secret: {secret}\n")
+    # ...) passed for an identifier, one that held "todo" and one "XXXx" for a placeholder.
+    for key, secret in (("client_secret", "EeNQnWrqfMURssdkpmcyaFaxgkReWQNG"),
+                        ("client_secret", "Bgyf2dJ0TDEmjPDNmLnSmM6uXgTodocG"),
+                        ("DD_API_KEY", "4weYbBayRbF4ZXXXx5Cws471kliwWJDA"),
+                        ("api_key", "abcdef0123456789abcdef01234567xxxx")):  # fmt: skip
+        out, findings = redact(f"\n{key}: {secret}\n")
         assert secret not in out
-        assert [f.family for f in findings] == ["generic_secret"]
+        assert [f.family for f in findings] in (["generic_secret"], ["generic_api_key"])
     # Names and placeholders under such keys are still left alone.
     for kept in ("client_secret: clientSecretFromVault", "token = 'your_token_here'",
-                 "api_key: MOCK_API_KEY", "client_secret: insert-your-secret-here"):  # fmt: skip
+                 "api_key: MOCK_API_KEY", "client_secret: insert-your-secret-here",
+                 "api_key: sk_test_xxxx", "token: xxxx-xxxx-xxxx",
+                 "api_key: XXXXXXXXXXXXXXXXXXXXXXXX"):  # fmt: skip
         out, findings = redact(kept)
         assert out == kept and not findings, findings
 
