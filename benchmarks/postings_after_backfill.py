@@ -33,7 +33,6 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import psutil
 import psycopg
 from _corpus import GOLDEN
 from recall_latency import base_memories, bulk_load, copies, free_port, start_server
@@ -90,16 +89,33 @@ def write_runs(store: Store, rows, folder: Path) -> list[float]:
     return kept
 
 
-def server_case(home: Path, url_db: str, queries: list[str]) -> tuple[object, str, float, float]:
+def resident_mb(pid: int) -> dict[str, float]:
+    """The process's resident memory, MB: all of it, its own (anonymous) pages, and the pages of
+    mapped files (the postings files among them: shared with the page cache, evictable)."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "RssAnon", "RssFile"):
+            fields[key] = int(value.split()[0]) / 1024
+    return {"rss": fields["VmRSS"], "anon": fields["RssAnon"], "file": fields["RssFile"]}
+
+
+def said(mb: dict[str, float]) -> str:
+    return f"resident {mb['rss']:.0f} MB ({mb['anon']:.0f} its own, {mb['file']:.0f} of files)"
+
+
+def server_case(
+    home: Path, url_db: str, queries: list[str]
+) -> tuple[object, str, float, dict[str, float]]:
     port = free_port()
     started = time.perf_counter()
     server = start_server(home, url_db, port)
+    print(f"  listening {time.perf_counter() - started:.1f} s after its start")
     url = f"http://127.0.0.1:{port}"
     first = first_answer(url, started, queries[0])
     for query in queries[1 : 1 + ANSWERS]:
         ask(url, query)
-    rss = psutil.Process(server.pid).memory_info().rss / 2**20
-    return server, url, first, rss
+    return server, url, first, resident_mb(server.pid)
 
 
 def main() -> int:
@@ -182,15 +198,14 @@ def main() -> int:
         )
 
         server, _, cold_first, cold_rss = server_case(tmp / "home-cold", store.url, queries)
-        print(f"before (no file): first answer {cold_first:.1f} s, resident {cold_rss:.0f} MB")
+        print(f"before (no file): first answer {cold_first:.1f} s, {said(cold_rss)}")
         server.terminate()
         server.wait(timeout=30)
 
         server, url, kept_first, kept_rss = server_case(home, store.url, queries)
         servers.append(server)
         print(
-            f"after (files kept by the writer): first answer {kept_first:.1f} s,"
-            f" resident {kept_rss:.0f} MB"
+            f"after (files kept by the writer): first answer {kept_first:.1f} s, {said(kept_rss)}"
         )
 
         start = time.perf_counter()
@@ -199,18 +214,21 @@ def main() -> int:
             more_keeps += write_runs(store, more[at : at + PER_RUN], folder)
             ask(url, queries[at // PER_RUN % len(queries)])
         asked = [ask(url, q) for q in queries[:ANSWERS]]
-        running_rss = psutil.Process(server.pid).memory_info().rss / 2**20
+        running_rss = resident_mb(server.pid)
         print(
-            f"running: {len(more)} more sessions in {len(more_keeps)} runs; resident after"
-            f" {running_rss:.0f} MB; answers {statistics.median(asked) * 1000:.0f} ms median"
+            f"running: {len(more)} more sessions in {len(more_keeps)} runs; after them"
+            f" {said(running_rss)}; answers {statistics.median(asked) * 1000:.0f} ms median"
         )
         print(json.dumps({
             "chunks": chunks, "first_keep_s": round(first_keep, 1),
             "keep_p50_s": round(statistics.median(keeps), 2), "keep_max_s": round(max(keeps), 2),
             "keep_total_s": round(sum(keeps), 1), "runs": len(keeps),
-            "before_first_answer_s": round(cold_first, 1), "before_rss_mb": round(cold_rss),
-            "after_first_answer_s": round(kept_first, 1), "after_rss_mb": round(kept_rss),
-            "running_rss_mb": round(running_rss),
+            "before_first_answer_s": round(cold_first, 1),
+            "before_rss_mb": round(cold_rss["rss"]), "before_anon_mb": round(cold_rss["anon"]),
+            "after_first_answer_s": round(kept_first, 1),
+            "after_rss_mb": round(kept_rss["rss"]), "after_anon_mb": round(kept_rss["anon"]),
+            "running_rss_mb": round(running_rss["rss"]),
+            "running_anon_mb": round(running_rss["anon"]),
             "refresh_mapped_s": round(reads["mapped"], 2),
             "refresh_loaded_s": round(reads["loaded"], 2),
         }))  # fmt: skip
