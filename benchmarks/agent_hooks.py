@@ -28,15 +28,11 @@ import time
 import warnings
 from pathlib import Path
 
+from _ports import free_port
+
 REPO = Path(__file__).resolve().parents[1]
 RUN_HOOK = REPO / "hooks" / "run-hook.sh"
 SESSION = "7f8e9d10-0000-4000-8000-0000000000b1"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def events(repo: Path, agent: str, run: int) -> dict[str, dict]:

@@ -47,6 +47,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from _ports import free_port
+
 from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.readers import parse_session
 from librarian_dagster.core.capture.session import Session
@@ -186,12 +188,6 @@ def ingest(home: Path, stored: list[Stored], env: dict[str, str]) -> None:
         env=env, check=True, stdout=subprocess.DEVNULL,
     )  # fmt: skip
     print(f"ingested {len(stored)} sessions in {time.perf_counter() - started:.0f} s", flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_server(env: dict[str, str], port: int) -> subprocess.Popen:

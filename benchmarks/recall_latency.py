@@ -63,6 +63,7 @@ import numpy as np
 import psutil
 import psycopg
 from _corpus import GOLDEN, unpack_corpus
+from _ports import free_port
 from mcp import Client
 from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
@@ -196,12 +197,6 @@ def bulk_load(store, rows) -> None:
         conn.execute("ANALYZE memories")
         conn.execute("ANALYZE indexed_chunks")
     print(f"loaded in {loaded - start:.1f} s; HNSW index built in {indexed - loaded:.1f} s")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_server(home: Path, database_url: str, port: int) -> subprocess.Popen:
