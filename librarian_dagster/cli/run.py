@@ -428,12 +428,14 @@ def _stop_runs(settings: "Settings", dagster_home: str, children) -> None:
     from librarian_dagster.dead_runs import cancel_for_stop, end_stopped_runs
 
     ended = 0
+    # The embedded database is this machine's alone: its untagged runs were launched here.
+    ran_here = settings.database_url is None
     try:
         with dg.DagsterInstance.from_config(dagster_home) as instance:
             began = time.time()
-            going = cancel_for_stop(instance, untagged_ran_here=settings.database_url is None)
+            going = cancel_for_stop(instance, untagged_ran_here=ran_here)
             _stop_children(children)
-            if settings.database_url is None:
+            if ran_here:
                 ended = end_stopped_runs(instance, going, began)
     except Exception as exc:  # the database went first: the next start marks them failed
         say("alert", f"could not cancel the runs going at the stop: {type(exc).__name__}: {exc}")
