@@ -71,7 +71,7 @@ _IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?:
 
 # A run of x's stands for a value (`sk_test_xxxx`, `AKIAXXXXXXXXXXXXXXXX`, `xxxx-xxxx`) when it is
 # of one case and long, or a good part of the value: a random token holds `XXXx` or `xxxx`
-# beside a digit about once in 30,000 (hypothesis found `4weYbBayRbF4ZXXXx5Cws471kliwWJDA`).
+# beside a digit about once in 100,000 (hypothesis found `4weYbBayRbF4ZXXXx5Cws471kliwWJDA`).
 _X_RUN_RE = re.compile(r"x{4,}|X{4,}")
 
 
