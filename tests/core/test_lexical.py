@@ -270,6 +270,60 @@ def test_each_write_kept_by_the_writer_is_mapped_by_a_new_reader_and_by_a_runnin
             )
 
 
+def _reads_no_ids(monkeypatch) -> None:
+    """Any read of every live chunk id from the store fails the test."""
+
+    def refused(*_args, **_kwargs):
+        raise AssertionError("every live chunk id read from the store")
+
+    monkeypatch.setattr(lexical, "_ids", refused)
+
+
+def test_a_reader_of_files_the_writer_brought_up_to_the_store_reads_no_ids(
+    store, tmp_path, monkeypatch
+):
+    writer = LexicalIndex(tmp_path)
+    for n in range(100):  # a base that a session's chunks do not make rewritten
+        _write(store, f"filler-{n}", [f"filler {n} about nothing much"])
+    for session_id, texts in TEXTS.items():
+        _write(store, session_id, texts)
+    with psycopg.connect(store.url, autocommit=True) as conn:
+        writer.keep(conn)
+    # A session written again (its old chunks gone, still in the base's file), and kept.
+    _write(store, "lock", ["sqlite lock rewritten", "busy timeout"])
+    with psycopg.connect(store.url, autocommit=True) as conn:
+        writer.keep(conn)
+    assert len(list(tmp_path.glob("*.postings"))) == 2
+    with monkeypatch.context() as patched:
+        _reads_no_ids(patched)
+        _loads_nothing(patched)
+        fresh = LexicalIndex(tmp_path)
+        for question in QUESTIONS:  # the old chunks of "lock" not among them
+            _assert_same(_index_scores(store, fresh, question), _sql_scores(store, question))
+    # The store moved on since the record: the ids are read again, and the forgotten left out.
+    store.memories.delete_memory("flaky")
+    with monkeypatch.context() as patched, pytest.raises(AssertionError, match="chunk id"):
+        _reads_no_ids(patched)
+        _index_scores(store, LexicalIndex(tmp_path), "flaky lock test")
+    later = LexicalIndex(tmp_path)
+    for question in QUESTIONS:
+        _assert_same(_index_scores(store, later, question), _sql_scores(store, question))
+    # Kept again: the forgotten chunks among the record's gone ones, read from it alone.
+    with psycopg.connect(store.url, autocommit=True) as conn:
+        writer.keep(conn)
+    with monkeypatch.context() as patched:
+        _reads_no_ids(patched)
+        fresh = LexicalIndex(tmp_path)
+        for question in QUESTIONS:
+            _assert_same(_index_scores(store, fresh, question), _sql_scores(store, question))
+    # A file that is not what the record says: the ids read again.
+    base = postings_file.base_file(tmp_path, writer._store or "")
+    base.write_bytes(base.read_bytes() + b"\0" * 64)
+    with monkeypatch.context() as patched, pytest.raises(AssertionError, match="chunk id"):
+        _reads_no_ids(patched)
+        _index_scores(store, LexicalIndex(tmp_path), "flaky lock test")
+
+
 def test_files_that_hold_the_same_chunks_count_them_once(store, tmp_path):
     for session_id, texts in TEXTS.items():
         _write(store, session_id, texts)

@@ -14,6 +14,12 @@ to a temporary name and renamed, so a reader sees a whole file or none; files ma
 chunks (a chunk id's postings never change), and a reader keeps one copy (core/recall/lexical.py).
 Writers take `writing`'s lock; readers take none.
 
+Beside them, `STORE.live.json`, written by whoever last wrote the files under the lock: the
+store's generation they were brought up to, each file's name and size, and the chunk ids they
+hold whose chunks were gone by then. A reader that finds the store still at that generation and
+those very files knows which chunks are live without reading every id from the store (0.4 s at a
+million chunks, most of a new recall server's first answer).
+
 Layout: 8 bytes of magic, the header's length (8 bytes, little-endian), the header as JSON (the
 store, the session and model names the rows are numbered by, each array's dtype, offset and
 length), then the arrays, each at an offset that is a multiple of 64.
@@ -125,6 +131,42 @@ def files(folder: Path, store: str) -> list[Path]:
     return ([base] if base.exists() else []) + segments
 
 
+def record_file(folder: Path, store: str) -> Path:
+    """Where the files' record is kept: what they hold as of which generation."""
+    return folder / f"{store}.live.json"
+
+
+def write_record(
+    folder: Path, store: str, generation: int, held: Mapping[str, int], dead: np.ndarray
+) -> None:
+    """Record that the store at `generation` is what the files named in `held` (with their
+    sizes) hold, less the chunk ids `dead`; atomically, as the files are written."""
+    path = record_file(folder, store)
+    body = json.dumps({"generation": generation, "files": dict(held), "dead": dead.tolist()})
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(body)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def read_record(folder: Path, store: str) -> tuple[int, dict[str, int], np.ndarray] | None:
+    """The generation, files (name: size) and dead ids last recorded; None when there is none
+    or it cannot be read."""
+    try:
+        found = json.loads(record_file(folder, store).read_text(encoding="utf-8"))
+        return (
+            int(found["generation"]),
+            {str(k): int(v) for k, v in found["files"].items()},
+            np.array(found["dead"], dtype=np.int64),
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
 def lock(folder: Path, store: str, wait: bool) -> BinaryIO | None:
     """The store's writers' lock, held until the file returned is closed; None while another
     process holds it, unless `wait`. Only its holder writes or deletes the store's files."""
@@ -150,6 +192,7 @@ def delete_all(folder: Path) -> int:
             for path in files(folder, store):
                 path.unlink(missing_ok=True)
                 deleted += 1
+            record_file(folder, store).unlink(missing_ok=True)
         finally:
             if held is not None:
                 held.close()

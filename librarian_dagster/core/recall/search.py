@@ -8,6 +8,7 @@ boosts (core/recall/ranking.py), the relevance judged against the space's backgr
 names, error strings) that developers type and that a small embedding model blurs.
 """
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -216,10 +217,14 @@ class Search:
         A long-lived reader (the recall server) calls it at start; at 100,000 chunks it takes
         a few seconds, which the first question would otherwise wait for.
         """
-        load_word_lists()
+        # The word lists (Python's own work) are read while the refresh waits on the store:
+        # at a million chunks each takes about half a second.
+        words = threading.Thread(target=load_word_lists, daemon=True)
+        words.start()
         with self._db.connection() as conn:
             row = conn.execute("SELECT generation FROM chunk_stats").fetchone()
             self._lexical.refresh(conn, row["generation"] if row else 0)
+        words.join()
 
     def keep_postings(self) -> None:
         """Bring the BM25 postings kept between processes up to the store (the `memory` stage
