@@ -219,13 +219,17 @@ def test_a_new_process_maps_the_kept_postings_and_catches_up_with_the_store(stor
     assert isinstance(again._segments[0].postings, PackedPostings)
 
 
-def _loads_nothing(monkeypatch) -> None:
-    """Any load of postings from the store fails the test."""
+def _refuse(monkeypatch, name: str, what: str) -> None:
+    """Any call of lexical's `name` fails the test, saying `what` was done."""
 
     def refused(*_args, **_kwargs):
-        raise AssertionError("postings loaded from the store")
+        raise AssertionError(what)
 
-    monkeypatch.setattr(lexical, "_load_segment", refused)
+    monkeypatch.setattr(lexical, name, refused)
+
+
+def _loads_nothing(monkeypatch) -> None:
+    _refuse(monkeypatch, "_load_segment", "postings loaded from the store")
 
 
 def test_each_write_kept_by_the_writer_is_mapped_by_a_new_reader_and_by_a_running_one(
@@ -271,12 +275,7 @@ def test_each_write_kept_by_the_writer_is_mapped_by_a_new_reader_and_by_a_runnin
 
 
 def _reads_no_ids(monkeypatch) -> None:
-    """Any read of every live chunk id from the store fails the test."""
-
-    def refused(*_args, **_kwargs):
-        raise AssertionError("every live chunk id read from the store")
-
-    monkeypatch.setattr(lexical, "_ids", refused)
+    _refuse(monkeypatch, "_ids", "every live chunk id read from the store")
 
 
 def test_a_reader_of_files_the_writer_brought_up_to_the_store_reads_no_ids(
