@@ -36,6 +36,7 @@ from librarian_dagster.dagster_internals import (
     mark_run_failed,
     not_a_connection_retry,
     partitions_read_once,
+    reload_daemon_workspace_every,
     run_start_event,
     sensor_known,
     share_instance_across_ticks,
@@ -383,3 +384,15 @@ def test_the_code_server_watch_reads_its_interval_when_started(monkeypatch):
     assert "watch_interval" in _params(server_watcher.create_grpc_watch_thread)
     source = inspect.getsource(server_watcher.watch_grpc_server_thread)
     assert '"watch_interval", WATCH_INTERVAL' in source
+
+
+def test_the_daemon_reads_its_workspace_reload_interval_at_each_check(monkeypatch):
+    from dagster._daemon import controller
+
+    monkeypatch.setattr(
+        controller, "RELOAD_WORKSPACE_INTERVAL", controller.RELOAD_WORKSPACE_INTERVAL
+    )
+    reload_daemon_workspace_every(600.0)
+    assert controller.RELOAD_WORKSPACE_INTERVAL == 600.0
+    source = inspect.getsource(controller.DagsterDaemonController.check_workspace_freshness)
+    assert "> RELOAD_WORKSPACE_INTERVAL" in source
