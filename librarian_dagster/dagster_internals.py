@@ -229,6 +229,9 @@ class _KeptInstance:
                 self._ref, self._instance = ref, instance
             return self._instance
 
+    def current(self) -> dg.DagsterInstance | None:
+        return self._instance
+
     def close(self) -> None:
         with self._lock:
             if self._instance is not None:
@@ -237,6 +240,12 @@ class _KeptInstance:
 
 
 _kept_for_sensors = _KeptInstance()
+
+
+def shares_instance_across_ticks(instance: dg.DagsterInstance | None) -> bool:
+    """Whether `instance` is the one this process's sensor ticks share
+    (`share_instance_across_ticks`): a tick of the code server, not a test's own context."""
+    return instance is not None and instance is _kept_for_sensors.current()
 
 
 def share_instance_across_ticks(sensors: Iterable[dg.SensorDefinition]) -> None:
