@@ -406,6 +406,24 @@ def reload_daemon_workspace_every(seconds: float) -> None:
     controller.RELOAD_WORKSPACE_INTERVAL = seconds
 
 
+SENSOR_LOOP_S = 10.0
+"""How often the daemon `librarian up` starts looks for sensors due (Dagster: every 5 s)."""
+
+
+def loop_sensors_every(seconds: float) -> None:
+    """Let this process's sensor daemon look for sensors due every `seconds`.
+
+    `dagster._daemon.sensor.MIN_INTERVAL_LOOP_TIME`, which the sensor loop reads after each pass;
+    no setting gives it. Each pass reads every sensor's state (two catalog queries and a select,
+    dagster's schedule storage checks its tables each time), whatever the sensors' intervals:
+    every 5 s, a sixth of the daemon's CPU. Every sensor's interval is a multiple of 10 s, so
+    each still ticks on time.
+    """
+    from dagster._daemon import sensor
+
+    sensor.MIN_INTERVAL_LOOP_TIME = seconds
+
+
 def run_daemon(workspace: str) -> None:
     """What `dagster-daemon run -w workspace` does, on an instance whose storages keep their
     connections (`keep_storage_connections`), until interrupted.
@@ -420,6 +438,7 @@ def run_daemon(workspace: str) -> None:
 
     watch_code_servers_every(CODE_SERVER_WATCH_S)
     reload_daemon_workspace_every(DAEMON_WORKSPACE_RELOAD_S)
+    loop_sensors_every(SENSOR_LOOP_S)
     with dg.DagsterInstance.get() as instance:
         keep_storage_connections(instance)
         target = WorkspaceFileTarget(paths=[workspace])

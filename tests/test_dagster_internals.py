@@ -31,6 +31,7 @@ from librarian_dagster.dagster_internals import (
     interrupted,
     keep_storage_connections,
     last_good_sensor_tick,
+    loop_sensors_every,
     mark_run_canceled,
     mark_run_canceling,
     mark_run_failed,
@@ -396,3 +397,13 @@ def test_the_daemon_reads_its_workspace_reload_interval_at_each_check(monkeypatc
     assert controller.RELOAD_WORKSPACE_INTERVAL == 600.0
     source = inspect.getsource(controller.DagsterDaemonController.check_workspace_freshness)
     assert "> RELOAD_WORKSPACE_INTERVAL" in source
+
+
+def test_the_sensor_loop_reads_its_pause_after_each_pass(monkeypatch):
+    from dagster._daemon import sensor
+
+    monkeypatch.setattr(sensor, "MIN_INTERVAL_LOOP_TIME", sensor.MIN_INTERVAL_LOOP_TIME)
+    loop_sensors_every(10.0)
+    assert sensor.MIN_INTERVAL_LOOP_TIME == 10.0
+    source = inspect.getsource(sensor.execute_sensor_iteration_loop)
+    assert "MIN_INTERVAL_LOOP_TIME - loop_duration" in source
