@@ -3,8 +3,10 @@ two processes share is counted once between them) and the CPU each uses, Postgre
 
 Starts `librarian up` on `--home` (a store already ingested, not in use; else a new empty one),
 waits until it has started and no run has gone for `--settle` seconds, then samples every
-process of `up`'s tree and the embedded PostgreSQL's for `--seconds`. Prints the figures by role
-(PSS in MB, CPU as a share of one core over the window) as JSON, then as a markdown table.
+process of `up`'s tree and the embedded PostgreSQL's for `--seconds`, and the server processes
+of the connections opened and closed meanwhile (the postmaster's ended children: a client that
+connects for each query pays there). Prints the figures by role (PSS in MB, CPU as a share of
+one core over the window) as JSON, then as a markdown table.
 
     uv run python benchmarks/idle.py [--home H] [--seconds 60] [--settle 60]
 """
@@ -59,14 +61,31 @@ def role(proc: psutil.Process) -> str:
     return line[:60]
 
 
+def postmaster(pgdata: Path) -> psutil.Process | None:
+    try:
+        return psutil.Process(int((pgdata / "postmaster.pid").read_text().split("\n", 1)[0]))
+    except (OSError, ValueError, psutil.Error):
+        return None
+
+
 def processes(up: psutil.Process, pgdata: Path) -> list[psutil.Process]:
     found = [up, *up.children(recursive=True)]
-    try:
-        master = psutil.Process(int((pgdata / "postmaster.pid").read_text().split("\n", 1)[0]))
+    master = postmaster(pgdata)
+    if master is not None:
         found += [master, *master.children(recursive=True)]
-    except (OSError, ValueError, psutil.Error):
-        pass
     return list({p.pid: p for p in found}.values())
+
+
+def reaped_cpu(master: psutil.Process | None) -> float:
+    """CPU seconds of the postmaster's children that have ended: a server process per
+    connection, so a client that connects for each query costs here, not in its own row."""
+    if master is None:
+        return 0.0
+    try:
+        times = master.cpu_times()
+    except psutil.Error:
+        return 0.0
+    return times.children_user + times.children_system
 
 
 def runs_going(up: psutil.Process) -> bool:
@@ -116,9 +135,14 @@ def main() -> int:
                 quiet_since = time.monotonic()
             time.sleep(2)
         watched = processes(up, home / "pgdata")
+        master = postmaster(home / "pgdata")
         before = {p.pid: sum(p.cpu_times()[:2]) for p in watched}
+        reaped_before = reaped_cpu(master)
         time.sleep(args.seconds)
         rows: dict[str, list[float]] = {}
+        # Connections opened and closed within the window: not in any process's row above.
+        reaped = reaped_cpu(master) - reaped_before
+        rows["postgresql, connections that came and went"] = [0, 0.0, 100 * reaped / args.seconds]
         for p in watched:
             try:
                 cpu = sum(p.cpu_times()[:2]) - before[p.pid]

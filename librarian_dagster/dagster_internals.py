@@ -8,7 +8,8 @@ dead-run sweep, the capture-gap alert or `librarian ingest`'s messages.
 """
 
 import logging
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -209,6 +210,74 @@ def dispose_instance(instance: dg.DagsterInstance) -> None:
     instance.dispose()
 
 
+class _KeptInstance:
+    """The instance this process's sensor ticks share: built once from the daemon's
+    `InstanceRef`, its connections kept (`keep_storage_connections`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ref: object = None
+        self._instance: dg.DagsterInstance | None = None
+
+    def of(self, ref: object) -> dg.DagsterInstance:
+        with self._lock:
+            # One daemon, one ref, for the code server's life; another ref (a test's, another
+            # daemon's) gets its own, and the one before is left to the ticks still using it.
+            if self._instance is None or self._ref != ref:
+                instance = dg.DagsterInstance.from_ref(ref)  # pyright: ignore[reportArgumentType]
+                keep_storage_connections(instance)
+                self._ref, self._instance = ref, instance
+            return self._instance
+
+    def current(self) -> dg.DagsterInstance | None:
+        return self._instance
+
+    def close(self) -> None:
+        with self._lock:
+            if self._instance is not None:
+                dispose_instance(self._instance)
+            self._ref = self._instance = None
+
+
+_kept_for_sensors = _KeptInstance()
+
+
+def shares_instance_across_ticks(instance: dg.DagsterInstance | None) -> bool:
+    """Whether `instance` is the one this process's sensor ticks share
+    (`share_instance_across_ticks`): a tick of the code server, not a test's own context."""
+    return instance is not None and instance is _kept_for_sensors.current()
+
+
+def share_instance_across_ticks(sensors: Iterable[dg.SensorDefinition]) -> None:
+    """Let every tick of these sensors in this process use one instance, kept, instead of a new
+    one per tick.
+
+    The code server evaluates a tick in a `SensorEvaluationContext` made from the daemon's
+    `InstanceRef`; the first use of its `instance`, or of its `resources` (built with the
+    instance, even by sensors whose resources never touch it), builds a `DagsterInstance` from
+    the ref: three storages, each checking its tables over a new connection, then a connection
+    for every call (NullPool, decision 0029). About 8 server processes a tick, 60 a minute
+    over the sensors' ticks, a fifth of idle `up`'s CPU (decision 0043). No public API hands a
+    tick an instance, so: `SensorDefinition._evaluation_fn`, what `evaluate_tick` calls with the
+    context (wrapped here, once), and `SensorEvaluationContext._instance`, what `instance` and
+    `resources` read before they build one (set here when unset: a test's
+    `build_sensor_context(instance=...)` keeps its own).
+    """
+    for sensor in sensors:
+        evaluate = sensor._evaluation_fn
+        if getattr(evaluate, "shares_instance", False):
+            continue
+
+        def with_kept_instance(context, _evaluate=evaluate):
+            ref = context.instance_ref
+            if context._instance is None and ref is not None:
+                context._instance = _kept_for_sensors.of(ref)
+            return _evaluate(context)
+
+        with_kept_instance.shares_instance = True  # pyright: ignore[reportFunctionMemberAccess]
+        sensor._evaluation_fn = with_kept_instance  # pyright: ignore[reportAttributeAccessIssue]
+
+
 def _sensor_states(instance: dg.DagsterInstance, name: str):
     # The instance's scheduling API (the one the UI's sensor page reads): the sensor's stored
     # state, which exists once the daemon has evaluated it or a user has turned it on or off.
@@ -300,6 +369,61 @@ def not_a_connection_retry(record: logging.LogRecord) -> bool:
     return not str(record.msg).startswith(CONNECTION_RETRY_LOG)
 
 
+CODE_SERVER_WATCH_S = 10.0
+"""How often the daemon and the webserver `librarian up` starts ask the code server whether it
+was started again (Dagster's own: every second)."""
+
+
+def watch_code_servers_every(seconds: float) -> None:
+    """Let this process's workspace ask each code server for its id every `seconds`.
+
+    `dagster._grpc.server_watcher.WATCH_INTERVAL`, which `watch_grpc_server_thread` reads when a
+    workspace starts a server's watch without an interval, as every workspace does (no setting
+    or workspace field gives one). Every second from the daemon and from the webserver, each
+    call 1.3 ms of the code server's CPU and about as much of the caller's: a quarter of idle
+    `up`'s CPU, to learn within a second, not ten, that `up` started the code server again.
+    """
+    from dagster._grpc import server_watcher
+
+    server_watcher.WATCH_INTERVAL = seconds
+
+
+DAEMON_WORKSPACE_RELOAD_S = 600.0
+"""How often the daemon `librarian up` starts reloads its whole workspace (Dagster: every 60 s)."""
+
+
+def reload_daemon_workspace_every(seconds: float) -> None:
+    """Let this process's daemon reload its workspace (each code server's whole definitions,
+    over gRPC) every `seconds`.
+
+    `dagster._daemon.controller.RELOAD_WORKSPACE_INTERVAL`, which the daemon's controller reads
+    at each check of its threads; no setting gives it. Each reload cost the daemon and the code
+    server 35 ms of CPU each, a minute, to catch a code server that changed, which the server
+    watch (`watch_code_servers_every`) already reports within 10 s.
+    """
+    from dagster._daemon import controller
+
+    controller.RELOAD_WORKSPACE_INTERVAL = seconds
+
+
+SENSOR_LOOP_S = 10.0
+"""How often the daemon `librarian up` starts looks for sensors due (Dagster: every 5 s)."""
+
+
+def loop_sensors_every(seconds: float) -> None:
+    """Let this process's sensor daemon look for sensors due every `seconds`.
+
+    `dagster._daemon.sensor.MIN_INTERVAL_LOOP_TIME`, which the sensor loop reads after each pass;
+    no setting gives it. Each pass reads every sensor's state (two catalog queries and a select,
+    dagster's schedule storage checks its tables each time), whatever the sensors' intervals:
+    every 5 s, a sixth of the daemon's CPU. Every sensor's interval is a multiple of 10 s, so
+    each still ticks on time.
+    """
+    from dagster._daemon import sensor
+
+    sensor.MIN_INTERVAL_LOOP_TIME = seconds
+
+
 def run_daemon(workspace: str) -> None:
     """What `dagster-daemon run -w workspace` does, on an instance whose storages keep their
     connections (`keep_storage_connections`), until interrupted.
@@ -312,6 +436,9 @@ def run_daemon(workspace: str) -> None:
     from dagster._core.workspace.load_target import WorkspaceFileTarget
     from dagster._daemon.controller import daemon_controller_from_instance
 
+    watch_code_servers_every(CODE_SERVER_WATCH_S)
+    reload_daemon_workspace_every(DAEMON_WORKSPACE_RELOAD_S)
+    loop_sensors_every(SENSOR_LOOP_S)
     with dg.DagsterInstance.get() as instance:
         keep_storage_connections(instance)
         target = WorkspaceFileTarget(paths=[workspace])

@@ -11,6 +11,7 @@ from pathlib import Path
 import dagster as dg
 
 from librarian_dagster.core.settings import Settings
+from librarian_dagster.dagster_internals import share_instance_across_ticks
 from librarian_dagster.defs.checks import MEMORY, memory_freshness
 from librarian_dagster.defs.resources import build_resources
 
@@ -28,6 +29,7 @@ def build_definitions(settings: Settings) -> dg.Definitions:
             defs = defs.map_asset_specs(
                 func=lambda s: dg.apply_freshness_policy(s, freshness) if s.key == MEMORY else s
             )
+    share_instance_across_ticks(defs.sensors or ())
     return defs
 
 

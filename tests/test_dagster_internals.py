@@ -8,9 +8,11 @@ import logging
 import os
 
 import dagster as dg
+import dagster._grpc.server_watcher as server_watcher
 import psycopg
 import pytest
 import sqlalchemy.exc
+from dagster._core.definitions.sensor_definition import SensorEvaluationContext
 from dagster._core.scheduler.instigation import (
     InstigatorState,
     InstigatorTick,
@@ -20,6 +22,7 @@ from dagster._core.scheduler.instigation import (
 from dagster._core.storage.event_log.base import EventLogStorage
 from dagster_postgres.utils import DagsterPostgresException, retry_pg_connection_fn
 
+from librarian_dagster import dagster_internals
 from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
 from librarian_dagster.dagster_internals import (
     CONNECTION_RETRY_LOG,
@@ -28,16 +31,20 @@ from librarian_dagster.dagster_internals import (
     interrupted,
     keep_storage_connections,
     last_good_sensor_tick,
+    loop_sensors_every,
     mark_run_canceled,
     mark_run_canceling,
     mark_run_failed,
     not_a_connection_retry,
     partitions_read_once,
+    reload_daemon_workspace_every,
     run_start_event,
     sensor_known,
+    share_instance_across_ticks,
     step_failure,
     tag_run,
     uses_default_run_launcher,
+    watch_code_servers_every,
 )
 from tests.helpers import connections_made, connections_open, make_settings
 
@@ -312,3 +319,91 @@ def test_a_range_run_reads_its_dynamic_partitions_once(tmp_path, monkeypatch):
     assert plain["get_dynamic_partitions"] >= len(keys)
     assert plain["has_dynamic_partition"] >= 2 * len(keys)
     assert once == {"get_dynamic_partitions": 2, "has_dynamic_partition": 0}
+
+
+class _Thing(dg.ConfigurableResource):
+    name: str = "thing"
+
+
+@dg.sensor(name="_looks")
+def _looks(context: dg.SensorEvaluationContext, thing: _Thing):
+    context.instance.get_runs(limit=1)
+    return dg.SkipReason(f"{thing.name} {id(context.instance)}")
+
+
+@dg.run_failure_sensor(name="_hears")
+def _hears(context: dg.RunFailureSensorContext, thing: _Thing):
+    pass
+
+
+def _tick(sensor: dg.SensorDefinition, ref) -> int:
+    """A tick as the code server evaluates one (dagster/_grpc/impl.py): a context of the
+    daemon's InstanceRef; the id of the instance it used."""
+    with SensorEvaluationContext(
+        ref, last_tick_completion_time=None, last_run_key=None, cursor=None, log_key=None,
+        repository_name=None, sensor_name=sensor.name, resources={"thing": _Thing()},
+    ) as context:  # fmt: skip
+        sensor.evaluate_tick(context)
+        return id(context.instance)
+
+
+def test_sensor_ticks_share_one_kept_instance(tmp_path, database_url, monkeypatch):
+    settings = make_settings(tmp_path, database_url)
+    home = prepare_dagster_home(settings)["DAGSTER_HOME"]
+    kept = dagster_internals._KeptInstance()
+    monkeypatch.setattr(dagster_internals, "_kept_for_sensors", kept)
+    with dg.DagsterInstance.from_config(home) as daemons:
+        ref = daemons.get_ref()
+        # As Dagster has it: every tick builds an instance, its storages each connecting.
+        before = connections_made(database_url)
+        _tick(_looks, ref)
+        assert connections_made(database_url) - before >= 4
+        share_instance_across_ticks([_looks, _hears])
+        share_instance_across_ticks([_looks])  # wrapped once
+        try:
+            first = _tick(_looks, ref)
+            assert _tick(_hears, ref) == first  # a run status sensor reads the same one
+            before = connections_made(database_url)
+            assert _tick(_looks, ref) == _tick(_hears, ref) == first
+            assert connections_made(database_url) - before <= 1  # the count's own
+        finally:
+            kept.close()
+    # A test's context with an instance of its own keeps it.
+    with (
+        dg.DagsterInstance.ephemeral() as own,
+        dg.build_sensor_context(instance=own, resources={"thing": _Thing()}) as context,
+    ):
+        _looks.evaluate_tick(context)
+        assert context.instance is own
+
+
+def test_the_code_server_watch_reads_its_interval_when_started(monkeypatch):
+    monkeypatch.setattr(server_watcher, "WATCH_INTERVAL", server_watcher.WATCH_INTERVAL)
+    watch_code_servers_every(10.0)
+    assert server_watcher.WATCH_INTERVAL == 10.0
+    # The workspace starts each watch with no interval of its own: the module's is read then.
+    assert "watch_interval" in _params(server_watcher.create_grpc_watch_thread)
+    source = inspect.getsource(server_watcher.watch_grpc_server_thread)
+    assert '"watch_interval", WATCH_INTERVAL' in source
+
+
+def test_the_daemon_reads_its_workspace_reload_interval_at_each_check(monkeypatch):
+    from dagster._daemon import controller
+
+    monkeypatch.setattr(
+        controller, "RELOAD_WORKSPACE_INTERVAL", controller.RELOAD_WORKSPACE_INTERVAL
+    )
+    reload_daemon_workspace_every(600.0)
+    assert controller.RELOAD_WORKSPACE_INTERVAL == 600.0
+    source = inspect.getsource(controller.DagsterDaemonController.check_workspace_freshness)
+    assert "> RELOAD_WORKSPACE_INTERVAL" in source
+
+
+def test_the_sensor_loop_reads_its_pause_after_each_pass(monkeypatch):
+    from dagster._daemon import sensor
+
+    monkeypatch.setattr(sensor, "MIN_INTERVAL_LOOP_TIME", sensor.MIN_INTERVAL_LOOP_TIME)
+    loop_sensors_every(10.0)
+    assert sensor.MIN_INTERVAL_LOOP_TIME == 10.0
+    source = inspect.getsource(sensor.execute_sensor_iteration_loop)
+    assert "MIN_INTERVAL_LOOP_TIME - loop_duration" in source

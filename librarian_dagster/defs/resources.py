@@ -31,7 +31,10 @@ from librarian_dagster.core.settings import ANTHROPIC_KEY_VARIABLE, Settings, de
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.core.store.memories import Memories
 from librarian_dagster.core.store.pool import Database
-from librarian_dagster.dagster_internals import keep_storage_connections
+from librarian_dagster.dagster_internals import (
+    keep_storage_connections,
+    shares_instance_across_ticks,
+)
 from librarian_dagster.defs.staging import StagingIOManager
 
 
@@ -55,6 +58,11 @@ class StoreResource(dg.ConfigurableResource):
             # would open a connection for each of its hundreds of storage calls (decision 0029).
             keep_storage_connections(context.instance)
         self._store = _shared.acquire(self.home, self.database_url)
+        if context.run is None and shares_instance_across_ticks(context.instance):
+            # A tick of the code server's sensors: the store stays open for the next one, as the
+            # instance does, where each tick opened a pool (a connection, pgvector's types read)
+            # and closed it, three times a minute (decision 0043).
+            _shared.keep(self.home, self.database_url)
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         if self._store is not None:
@@ -104,6 +112,7 @@ class _SharedStores:
 
     def __init__(self) -> None:
         self._open: dict[tuple[str, str | None], tuple[Store, int]] = {}
+        self._kept: set[tuple[str, str | None]] = set()
         self._lock = threading.Lock()
 
     def acquire(self, home: str, url: str | None, settings: Settings | None = None) -> Store:
@@ -114,6 +123,15 @@ class _SharedStores:
             store, holders = held or (_opened(home, url, settings), 0)
             self._open[(home, url)] = (store, holders + 1)
             return store
+
+    def keep(self, home: str, url: str | None) -> None:
+        """Hold the store open until this process ends (once per store): one more holder that
+        never releases it."""
+        with self._lock:
+            if (home, url) in self._kept:
+                return
+            self._kept.add((home, url))
+        self.acquire(home, url)
 
     def release(self, home: str, url: str | None) -> None:
         with self._lock:

@@ -8,6 +8,7 @@ from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.definitions import build_definitions
+from librarian_dagster.defs.resources import StoreResource, _shared
 from librarian_dagster.ingest import ingest_sessions, open_instance
 from tests.helpers import connections_made, connections_open, make_settings, write_transcript
 
@@ -81,3 +82,42 @@ def test_a_run_keeps_the_storage_connections_of_an_instance_built_as_a_worker_bu
         instance.get_runs(limit=1)
     assert connections_made(database_url) - before <= 1
     dispose_instance(instance)
+
+
+@dg.sensor(name="_reads_the_store")
+def _reads_the_store(context: dg.SensorEvaluationContext, store: StoreResource):
+    store.database()
+    return dg.SkipReason("read")
+
+
+def test_the_code_servers_sensor_ticks_keep_one_store_open(tmp_path, database_url, monkeypatch):
+    from dagster._core.definitions.sensor_definition import SensorEvaluationContext
+
+    from librarian_dagster import dagster_internals
+    from librarian_dagster.dagster_internals import share_instance_across_ticks
+
+    settings = make_settings(tmp_path, database_url)
+    kept = dagster_internals._KeptInstance()
+    monkeypatch.setattr(dagster_internals, "_kept_for_sensors", kept)
+    share_instance_across_ticks([_reads_the_store])
+    resource = StoreResource(home=str(settings.home), database_url=database_url)
+
+    def tick() -> None:  # as the code server evaluates one (dagster/_grpc/impl.py)
+        with SensorEvaluationContext(
+            ref, last_tick_completion_time=None, last_run_key=None, cursor=None, log_key=None,
+            repository_name=None, sensor_name="_reads_the_store", resources={"store": resource},
+        ) as context:  # fmt: skip
+            _reads_the_store.evaluate_tick(context)
+
+    with dg.DagsterInstance.from_config(prepare_dagster_home(settings)["DAGSTER_HOME"]) as daemons:
+        ref = daemons.get_ref()
+        try:
+            tick()
+            before = connections_made(database_url)
+            for _ in range(3):
+                tick()
+            assert connections_made(database_url) - before <= 1  # the count's own
+        finally:
+            kept.close()
+            _shared.release(str(settings.home), database_url)  # what keep held
+    assert connections_open(database_url, until_none=10) == 0

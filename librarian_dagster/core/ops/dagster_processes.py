@@ -66,8 +66,9 @@ class DagsterProcesses:
                 # fails to load shows its error in the UI rather than ending the server.
                 "--lazy-load-user-code", "--log-level", "warning",
                 "--location-name", LOCATION, "--module-name", DEFINITIONS_MODULE]  # fmt: skip
-        webserver = [*python, "dagster_webserver", "-h", "127.0.0.1", "-p", str(self.ui_port),
-                     "-w", str(self.workspace)]  # fmt: skip
+        # Dagster's webserver, watching the code server every 10 s (dagster_webserver.py).
+        webserver = [*python, "librarian_dagster.dagster_webserver", "-h", "127.0.0.1",
+                     "-p", str(self.ui_port), "-w", str(self.workspace)]  # fmt: skip
         # Dagster's daemon, its storage connections kept (librarian_dagster/dagster_daemon.py).
         daemon = [*python, "librarian_dagster.dagster_daemon", str(self.workspace)]
         return [(CODE_SERVER, code), (WEBSERVER, webserver), (DAEMON, daemon)]
