@@ -188,7 +188,6 @@ def cmd_up(args: argparse.Namespace) -> int:
         # server outlives every child's own start and stop, and stops when `up` exits.
         url = migrated_url(settings)
         env = _child_env(settings, args)
-        _end_dead_runs(settings, env["DAGSTER_HOME"])
         _print_journal(settings, stopping)
         dagster = DagsterProcesses.create(args.ui_port)
         start = _Starter(dict(_child_commands(args, dagster)), env, logs, dagster,
@@ -405,19 +404,6 @@ def _full(home: Path) -> str | None:
     except OSError as exc:
         return exc.strerror or type(exc).__name__
     return f"{free / 2**20:.0f} MB free" if free < MIN_FREE_BYTES else None
-
-
-def _end_dead_runs(settings: "Settings", dagster_home: str) -> None:
-    """Runs a killed `up` or run worker left STARTED are ended before the daemon starts.
-
-    Before it, so that its run retries see them fail and run them again (dead_runs.py).
-    """
-    import dagster as dg  # here: every `librarian` command imports this module
-
-    from librarian_dagster.dead_runs import report_dead_runs
-
-    with dg.DagsterInstance.from_config(dagster_home) as instance:
-        report_dead_runs(instance, settings, "librarian up")
 
 
 def _stop_runs(settings: "Settings", dagster_home: str, children) -> None:

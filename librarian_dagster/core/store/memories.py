@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 import psycopg
 from psycopg import sql
 from psycopg.rows import class_row
@@ -27,7 +28,6 @@ from librarian_dagster.core.store.queries import (
     NO_FILTERS,
     SearchFilters,
     filter_sql,
-    vector_literal,
 )
 from librarian_dagster.core.store.rows import (
     MemoryRecord,
@@ -125,17 +125,19 @@ class Memories:
             conn.execute(_INSERT_MEMORY, params)
             if chunks:
                 with conn.cursor() as cur:
+                    # Vectors in pgvector's binary form (its adapter, `configure`): neither
+                    # side prints or parses 384 decimals a chunk.
                     cur.executemany(
                         """
                         INSERT INTO indexed_chunks (session_id, section, position, text,
                             embedding, embedding_model, embedding_dim)
-                        VALUES (%s, %s, %s, %s, %s::vector, %s, %s)
+                        VALUES (%s, %s, %s, %s, %b, %s, %s)
                         """,
                         [
                             (
                                 memory.session_id, c.section, c.position, c.text,
-                                vector_literal(c.embedding), memory.embedding_model,
-                                len(c.embedding),
+                                np.asarray(c.embedding, dtype=np.float32),
+                                memory.embedding_model, len(c.embedding),
                             )
                             for c in chunks
                         ],
