@@ -109,7 +109,11 @@ class PackedPostings(Mapping[str, tuple[np.ndarray, np.ndarray]]):
         return len(self._word_starts) - 1
 
     def items(self) -> Iterator[tuple[str, tuple[np.ndarray, np.ndarray]]]:  # type: ignore[override]
-        return ((self._word(i).decode(), self._slice(i)) for i in range(len(self)))
+        # Every posting (a merge's): read whole once, not a read per lexeme.
+        rows, tf, starts = np.asarray(self._rows), np.asarray(self._tf), self._starts
+        for i in range(len(self)):
+            start, end = int(starts[i]), int(starts[i + 1])
+            yield self._word(i).decode(), (rows[start:end], tf[start:end])
 
 
 def base_file(folder: Path, store: str) -> Path:
