@@ -205,7 +205,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     finally:
         stopping.set()
         # The runs going are ended as canceled through the database, when it can take writes.
-        if children and env and not any(w.down or w.lost for w in watches):
+        if (
+            children
+            and env
+            and not any(w.down or w.lost for w in watches)
+            and _runs_going(children)
+        ):
             _stop_runs(settings, env["DAGSTER_HOME"], children)
         else:
             _stop_children(children)
@@ -404,6 +409,20 @@ def _full(home: Path) -> str | None:
     except OSError as exc:
         return exc.strerror or type(exc).__name__
     return f"{free / 2**20:.0f} MB free" if free < MIN_FREE_BYTES else None
+
+
+def _runs_going(children: list[tuple[str, subprocess.Popen]]) -> bool:
+    """Whether the code server has a run worker (its child, under the DefaultRunLauncher) that
+    may be running a run: else a stop has no run to cancel, and skips importing Dagster for it,
+    which `up` no longer holds (decision 0043): a second or two of every stop."""
+    import psutil  # here, not at the top: every `librarian` command imports this module
+
+    from librarian_dagster.core.ops.dagster_processes import CODE_SERVER
+
+    try:
+        return any(psutil.Process(p.pid).children() for name, p in children if name == CODE_SERVER)
+    except psutil.Error:
+        return True  # unknown: cancel what the database says is going
 
 
 def _stop_runs(settings: "Settings", dagster_home: str, children) -> None:

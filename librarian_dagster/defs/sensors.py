@@ -14,6 +14,7 @@ from librarian_dagster.core.capture.mirror import (
 from librarian_dagster.core.capture.readers import discover
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.defs.jobs import ingest_session_job
+from librarian_dagster.defs.monitoring import RERUN_FOR_S, stopped_reruns
 from librarian_dagster.defs.partitions import (
     SESSIONS,
     keys_by_session,
@@ -36,7 +37,7 @@ def mirror_sensor(
     memories: MemoriesResource,
 ):
     """Requests an ingest run for each session, of any agent, that is new or grew, once
-    settled."""
+    settled; and for each whose run `librarian up` canceled when it was stopped."""
     folders = {agent: root for agent, root in mirror.folders().items() if root.is_dir()}
     if not folders:
         return dg.SkipReason(
@@ -61,7 +62,13 @@ def mirror_sensor(
     migrate_partition_keys(instance, memories.get(), db)
     known = keys_by_session(instance.get_dynamic_partitions(SESSIONS))
     deferred = _deferred_requests(db, plan, known, skips.session_ids)
-    if not plan.requests and not deferred:
+    # Runs `librarian up` canceled when it was stopped: run again at its next start, within a
+    # tick, not at the incident sensor's next (up to two minutes).
+    planned = {known.get(s.files.session_id) for s in plan.requests}
+    stopped = stopped_reruns(
+        instance, time.time() - RERUN_FOR_S, planned | {r.partition_key for r in deferred}
+    )
+    if not plan.requests and not deferred and not stopped:
         return dg.SensorResult(
             skip_reason=f"nothing new ({plan.waiting} session(s) still settling)",
             cursor=plan.cursor,
@@ -82,6 +89,7 @@ def mirror_sensor(
                 for s in plan.requests
             ),
             *deferred,
+            *stopped,
         ],
         dynamic_partitions_requests=[sessions_partitions.build_add_request(new_keys)]
         if new_keys

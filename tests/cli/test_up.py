@@ -151,3 +151,24 @@ def test_up_first_ends_a_run_whose_worker_was_killed(fresh_pgdata):
         for proc in _descendants_and_servers(root):
             proc.kill()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_stop_cancels_runs_only_where_the_code_server_has_a_run_worker():
+    from librarian_dagster.cli.run import _runs_going
+    from librarian_dagster.core.ops.dagster_processes import CODE_SERVER, DAEMON
+
+    alone = subprocess.Popen(["sleep", "60"])
+    # A code server with a worker: a child of its own (the DefaultRunLauncher's run worker).
+    working = subprocess.Popen(["sh", "-c", "sleep 60 & wait"])
+    try:
+        deadline = time.monotonic() + 30
+        while not psutil.Process(working.pid).children() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _runs_going([(CODE_SERVER, alone), (DAEMON, working)])
+        assert _runs_going([(CODE_SERVER, working), (DAEMON, alone)])
+    finally:
+        for proc in [*psutil.Process(working.pid).children(), psutil.Process(working.pid)]:
+            proc.kill()
+        alone.kill()
+        for proc in (alone, working):
+            proc.wait()
