@@ -61,14 +61,9 @@ def mirror_sensor(
     # Partitions of a store from before `<project>/<month>/<id>` keys: re-keyed once.
     migrate_partition_keys(instance, memories.get(), db)
     known = keys_by_session(instance.get_dynamic_partitions(SESSIONS))
-    deferred = _deferred_requests(db, plan, known, skips.session_ids)
-    # Runs `librarian up` canceled when it was stopped: run again at its next start, within a
-    # tick, not at the incident sensor's next (up to two minutes).
-    planned = {known.get(s.files.session_id) for s in plan.requests}
-    stopped = stopped_reruns(
-        instance, time.time() - RERUN_FOR_S, planned | {r.partition_key for r in deferred}
-    )
-    if not plan.requests and not deferred and not stopped:
+    again = _deferred_requests(db, plan, known, skips.session_ids)
+    again += _stopped_requests(instance, plan, known, again)
+    if not plan.requests and not again:
         return dg.SensorResult(
             skip_reason=f"nothing new ({plan.waiting} session(s) still settling)",
             cursor=plan.cursor,
@@ -88,14 +83,26 @@ def mirror_sensor(
                 dg.RunRequest(partition_key=keys[s.files.session_id], run_key=run_key(s))
                 for s in plan.requests
             ),
-            *deferred,
-            *stopped,
+            *again,
         ],
         dynamic_partitions_requests=[sessions_partitions.build_add_request(new_keys)]
         if new_keys
         else [],
         cursor=plan.cursor,
     )
+
+
+def _stopped_requests(
+    instance: dg.DagsterInstance,
+    plan: IngestPlan,
+    known: dict[str, str],
+    asked_again: list[dg.RunRequest],
+) -> list[dg.RunRequest]:
+    """Runs `librarian up` canceled when it was stopped, asked again at its next start within a
+    tick, rather than at the incident sensor's next (up to two minutes): unless asked already."""
+    asked = {known.get(s.files.session_id) for s in plan.requests}
+    asked |= {r.partition_key for r in asked_again}
+    return stopped_reruns(instance, time.time() - RERUN_FOR_S, asked)
 
 
 def _deferred_requests(
