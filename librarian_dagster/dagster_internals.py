@@ -8,6 +8,7 @@ dead-run sweep, the capture-gap alert or `librarian ingest`'s messages.
 """
 
 import logging
+import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -404,6 +405,22 @@ def reload_daemon_workspace_every(seconds: float) -> None:
     from dagster._daemon import controller
 
     controller.RELOAD_WORKSPACE_INTERVAL = seconds
+
+
+EVENT_BATCH = 100
+"""Materializations (and observations) of one step written to the event log in one insert."""
+
+
+def write_step_events_in_batches(size: int = EVENT_BATCH) -> None:
+    """Let this process's runs write the materializations a step makes, one per partition of its
+    range, `size` at a time, where each was a write of its own.
+
+    `DAGSTER_EVENT_BATCH_SIZE`, which Dagster reads at each event (dagster/_core/instance/
+    utils.py, added for ranged backfills in dagster-io/dagster pull 19862, opt-in); no setting
+    gives it. A run of 25 sessions makes 175 materializations: Dagster's time in an ingest of 100
+    sessions went from 8.3 to 3.4 s (decision 0044). An operator's own value is kept.
+    """
+    os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", str(size))
 
 
 SENSOR_LOOP_S = 10.0

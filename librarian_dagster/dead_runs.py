@@ -70,6 +70,12 @@ class EndedRun:
     def marked(self) -> str:
         return "canceled" if self.status == dg.DagsterRunStatus.CANCELED else "failed"
 
+    def said(self, command: str) -> str:
+        return (
+            f"{command}: run {self.run_id} was left running by a process that stopped "
+            f"(pid {self.pid}): marked {self.marked}"
+        )
+
 
 def this_host() -> str:
     return socket.gethostname()
@@ -185,11 +191,7 @@ def end_stopped_runs(instance: dg.DagsterInstance, run_ids: list[str], since: fl
 def report_dead_runs(instance: dg.DagsterInstance, settings: Settings, command: str) -> None:
     """End the runs whose process is gone, one line on stderr for each."""
     for run in end_dead_runs(instance, untagged_ran_here=settings.database_url is None):
-        print(
-            f"{command}: run {run.run_id} was left running by a process that stopped "
-            f"(pid {run.pid}): marked {run.marked}",
-            file=sys.stderr,
-        )
+        print(run.said(command), file=sys.stderr)
 
 
 def _running_since(pid: int, started: float) -> bool:

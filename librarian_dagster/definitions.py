@@ -11,12 +11,18 @@ from pathlib import Path
 import dagster as dg
 
 from librarian_dagster.core.settings import Settings
-from librarian_dagster.dagster_internals import share_instance_across_ticks
+from librarian_dagster.dagster_internals import (
+    share_instance_across_ticks,
+    write_step_events_in_batches,
+)
 from librarian_dagster.defs.checks import MEMORY, memory_freshness
 from librarian_dagster.defs.resources import build_resources
 
 
 def build_definitions(settings: Settings) -> dg.Definitions:
+    # Every process that runs these assets builds them here: the code server and its run
+    # workers, `librarian ingest`, a Kubernetes run's pod.
+    write_step_events_in_batches()
     defs = dg.Definitions.merge(
         dg.load_from_defs_folder(path_within_project=Path(__file__).parent),
         dg.Definitions(resources=build_resources(settings)),

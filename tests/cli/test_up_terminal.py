@@ -213,6 +213,8 @@ def test_a_stop_during_a_run_is_no_failure_and_the_next_start_runs_it_again(
     runs = seen.runs
     assert [s for s, _ in runs] == [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.CANCELED]
     assert all(tags["dagster/partition"].endswith(seen.session) for _, tags in runs)
+    # Asked again by the mirror sensor, within its first tick of the next start.
+    assert runs[0][1].get("dagster/sensor_name") == "mirror_sensor", runs[0][1]
 
 
 def _runs(home: Path) -> list[tuple[dg.DagsterRunStatus, dict[str, str]]]:

@@ -173,3 +173,32 @@ def test_database_url_names_the_external_server_without_starting_one(tmp_path):
         describe_location(settings) == "external: postgresql://someone:***@db.example:5432/memories"
     )
     assert not home.exists()
+
+
+COMMITS = """
+import psycopg
+from librarian_dagster.core.settings import Settings
+from librarian_dagster.core.store.database import (
+    dagster_storage_url, database_url, release_embedded_server,
+)
+settings = Settings.from_env()
+dagster_storage_url(settings)
+with psycopg.connect(database_url(settings)) as conn:
+    for name, config in conn.execute(
+        "SELECT d.datname, s.setconfig FROM pg_db_role_setting s"
+        " JOIN pg_database d ON d.oid = s.setdatabase ORDER BY 1"
+    ):
+        print(name, *config)
+release_embedded_server(settings)
+"""
+
+
+def test_only_dagsters_own_database_commits_before_the_disk_has_it(home):
+    # Set on the database, not the server (the tests' servers run without fsync altogether).
+    env = {**os.environ, "LIBRARIAN_HOME": str(home)}
+    env.pop("LIBRARIAN_DATABASE_URL", None)
+    done = subprocess.run(
+        [sys.executable, "-c", COMMITS], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["dagster synchronous_commit=off"]

@@ -1,5 +1,7 @@
 """The in-memory BM25 postings against BM25 computed in SQL from the same stored statistics."""
 
+from pathlib import Path
+
 import numpy as np
 import psycopg
 import pytest
@@ -394,6 +396,38 @@ def test_packed_postings_answer_as_the_dict_they_were_packed_from():
     assert {k: v[0].tolist() for k, v in packed.items()} == {
         k: v[0].tolist() for k, v in postings.items()
     }
+
+
+def test_postings_read_from_a_file_stay_out_of_the_readers_resident_memory(tmp_path):
+    """A recall server asked questions over a million chunks came to hold every posting page it
+    had touched through a map (315 MB): postings are read slice by slice, the pages the kernel's."""
+    rows = np.arange(4_000_000, dtype=np.int32)
+    postings = {"lock": (rows, np.ones(len(rows), np.float32)), "a": (rows[:3], rows[:3] * 1.0)}
+    path = tmp_path / "store.postings"
+    postings_file.write(
+        path, "store", {n: np.zeros(1, np.int32) for n in postings_file.ROW_ARRAYS},
+        PackedPostings.of(postings), [], [],
+    )  # fmt: skip
+    read = postings_file.read(path, "store")
+    assert read is not None
+    _rows_read, packed, _sessions, _models = read
+    got_rows, got_tf = packed["lock"]  # 32 MB of postings, read whole
+    assert got_rows.tolist() == rows.tolist() and float(got_tf.sum()) == len(rows)
+    assert packed["a"][0].tolist() == [0, 1, 2] and packed.get("zebra") is None
+    del got_rows, got_tf
+    assert _resident_kb_of(path) < 1024
+
+
+def _resident_kb_of(path) -> int:
+    """Resident kB of this process's maps of `path` (/proc/self/smaps)."""
+    resident, in_path = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        fields = line.split()
+        if fields and "-" in fields[0] and not fields[0].endswith(":"):
+            in_path = fields[-1] == str(path)
+        elif in_path and fields[0] == "Rss:":
+            resident += int(fields[1])
+    return resident
 
 
 def test_a_space_measured_once_is_read_by_every_later_search(store, monkeypatch):

@@ -3,6 +3,7 @@ import string
 import types
 import typing
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -211,6 +212,36 @@ def test_a_failed_write_leaves_the_previous_memory_whole(store):
     memory = store.memories.get_memory("s1")
     assert memory is not None and memory.chunk_count == 1
     assert [h.text for h in store.search.find("kept", _unit(1, 0), MODEL)] == ["kept"]
+
+
+def test_sessions_written_at_once_all_land_and_count_as_written_one_by_one(store):
+    """Writers meet (a run of `up` beside a `librarian ingest`, or two runs): every session
+    lands, new or replaced, and the BM25 statistics are what counting every chunk gives. Before,
+    `CREATE INDEX IF NOT EXISTS` took a lock on the table at each write, and two writers each
+    waited for the other's inserts: a deadlock."""
+    sessions = {
+        f"w{i}": [
+            ChunkRecord(EXCHANGE, j, f"lock {i} retry{j} sqlite", _unit(1, j + i)) for j in range(6)
+        ]
+        for i in range(12)
+    }
+
+    def write(item: tuple[str, list[ChunkRecord]]) -> None:
+        store.memories.replace_memory(memory_record(item[0]), item[1])
+
+    write(("w-first", [ChunkRecord(EXCHANGE, 0, "the first", _unit(1, 0))]))  # its indexes made
+    for _ in range(2):  # new, then each replaced
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(write, sessions.items()))
+    with psycopg.connect(store.url) as conn:
+        counted = conn.execute("SELECT chunks, total_length FROM chunk_stats").fetchone()
+        lexemes = dict(conn.execute("SELECT lexeme, df FROM lexeme_df").fetchall())
+    store.memories.recount_from_chunks()
+    with psycopg.connect(store.url) as conn:
+        assert conn.execute("SELECT chunks, total_length FROM chunk_stats").fetchone() == counted
+        assert dict(conn.execute("SELECT lexeme, df FROM lexeme_df").fetchall()) == lexemes
+    assert counted[0] == 1 + 12 * 6
+    assert all(store.memories.get_memory(s).chunk_count == 6 for s in sessions)
 
 
 def test_list_sessions_is_newest_first_and_pages_with_a_cursor(store):

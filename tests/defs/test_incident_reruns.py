@@ -146,3 +146,12 @@ def test_a_run_stopped_after_its_memory_was_written_is_not_asked_again(instance)
     instance.add_run_tags(stored, {STOPPED_TAG: "true"})
     instance.report_run_canceled(instance.get_run_by_id(stored), "librarian up was stopped")
     assert stopped_reruns(instance, time.time() - 60) == []
+
+
+def test_a_run_a_stop_ended_during_an_incident_is_left_to_the_mirror_sensor(instance):
+    stopped = _run(instance, KEY, "fail")  # failed by its daemon as `librarian up` stopped
+    instance.add_run_tags(stopped, {STOPPED_TAG: "true"})
+    _run(instance, OTHER, "fail")
+    due = reruns_due(instance, [_around_now()])
+    assert [r.partition_key for r in due] == [OTHER]
+    assert [r.partition_key for r in stopped_reruns(instance, time.time() - 60)] == [KEY]

@@ -1,10 +1,13 @@
 """Stage outputs: stored as readable JSON, read back as the same objects, never half-written."""
 
+import dataclasses
 import json
+import os
 from datetime import UTC, datetime
 
 import dagster as dg
 import pytest
+from pydantic import TypeAdapter
 
 from librarian_dagster.core.capture.records import ParseStats
 from librarian_dagster.core.capture.session import CHANGE, Session, ToolUse, Turn
@@ -68,11 +71,38 @@ def _load(manager: StagingIOManager, key: str, python_type):
     return manager.load_input(context)[key]
 
 
+def _staged_by_another_process(path, payload: bytes) -> None:
+    """As another process stages a file: a new file renamed over the old one."""
+    written = path.with_name("other.tmp")
+    written.write_bytes(payload)
+    os.replace(written, path)
+
+
 def test_a_session_comes_back_as_it_was_stored(tmp_path):
     manager = StagingIOManager(home=str(tmp_path))
     session = _session()
     _store(manager, KEY, session, Session)
-    assert _load(manager, KEY, Session) == session
+    path = tmp_path / "staging" / "redacted_session" / f"{KEY}.json"
+    _staged_by_another_process(path, path.read_bytes())  # read from the file, not this process
+    loaded = _load(manager, KEY, Session)
+    assert loaded == session and loaded is not session
+
+
+def test_a_later_stage_of_the_process_takes_back_what_it_staged_until_the_file_changes(tmp_path):
+    manager = StagingIOManager(home=str(tmp_path))
+    session = _session()
+    _store(manager, KEY, session, Session)
+    assert _load(manager, KEY, Session) is session  # no parse of its file
+    assert _load(manager, KEY, dict) == TypeAdapter(dict).validate_json(
+        TypeAdapter(Session).dump_json(session)
+    )  # asked as another type: read from the file
+    path = tmp_path / "staging" / "redacted_session" / f"{KEY}.json"
+    other = dataclasses.replace(session, project="other")
+    _staged_by_another_process(path, TypeAdapter(Session).dump_json(other))
+    assert _load(manager, KEY, Session) == other
+    path.unlink()
+    with pytest.raises(dg.Failure, match="materialize redacted_session first"):
+        _load(manager, KEY, Session)
 
 
 def test_the_stored_file_is_plain_json_where_a_person_looks(tmp_path):

@@ -1,4 +1,5 @@
-"""The BM25 postings of one store kept in a file, read through memory maps (docs/decisions/0032).
+"""The BM25 postings of one store kept in a file, read through memory maps and, for the
+postings themselves, slice by slice (docs/decisions/0032).
 
 A process that searches needs the postings of the question's few lexemes, not all of them: loading
 every posting from PostgreSQL took 1.7 s at 100,000 chunks and 23.5 s at a million, which a
@@ -54,8 +55,8 @@ class PackedPostings(Mapping[str, tuple[np.ndarray, np.ndarray]]):
         words: np.ndarray,
         word_starts: np.ndarray,
         starts: np.ndarray,
-        rows: np.ndarray,
-        tf: np.ndarray,
+        rows: "np.ndarray | FileArray",
+        tf: "np.ndarray | FileArray",
     ) -> None:
         self._words, self._word_starts = words, word_starts
         self._starts, self._rows, self._tf = starts, rows, tf
@@ -78,7 +79,7 @@ class PackedPostings(Mapping[str, tuple[np.ndarray, np.ndarray]]):
             np.concatenate([postings[w][1] for w in keys] or [empty_tf]).astype(np.float32),
         )
 
-    def arrays(self) -> dict[str, np.ndarray]:
+    def arrays(self) -> "dict[str, np.ndarray | FileArray]":
         return {
             "words": self._words,
             "word_starts": self._word_starts,
@@ -108,7 +109,11 @@ class PackedPostings(Mapping[str, tuple[np.ndarray, np.ndarray]]):
         return len(self._word_starts) - 1
 
     def items(self) -> Iterator[tuple[str, tuple[np.ndarray, np.ndarray]]]:  # type: ignore[override]
-        return ((self._word(i).decode(), self._slice(i)) for i in range(len(self)))
+        # Every posting (a merge's): read whole once, not a read per lexeme.
+        rows, tf, starts = np.asarray(self._rows), np.asarray(self._tf), self._starts
+        for i in range(len(self)):
+            start, end = int(starts[i]), int(starts[i + 1])
+            yield self._word(i).decode(), (rows[start:end], tf[start:end])
 
 
 def base_file(folder: Path, store: str) -> Path:
@@ -208,7 +213,10 @@ def write(
     models: list[str],
 ) -> None:
     """Write one segment's rows and postings for `store`, atomically (a temporary file renamed)."""
-    arrays = {**{name: rows[name] for name in ROW_ARRAYS}, **postings.arrays()}
+    arrays: dict[str, np.ndarray | FileArray] = {
+        **{name: rows[name] for name in ROW_ARRAYS},
+        **postings.arrays(),
+    }
     layout: dict[str, tuple[str, int, int]] = {}
     offset = 0
     for name, array in arrays.items():
@@ -250,10 +258,16 @@ def read(
         base = _aligned(16 + length)
         size = path.stat().st_size
         arrays: dict[str, np.ndarray] = {}
+        read_by_slice: dict[str, FileArray] = {}
+        handle = path.open("rb")  # the slices' reads: closed with the last array that reads it
         for name, (dtype, offset, count) in header["arrays"].items():
             kind = np.dtype(dtype)
             if base + offset + count * kind.itemsize > size:
+                handle.close()
                 return None
+            if name in _READ_BY_SLICE:
+                read_by_slice[name] = FileArray(handle, kind, base + offset, count)
+                continue
             # Plain arrays over the map (the map lives as long as they do): numpy's memmap
             # class costs microseconds a slice, and a lookup slices twenty times.
             arrays[name] = (
@@ -264,11 +278,50 @@ def read(
                 else np.zeros(0, dtype=kind)
             )
         postings = PackedPostings(
-            *(arrays[n] for n in ("words", "word_starts", "starts", "rows", "tf"))
-        )
+            arrays["words"], arrays["word_starts"], arrays["starts"],
+            read_by_slice["rows"], read_by_slice["tf"],
+        )  # fmt: skip
         return arrays, postings, header["sessions"], header["models"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+_READ_BY_SLICE = ("rows", "tf")
+"""The postings themselves, 8 bytes each (most of a file), read a lexeme's slice at a time."""
+
+
+class FileArray:
+    """A one-dimensional array in a file, read slice by slice with `pread`.
+
+    For the postings, where a map would do: what a map's reader touched stays in its resident
+    memory, so a recall server asked questions over a million chunks came to hold 315 MB of the
+    file's pages beside its own 379 MB. What `pread` reads sits in the kernel's page cache,
+    shared and given back under pressure, and each slice is the caller's to drop.
+    """
+
+    def __init__(self, handle: BinaryIO, dtype: np.dtype, offset: int, count: int) -> None:
+        self._handle, self.dtype, self._offset, self._count = handle, dtype, offset, count
+
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def nbytes(self) -> int:
+        return self._count * self.dtype.itemsize
+
+    def __getitem__(self, part: slice) -> np.ndarray:
+        start, stop, step = part.indices(self._count)
+        if step != 1:
+            raise ValueError("a file array reads contiguous slices only")
+        size = max(stop - start, 0) * self.dtype.itemsize
+        data = os.pread(self._handle.fileno(), size, self._offset + start * self.dtype.itemsize)
+        if len(data) != size:
+            raise OSError(f"{self._handle.name}: {len(data)} of {size} bytes read")
+        return np.frombuffer(data, dtype=self.dtype)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        whole = self[:]
+        return whole if dtype is None else whole.astype(dtype)
 
 
 def _aligned(size: int) -> int:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from librarian_dagster.core.redaction.checks import (
     DEFAULT_PASSWORDS,
     is_identifier,
-    says_placeholder,
+    says_placeholder_alone,
 )
 from librarian_dagster.core.redaction.rules import Raw, decoded, rx
 
@@ -77,7 +77,9 @@ def cli_password_ok(value: str, spaced: bool, quoted: bool) -> bool:
     low = value.lower()
     if low in _CLI_DEFAULTS or "passw" in low or "REDACTED" in value:
         return False
-    if says_placeholder(value) or _METAVAR_RE.match(value):
+    # The word alone (a non-letter on both sides): beside one only, random letters hold one
+    # (hypothesis found `-pXNtwzFETodo+oP6N9o`).
+    if says_placeholder_alone(value) or _METAVAR_RE.match(value):
         return False
     return not (spaced and not quoted and is_identifier(value) and not any(map(str.isdigit, value)))
 

@@ -187,7 +187,7 @@ def dagster_storage_url(settings: Settings) -> str:
     if settings.database_url:
         return re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql+psycopg2://", settings.database_url)
     server = embedded_server(settings)
-    _create_database_if_missing(server.get_uri(), DAGSTER_DB)
+    _create_database_if_missing(server.get_uri(), DAGSTER_DB, commit_waits_for_disk=False)
     return server.get_uri(DAGSTER_DB, "psycopg2")
 
 
@@ -282,10 +282,26 @@ def describe_location(settings: Settings) -> str:
     return f"embedded: {Path(settings.pgdata)}"
 
 
-def _create_database_if_missing(admin_url: str, name: str) -> None:
+def _create_database_if_missing(
+    admin_url: str, name: str, *, commit_waits_for_disk: bool = True
+) -> None:
+    """Create the database `name` unless it exists.
+
+    `commit_waits_for_disk=False`: its commits return before the WAL reaches the disk
+    (`synchronous_commit = off`). For Dagster's own storage on the embedded server: a run writes
+    hundreds of events, each a commit (decision 0044). A crash can lose the last fraction of a
+    second of them, never consistency: a run left STARTED is ended and run again (dead_runs.py),
+    and its session is written again whole. The memories keep waiting for the disk.
+    """
     with psycopg.connect(admin_url, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
         if not exists:
             # Another process may create it between our check and our CREATE.
             with contextlib.suppress(psycopg.errors.DuplicateDatabase):
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        if not commit_waits_for_disk:
+            conn.execute(
+                sql.SQL("ALTER DATABASE {} SET synchronous_commit = off").format(
+                    sql.Identifier(name)
+                )
+            )

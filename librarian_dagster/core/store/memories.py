@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 import psycopg
 from psycopg import sql
 from psycopg.rows import class_row
@@ -27,7 +28,6 @@ from librarian_dagster.core.store.queries import (
     NO_FILTERS,
     SearchFilters,
     filter_sql,
-    vector_literal,
 )
 from librarian_dagster.core.store.rows import (
     MemoryRecord,
@@ -115,42 +115,26 @@ class Memories:
         if len(dims) > 1:
             raise ValueError(f"chunks of one memory must share a dimension, got {sorted(dims)}")
         with self._db.connection() as conn, conn.transaction():
+            # One writer of a session at a time; writers of other sessions go on beside it.
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (memory.session_id,)
+            )
             for dim in dims:
                 _ensure_vector_index(conn, dim)
-            _count_chunks(conn, memory.session_id, -1)
+            if _has_chunks(conn, memory.session_id):
+                _count_chunks(conn, memory.session_id, -1)
+            # A new session takes the BM25 statistics' lock (`_count_chunks`) only at the end:
+            # the inserts before it, most of a write (the HNSW and GIN indexes), run beside
+            # another session's (decision 0044).
             conn.execute("DELETE FROM memories WHERE session_id = %s", (memory.session_id,))
             params = memory.model_dump()
             # A dict has no default PostgreSQL type in psycopg: name the column's.
             params["digest"] = Jsonb(params["digest"])
             conn.execute(_INSERT_MEMORY, params)
             if chunks:
-                with conn.cursor() as cur:
-                    cur.executemany(
-                        """
-                        INSERT INTO indexed_chunks (session_id, section, position, text,
-                            embedding, embedding_model, embedding_dim)
-                        VALUES (%s, %s, %s, %s, %s::vector, %s, %s)
-                        """,
-                        [
-                            (
-                                memory.session_id, c.section, c.position, c.text,
-                                vector_literal(c.embedding), memory.embedding_model,
-                                len(c.embedding),
-                            )
-                            for c in chunks
-                        ],
-                    )  # fmt: skip
-                conn.execute(_WRITE_SESSION_VECTORS, {"session": memory.session_id})
+                _insert_chunks(conn, memory, chunks)
             if touches:
-                with conn.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO session_files (session_id, path, name, edits, reads)"
-                        " VALUES (%s, %s, %s, %s, %s)",
-                        [
-                            (memory.session_id, t.path, file_name(t.path), t.edits, t.reads)
-                            for t in touches
-                        ],
-                    )
+                _insert_touches(conn, memory.session_id, touches)
             _count_chunks(conn, memory.session_id, +1)
 
     def delete_memory(self, session_id: str) -> bool:
@@ -354,9 +338,65 @@ class Memories:
 
 def _ensure_vector_index(conn: psycopg.Connection[Any], dim: int) -> None:
     # Partial HNSW indexes per dimension and layer, and for the sessions' mean vectors
-    # (migrations 4 and 9 define them, in one place each).
+    # (migrations 4 and 9 define them, in one place each, and name them as below).
+    # Looked up first: `CREATE INDEX IF NOT EXISTS` locks the table (SHARE) before it finds the
+    # index there, until the transaction ends, and two writers of sessions that held it each
+    # waited for the other's inserts: a deadlock.
+    names = [f"indexed_chunks_{dim}_exchange_hnsw", f"indexed_chunks_{dim}_bullets_hnsw",
+             f"session_vectors_{dim}_hnsw"]  # fmt: skip
+    held = conn.execute(
+        "SELECT bool_and(to_regclass(n) IS NOT NULL) AS held FROM unnest(%s::text[]) n", (names,)
+    ).fetchone()
+    if held and held["held"]:
+        return
+    # A new dimension: one writer makes its indexes, the others wait for it.
+    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('librarian vector indexes', 0))")
     conn.execute("SELECT librarian_ensure_vector_indexes(%s)", (int(dim),))
     conn.execute("SELECT librarian_ensure_session_vector_index(%s)", (int(dim),))
+
+
+def _insert_chunks(
+    conn: psycopg.Connection[Any], memory: MemoryRecord, chunks: Sequence[ChunkRecord]
+) -> None:
+    """The memory's chunks, and the session's mean vector made from them."""
+    with conn.cursor() as cur:
+        # Vectors in pgvector's binary form (its adapter, `configure`): neither side prints or
+        # parses 384 decimals a chunk.
+        cur.executemany(
+            """
+            INSERT INTO indexed_chunks (session_id, section, position, text,
+                embedding, embedding_model, embedding_dim)
+            VALUES (%s, %s, %s, %s, %b, %s, %s)
+            """,
+            [
+                (
+                    memory.session_id, c.section, c.position, c.text,
+                    np.asarray(c.embedding, dtype=np.float32),
+                    memory.embedding_model, len(c.embedding),
+                )
+                for c in chunks
+            ],
+        )  # fmt: skip
+    conn.execute(_WRITE_SESSION_VECTORS, {"session": memory.session_id})
+
+
+def _insert_touches(
+    conn: psycopg.Connection[Any], session_id: str, touches: Sequence[FileTouch]
+) -> None:
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO session_files (session_id, path, name, edits, reads)"
+            " VALUES (%s, %s, %s, %s, %s)",
+            [(session_id, t.path, file_name(t.path), t.edits, t.reads) for t in touches],
+        )
+
+
+def _has_chunks(conn: psycopg.Connection[Any], session_id: str) -> bool:
+    found = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM indexed_chunks WHERE session_id = %s) AS held",
+        (session_id,),
+    ).fetchone()
+    return bool(found and found["held"])
 
 
 def _count_chunks(conn: psycopg.Connection[Any], session_id: str, sign: int) -> None:
