@@ -290,17 +290,23 @@ def _partition_reads(instance: dg.DagsterInstance, monkeypatch) -> dict[str, int
     return reads
 
 
+def _ranged_run(instance: dg.DagsterInstance, keys: list[str]):
+    """The job of `_ranged`, and the tags of one run over `keys` (added as partitions)."""
+    instance.add_dynamic_partitions("parts", keys)
+    job = dg.Definitions(
+        assets=[_ranged], jobs=[dg.define_asset_job("ranged", selection=[_ranged])]
+    ).resolve_job_def("ranged")
+    tags = {
+        "dagster/asset_partition_range_start": keys[0],
+        "dagster/asset_partition_range_end": keys[-1],
+    }
+    return job, tags
+
+
 def test_a_range_run_reads_its_dynamic_partitions_once(tmp_path, monkeypatch):
     keys = [f"k{i}" for i in range(8)]
     with dg.DagsterInstance.local_temp(str(tmp_path)) as instance:
-        instance.add_dynamic_partitions("parts", keys)
-        job = dg.Definitions(
-            assets=[_ranged], jobs=[dg.define_asset_job("ranged", selection=[_ranged])]
-        ).resolve_job_def("ranged")
-        tags = {
-            "dagster/asset_partition_range_start": keys[0],
-            "dagster/asset_partition_range_end": keys[-1],
-        }
+        job, tags = _ranged_run(instance, keys)
         plain = _partition_reads(instance, monkeypatch)
         job.execute_in_process(instance=instance, tags=tags)
         monkeypatch.undo()
@@ -328,14 +334,7 @@ def test_a_range_runs_materializations_are_written_in_batches(tmp_path, monkeypa
     monkeypatch.setenv("DAGSTER_EVENT_BATCH_SIZE", "0")
     monkeypatch.delenv("DAGSTER_EVENT_BATCH_SIZE")
     with dg.DagsterInstance.local_temp(str(tmp_path)) as instance:
-        instance.add_dynamic_partitions("parts", keys)
-        job = dg.Definitions(
-            assets=[_ranged], jobs=[dg.define_asset_job("ranged", selection=[_ranged])]
-        ).resolve_job_def("ranged")
-        tags = {
-            "dagster/asset_partition_range_start": keys[0],
-            "dagster/asset_partition_range_end": keys[-1],
-        }
+        job, tags = _ranged_run(instance, keys)
         storage = instance.event_log_storage
         batches: list[int] = []
         batch = storage.store_event_batch
