@@ -25,7 +25,7 @@ def end_dead_runs_first() -> None:
     """Runs a killed `up` or run worker left STARTED, ended before the daemon's loops start, so
     that its run retries see them fail and run them again (dead_runs.py).
 
-    Here rather than in `librarian up` itself: `up` then never imports Dagster, about 40 MB of
+    Here rather than in `librarian up` itself: `up` then never imports Dagster, about 60 MB of
     its idle memory (issue 42). `up` prints the journal, so the user still hears of each run.
     """
     settings = Settings.from_env()
