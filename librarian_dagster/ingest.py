@@ -13,6 +13,7 @@ again on its own, so its failure is its own and never costs another session its 
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -277,18 +278,40 @@ def batches(keys: Sequence[str], order: Sequence[str], per_run: int) -> list[lis
 
 
 @contextmanager
-def _sigterm_kept() -> Iterator[None]:
-    """Give SIGTERM back its handler after a run. Dagster maps SIGTERM to SIGINT's handler when a
-    run ends: in a process started in the background by a script (`librarian ingest &`, nohup),
-    where SIGINT is ignored, SIGTERM was then ignored too, by this process and every process it
-    started afterwards (found by the test suite run that way)."""
+def _stops_kept() -> Iterator[Callable[[], bool]]:
+    """Around a run: SIGTERM's handler given back after it, and whether a stop came during it.
+
+    Dagster maps SIGTERM to SIGINT's handler when a run ends: in a process started in the
+    background by a script (`librarian ingest &`, nohup), where SIGINT is ignored, SIGTERM was
+    then ignored too, by this process and every process it started afterwards (found by the test
+    suite run that way).
+
+    And Dagster raises a stop (SIGINT, SIGTERM) during a run in whatever code is running: raised
+    inside a garbage collector's callback, it is printed and dropped ("Exception ignored in"),
+    and the run goes on to its end (found by the test suite too). `signal.set_wakeup_fd` is told
+    of every signal, whichever handler takes it: the function yielded says whether one came.
+    """
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield lambda: False
         return
     before = signal.getsignal(signal.SIGTERM)
+    heard, told = socket.socketpair()
+    heard.setblocking(False)
+    told.setblocking(False)
+    previous = signal.set_wakeup_fd(told.fileno(), warn_on_full_buffer=False)
+
+    def stop_came() -> bool:
+        try:
+            return any(n in (signal.SIGINT, signal.SIGTERM) for n in heard.recv(4096))
+        except BlockingIOError:
+            return False
+
     try:
-        yield
+        yield stop_came
     finally:
+        signal.set_wakeup_fd(previous)
+        heard.close()
+        told.close()
         if before is not None:  # None: set outside Python, nothing we could put back
             signal.signal(signal.SIGTERM, before)
 
@@ -306,7 +329,7 @@ def _run(
     if len(batch) > 1:
         tags |= {RANGE_START_TAG: batch[0], RANGE_END_TAG: batch[-1]}
     try:
-        with _sigterm_kept(), partitions_read_once(instance):
+        with _stops_kept() as stop_came, partitions_read_once(instance):
             result = job.execute_in_process(
                 partition_key=batch[0] if len(batch) == 1 else None,
                 instance=instance,
@@ -316,6 +339,7 @@ def _run(
                 run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
                 tags=tags,
             )
+            stopped = stop_came()
     except Exception as exc:
         # The database went away during the run: Dagster's own storage (on the same server)
         # cannot record it, so the run raises instead of failing. No later session can run
@@ -325,7 +349,7 @@ def _run(
             raise
         raise unreachable(settings, lost) from None
     share = (time.perf_counter() - started) / len(batch)
-    if not result.success and _interrupted(result):
+    if stopped or (not result.success and _interrupted(result)):
         # Dagster turns SIGTERM or Ctrl-C during a run into this run's failure; the user asked
         # the whole ingest to stop, not to skip to the next session.
         raise KeyboardInterrupt

@@ -189,3 +189,21 @@ def test_ingest_stopped_in_the_middle_of_a_run_leaves_nothing_and_a_retry_comple
     assert retry.returncode == 0, retry.stderr
     assert "2 ingested, 0 skipped, 0 deferred, 0 failed" in retry.stdout
     _assert_clean(home)
+
+
+def test_a_stop_the_handler_that_took_it_dropped_is_still_heard():
+    """Dagster raises a stop during a run in whatever code runs; raised inside a garbage
+    collector's callback, it was dropped and the ingest went on (ingest._stops_kept)."""
+    from librarian_dagster.ingest import _stops_kept
+
+    own = signal.getsignal(signal.SIGINT)
+    with _stops_kept() as stop_came:
+        assert not stop_came()
+        signal.signal(signal.SIGINT, lambda *_: None)  # a handler whose raise went nowhere
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)  # the handler runs at the next bytecode
+        finally:
+            signal.signal(signal.SIGINT, own)
+        assert stop_came()
+        assert not stop_came()  # told once
