@@ -9,7 +9,7 @@ import dagster as dg
 from librarian_dagster.core.ops.journal import journal_path, write
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.dagster_internals import run_daemon
-from librarian_dagster.dead_runs import end_dead_runs
+from librarian_dagster.dead_runs import report_dead_runs
 
 
 def main(argv: list[str]) -> int:
@@ -29,9 +29,11 @@ def end_dead_runs_first() -> None:
     its idle memory (issue 42). `up` prints the journal, so the user still hears of each run.
     """
     settings = Settings.from_env()
+    journal = journal_path(settings.log_dir)
     with dg.DagsterInstance.get() as instance:
-        for run in end_dead_runs(instance, untagged_ran_here=settings.database_url is None):
-            write(journal_path(settings.log_dir), "alert", run.said("librarian up"))
+        report_dead_runs(
+            instance, settings, "librarian up", lambda line: write(journal, "alert", line)
+        )
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ again from, and the next `librarian ingest` of the same files is its retry.
 
 import socket
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -188,10 +189,18 @@ def end_stopped_runs(instance: dg.DagsterInstance, run_ids: list[str], since: fl
     return len(ended)
 
 
-def report_dead_runs(instance: dg.DagsterInstance, settings: Settings, command: str) -> None:
-    """End the runs whose process is gone, one line on stderr for each."""
+def report_dead_runs(
+    instance: dg.DagsterInstance,
+    settings: Settings,
+    command: str,
+    tell: Callable[[str], None] | None = None,
+) -> None:
+    """End the runs whose process is gone, one line for each: to `tell`, or on stderr."""
     for run in end_dead_runs(instance, untagged_ran_here=settings.database_url is None):
-        print(run.said(command), file=sys.stderr)
+        if tell is None:
+            print(run.said(command), file=sys.stderr)
+        else:
+            tell(run.said(command))
 
 
 def _running_since(pid: int, started: float) -> bool:
