@@ -75,6 +75,8 @@ def test_the_cli_loads_the_plugin_and_a_read_gets_the_files_history(claude, stor
             "HOME": str(home), "ANTHROPIC_BASE_URL": api.url, "DISABLE_TELEMETRY": "1",
             "ANTHROPIC_API_KEY": "sk-ant-stand-in-for-the-login",
             "LIBRARIAN_MCP_URL": url + "/mcp", "LIBRARIAN_LOG": str(tmp_path / "hooks.log"),
+            # Slack for a busy test machine: the server's first answer here is a cold one.
+            "LIBRARIAN_RECALL_TIMEOUT_MS": "5000", "LIBRARIAN_HISTORY_TIMEOUT_MS": "5000",
         })  # fmt: skip
         done = subprocess.run(
             [claude, "-p", "look at cmd/main.go and tell me what it does", *plugin,
