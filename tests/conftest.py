@@ -39,8 +39,10 @@ for _variable, _folder in AGENTS_AWAY.items():
 TEMPLATE = "librarian_template"
 _RUN_FOLDER = pytest.StashKey[Path]()
 _db_counter = itertools.count()
-_NO_FLUSH = ("fsync", "synchronous_commit", "full_page_writes")
-"""What every test server runs without: flushes to disk that only a crash of the machine needs."""
+_NO_FLUSH = ("fsync", "full_page_writes")
+"""What every test server runs without: flushes to disk that only a crash of the machine needs.
+Not `synchronous_commit`: without it a commit may still sit in the server's memory when it
+returns, and a test that kills a server (SIGKILL) then loses it; a user's would not."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
