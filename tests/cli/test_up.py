@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -43,6 +44,7 @@ def _descendants_and_servers(home) -> list[psutil.Process]:
 
 
 def test_up_serves_ui_and_mcp_and_sigterm_stops_everything(tmp_path):
+    """From nothing, as a first start is, and with `--verbose`: Dagster's logs in the terminal."""
     home = tmp_path / "home"
     ui_port, mcp_port = free_port(), free_port()
     env = {
@@ -53,12 +55,16 @@ def test_up_serves_ui_and_mcp_and_sigterm_stops_everything(tmp_path):
     env.pop("LIBRARIAN_DATABASE_URL", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "librarian_dagster.cli.main", "up", "--ui-port", str(ui_port),
-         "--mcp-port", str(mcp_port)],
+         "--mcp-port", str(mcp_port), "--verbose"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,
     )  # fmt: skip
+    terminal: list[str] = []  # read as it comes: what --verbose adds would fill the pipe
+    reader = threading.Thread(target=lambda: terminal.extend(proc.stderr or ()), daemon=True)
+    reader.start()
     try:
         _wait_for(f"http://127.0.0.1:{mcp_port}/mcp", 300, proc)
         _wait_for(f"http://127.0.0.1:{ui_port}/server_info", 300, proc)
@@ -73,6 +79,9 @@ def test_up_serves_ui_and_mcp_and_sigterm_stops_everything(tmp_path):
         # The code allows itself 5 s of grace, then kills (run.py); 90 s only catches a hang.
         assert proc.wait(timeout=90) == 0
         print(f"librarian up: SIGTERM to exit {time.monotonic() - started:.1f} s")
+        reader.join(timeout=10)
+        assert any("Serving dagster-webserver" in line for line in terminal), terminal[-40:]
+        assert any("MCP server on" in line for line in terminal), terminal[-40:]
         _gone, alive = psutil.wait_procs(children, timeout=10)
         assert alive == [], [p.cmdline() for p in alive]
         # The embedded server (its command line names the pgdata folder) stopped too.

@@ -1,8 +1,8 @@
 """`librarian up` as a person sees it: after the address block, one line per session remembered
-or skipped and nothing else, Dagster's own logs in `LIBRARIAN_HOME/logs` (and in the terminal
-with `--verbose`); a stop in the middle of a run cancels it, alerts nothing, and the next start
-runs it again, remembering the session once (that next start is the one run with `--verbose`:
-one scenario, `stop_and_start_again`, for the two tests)."""
+or skipped and nothing else, Dagster's own logs in `LIBRARIAN_HOME/logs` (`--verbose`, which
+also shows them in the terminal, is tests/cli/test_up.py's); a stop in the middle of a run
+cancels it, alerts nothing, and the next start runs it again, remembering the session once. One
+scenario, `stop_and_start_again`, for the three tests."""
 
 import json
 import os
@@ -80,9 +80,9 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     }  # fmt: skip
 
 
-def _sessions(mirror: Path, count: int) -> list[str]:
-    ids = [f"7e57{i:04d}-0000-4000-8000-00000000000{i}" for i in range(count)]
-    for i, sid in enumerate(ids):
+def _sessions(mirror: Path, count: int, first: int = 0) -> list[str]:
+    ids = [f"7e57{i:04d}-0000-4000-8000-{i:012d}" for i in range(first, first + count)]
+    for i, sid in zip(range(first, first + count), ids, strict=True):
         path = write_transcript(mirror / "-work-app", sid, f"Make the parser strict, part {i}",
                                 f"Done: the parser now refuses repeated flags ({i}).")  # fmt: skip
         age(path, 600)
@@ -93,52 +93,29 @@ def _said(lines: list[str], kind: str) -> list[str]:
     return [line for line in lines if EVENT.match(line) and line[10:].startswith(kind)]
 
 
-def test_the_terminal_says_what_was_remembered_and_nothing_more(tmp_path, fresh_pgdata):
-    fresh_pgdata(tmp_path / "home")
-    _sessions(tmp_path / "mirror", 2)
-    summary_only = tmp_path / "mirror" / "-work-app" / "5e55a000-0000-4000-8000-000000000009.jsonl"
-    summary_only.write_text('{"type": "summary", "summary": "an old title", "leafUuid": "x"}\n')
-    age(summary_only, 600)
-    up = _Up(_env(tmp_path))
-    try:
-        up.wait_for(lambda ls: ADDRESS_END in ls, START_BOUND_S)
-        up.wait_for(
-            lambda ls: len(_said(ls, "remembered")) == 2 and _said(ls, "skipped"), INGEST_BOUND_S
-        )
-        after = up.stop()
-    finally:
-        up.kill()
-    assert after and all(EVENT.match(line) for line in after), after
-    remembered = _said(after, "remembered")
-    assert len(remembered) == 2 and all("app · claude-code · " in r for r in remembered), after
-    assert "5e55a000-0000-4000-8000-000000000009: nothing to remember" in "\n".join(after)
-    assert not any("DEBUG" in line or "Warning" in line for line in up.lines)
-    # What Dagster and the recall server said went to their logs, warnings of theirs included.
-    logs = tmp_path / "home" / "logs"
-    dagster_log = (logs / "dagster.log").read_text(encoding="utf-8")
-    assert "DEBUG" in dagster_log and "mirror_sensor" in dagster_log
-    assert "Warning" not in dagster_log  # the two every start gave are gone, not just moved
-    assert "MCP server on" in (logs / "mcp.log").read_text(encoding="utf-8")
+SUMMARY_ONLY = "5e55a000-0000-4000-8000-000000000009"
 
 
 @dataclass
 class _StopAndStartAgain:
-    """What a stop in the middle of a run and the next start (with `--verbose`) showed."""
+    """What a stop in the middle of a run and the next start showed."""
 
-    stopped: list[str]  # the terminal after the address block, up to the stop
+    stopped: list[str]  # the first start's terminal after the address block, up to the stop
     runs_at_stop: list[tuple[dg.DagsterRunStatus, dict[str, str]]]
     again: list[str]  # the next start's whole terminal
     again_after: list[str]  # the same after the address block
+    logs: dict[str, str]  # LIBRARIAN_HOME/logs/NAME: its text
     telegram: list[str]
     runs: list[tuple[dg.DagsterRunStatus, dict[str, str]]]
-    session: str
+    session: str  # the one the stop caught in its digest step
 
 
 @pytest.fixture(scope="module")
 def stop_and_start_again(tmp_path_factory, fresh_pgdata) -> _StopAndStartAgain:
     """`librarian up` stopped while its run waits in the digest step for a Messages API
-    stand-in, then started again with `--verbose` once the digests are let go. The next start
-    is the one `--verbose` is seen in too: a start of its own was a whole `librarian up` more."""
+    stand-in; once the digests are let go, two more sessions and one with nothing to remember
+    are written and `up` starts again. One scenario for the three tests: a start of its own for
+    each was a whole `librarian up` more (~25 s of CPU)."""
     tmp_path = tmp_path_factory.mktemp("stop-and-start")
     fresh_pgdata(tmp_path / "home")
     [session] = _sessions(tmp_path / "mirror", 1)
@@ -175,27 +152,44 @@ def stop_and_start_again(tmp_path_factory, fresh_pgdata) -> _StopAndStartAgain:
             runs_at_stop = _runs(tmp_path / "home")
 
             gate.set()
-            again = _Up(env, "--verbose")
+            _sessions(tmp_path / "mirror", 2, first=1)
+            summary_only = tmp_path / "mirror" / "-work-app" / f"{SUMMARY_ONLY}.jsonl"
+            summary_only.write_text('{"type": "summary", "summary": "an old title"}\n')
+            age(summary_only, 600)
+            again = _Up(env)
             try:
-                again.wait_for(lambda ls: _said(ls, "remembered"), START_BOUND_S + INGEST_BOUND_S)
+                again.wait_for(
+                    lambda ls: len(_said(ls, "remembered")) == 3 and _said(ls, "skipped"),
+                    START_BOUND_S + INGEST_BOUND_S,
+                )
                 again_after = again.stop(signal.SIGTERM)
             finally:
                 again.kill()
         finally:
             gate.set()
         texts = list(telegram.texts)
+    logs = {p.name: p.read_text(encoding="utf-8") for p in (tmp_path / "home" / "logs").iterdir()}
     return _StopAndStartAgain(
-        stopped, runs_at_stop, again.lines, again_after, texts, _runs(tmp_path / "home"), session
-    )
+        stopped, runs_at_stop, again.lines, again_after, logs, texts, _runs(tmp_path / "home"),
+        session,
+    )  # fmt: skip
 
 
-# One worker runs the two: they look at one scenario (`stop_and_start_again`).
+# One worker runs the three: they look at one scenario (`stop_and_start_again`).
 @pytest.mark.xdist_group("stop_and_start_again")
-def test_verbose_shows_dagsters_logs_in_the_terminal(stop_and_start_again):
-    lines = stop_and_start_again.again  # `up --verbose`, stopped with SIGTERM, exit 0
-    assert any("Serving dagster-webserver" in line for line in lines)
-    assert ADDRESS_END in lines
-    assert any("MCP server on" in line for line in lines)
+def test_the_terminal_says_what_was_remembered_and_nothing_more(stop_and_start_again):
+    seen = stop_and_start_again
+    for after in (seen.stopped, seen.again_after):
+        assert after and all(EVENT.match(line) for line in after), after
+    remembered = _said(seen.again_after, "remembered")
+    assert len(remembered) == 3 and all("app · claude-code · " in r for r in remembered), remembered
+    assert f"{SUMMARY_ONLY}: nothing to remember" in "\n".join(seen.again_after)
+    assert not any("DEBUG" in line or "Warning" in line for line in seen.again)
+    # What Dagster and the recall server said went to their logs, warnings of theirs included.
+    dagster_log = seen.logs["dagster.log"]
+    assert "DEBUG" in dagster_log and "mirror_sensor" in dagster_log
+    assert "Warning" not in dagster_log  # the two every start gave are gone, not just moved
+    assert "MCP server on" in seen.logs["mcp.log"]
 
 
 @pytest.mark.xdist_group("stop_and_start_again")
@@ -207,12 +201,11 @@ def test_a_stop_during_a_run_is_no_failure_and_the_next_start_runs_it_again(
     [(status, tags)] = seen.runs_at_stop
     assert status == dg.DagsterRunStatus.CANCELED and tags[STOPPED_TAG] == "true"
 
-    after = seen.again_after
-    assert len(_said(after, "remembered")) == 1 and not _said(after, "failed"), after
+    assert not _said(seen.again_after, "failed"), seen.again_after
     assert not [t for t in seen.telegram if "failed" in t], seen.telegram
-    runs = seen.runs
+    # The stopped session's runs: the canceled one, then one that remembered it, once.
+    runs = [(s, t) for s, t in seen.runs if t["dagster/partition"].endswith(seen.session)]
     assert [s for s, _ in runs] == [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.CANCELED]
-    assert all(tags["dagster/partition"].endswith(seen.session) for _, tags in runs)
     # Asked again by the mirror sensor, within its first tick of the next start.
     assert runs[0][1].get("dagster/sensor_name") == "mirror_sensor", runs[0][1]
 
