@@ -6,11 +6,9 @@ import psycopg
 import pytest
 
 from librarian_dagster.core.store.pool import CANDIDATES, Database
-from librarian_dagster.core.store.schema import migrate
 
 
 def test_every_connection_is_set_up_for_search(database_url):
-    migrate(database_url)
     with Database(database_url) as db, db.connection() as conn:
         assert conn.autocommit
         row = conn.execute("SHOW hnsw.ef_search").fetchone()
@@ -24,7 +22,6 @@ def test_connections_the_server_dropped_are_all_replaced_at_once(database_url):
     # A restart drops every kept connection. Found dead one after another, each would cost a
     # longer pause than the last (the pool's back-off for failed checks: 0, 1, 2 s): about 3 s
     # for four. Replaced together, the next caller waits for one connect.
-    migrate(database_url)
     with Database(database_url, min_size=4) as db:
         db.pool.wait(timeout=60)
         with psycopg.connect(database_url, autocommit=True) as admin:

@@ -267,8 +267,6 @@ def test_two_dimensions_live_side_by_side(store):
 
 
 def test_a_database_without_pgvector_fails_with_a_clear_error(monkeypatch, database_url):
-    migrate(database_url)
-
     def refuse(conn):
         raise psycopg.ProgrammingError("vector type not found in the database")
 

@@ -282,9 +282,9 @@ def _forget_form(page: TestClient, **headers) -> str:
 
 
 def test_forget_from_the_page_asks_first_refuses_other_sites_and_leaves_nothing(
-    store, migrated_url, tmp_path
+    store, database_url, tmp_path
 ):
-    settings = make_settings(tmp_path, migrated_url)
+    settings = make_settings(tmp_path, database_url)
     _remember(store, SESSION, "retry the sqlite lock", title="Fix the lock")
     forgot: list[list[str]] = []
 
@@ -315,8 +315,8 @@ def test_forget_from_the_page_asks_first_refuses_other_sites_and_leaves_nothing(
     assert store.ledger.skip_list().reason(SESSION, None)  # never ingested again
 
 
-def test_forgetting_needs_the_forget_scope(store, migrated_url, tmp_path):
-    settings = make_settings(tmp_path, migrated_url)
+def test_forgetting_needs_the_forget_scope(store, database_url, tmp_path):
+    settings = make_settings(tmp_path, database_url)
     _remember(store, SESSION, "retry the sqlite lock")
     verifier, made = _verifier(tmp_path)
     page = _client(store, verifier, forget=lambda ids: forget_everywhere(ids, settings))
