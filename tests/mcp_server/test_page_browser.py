@@ -127,13 +127,25 @@ def _shot(browser, name: str) -> None:
 def _follow(browser, act, shown: str) -> None:
     """`act()` (a click, a key), then wait for the next page to have replaced this one and to
     show `shown` (a CSS selector): a click returns before the browser has navigated."""
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.wait import WebDriverWait
 
     page = browser.find_element(By.TAG_NAME, "html")
+
+    def replaced(_driver) -> bool:
+        # Selenium's staleness_of hears only StaleElementReferenceException; asked while the
+        # page goes, ChromeDriver may instead answer "Node with given id does not belong to the
+        # document", the same news.
+        try:
+            page.is_enabled()
+        except WebDriverException:
+            return True
+        return False
+
     act()
-    WebDriverWait(browser, 30).until(ec.staleness_of(page))
+    WebDriverWait(browser, 30).until(replaced)
     WebDriverWait(browser, 30).until(ec.presence_of_element_located((By.CSS_SELECTOR, shown)))
 
 
