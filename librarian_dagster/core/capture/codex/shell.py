@@ -130,10 +130,13 @@ def classify(script: str, workdir: str | None = None) -> Classified:
 # The tokens of a command line as shlex (posix, punctuation_chars, whitespace_split) reads them:
 # words of unquoted characters, '...', "..." and backslash escapes, and runs of `();<>|&`.
 # Outside quotes `#` starts a comment to shlex, even inside a word: such lines go to shlex.
-_WORD = r"""(?:[^ \t\r\n();<>|&'"\\#]++|'[^']*+'|"(?:[^"\\]++|\\.)*+"|\\.)++"""
+# Atomic groups, never given back, keep both linear on any line. Not possessive quantifiers
+# (`*+`), which mean the same: early 3.11 releases match some of them wrongly (Debian 12's
+# Python 3.11.2 took a lone `'` for a whole line).
+_WORD = r"""(?>(?:(?>[^ \t\r\n();<>|&'"\\#]+)|'(?>[^']*)'|"(?>(?:(?>[^"\\]+)|\\.)*)"|\\.)+)"""
 _TOKEN = re.compile(rf"({_WORD})|([();<>|&]+)", re.S)
-# What shlex reads without an error or a comment (possessive: linear on any line).
-_LINE = re.compile(r"""(?:[^'"\\#]++|'[^']*+'|"(?:[^"\\]++|\\.)*+"|\\.)*+""", re.S)
+# What shlex reads without an error or a comment.
+_LINE = re.compile(r"""(?>(?:(?>[^'"\\#]+)|'(?>[^']*)'|"(?>(?:(?>[^"\\]+)|\\.)*)"|\\.)*)""", re.S)
 _QUOTED = re.compile(r"""['"\\]""")
 _PART = re.compile(r"""'([^']*)'|"((?:[^"\\]|\\.)*)"|\\(.)|([^'"\\]+)""", re.S)
 _ESCAPED_IN_DOUBLE = re.compile(r'\\([\\"])')
