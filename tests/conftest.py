@@ -150,12 +150,13 @@ def _build_template(admin: psycopg.Connection, url: str) -> None:
     them there each time cost ~0.6 s of CPU a test."""
     from dagster_postgres import DagsterPostgresStorage
 
+    from librarian_dagster.core.store.database import for_dagster
     from librarian_dagster.core.store.schema import migrate
 
     admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(TEMPLATE)))
     migrate(url)
     # Its engines keep no connection (NullPool): nothing is left open on the template.
-    DagsterPostgresStorage(url.replace("postgresql://", "postgresql+psycopg2://", 1))
+    DagsterPostgresStorage(for_dagster(url))
     admin.execute(
         sql.SQL("ALTER DATABASE {} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false").format(
             sql.Identifier(TEMPLATE)

@@ -5,6 +5,7 @@ import json
 import dagster as dg
 
 from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
+from librarian_dagster.core.store.database import for_dagster
 from tests.helpers import assert_shared_instance_config, make_settings
 
 
@@ -29,7 +30,7 @@ def test_the_embedded_instance_has_the_llm_pool_limit_run_retries_and_monitoring
     settings = make_settings(tmp_path, database_url)
     # A home an older Librarian wrote: its next start brings it up to date.
     settings.dagster_home.mkdir(parents=True)
-    older = _older_dagster_yaml(database_url.replace("postgresql://", "postgresql+psycopg2://"))
+    older = _older_dagster_yaml(for_dagster(database_url))
     (settings.dagster_home / "dagster.yaml").write_text(older, encoding="utf-8")
 
     env = prepare_dagster_home(settings)

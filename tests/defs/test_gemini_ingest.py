@@ -10,7 +10,6 @@ from librarian_dagster.core.assembly.store import Store
 from librarian_dagster.core.capture.readers import session_files_for
 from librarian_dagster.core.recall.answer import NOTHING_RELEVANT, EmbeddingSpaceMismatch, recall
 from librarian_dagster.core.settings import Settings
-from librarian_dagster.core.store.schema import migrate
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.defs.assets.session_digest import session_digest
 from librarian_dagster.defs.partitions import session_id_of
@@ -252,7 +251,6 @@ def test_the_sensor_asks_again_for_a_deferral_due_today(tmp_path, database_url, 
     monkeypatch.setenv("LIBRARIAN_MIRROR", str(tmp_path / "mirror"))
     monkeypatch.setenv("LIBRARIAN_DATABASE_URL", database_url)
     (tmp_path / "mirror").mkdir()
-    migrate(database_url)
     with Store(database_url) as store:
         store.ledger.defer_digest(SESSION)
     instance = open_instance(Settings.from_env())

@@ -179,16 +179,19 @@ def database_url(settings: Settings, database: str = LIBRARIAN_DB) -> str:
 
 
 def dagster_storage_url(settings: Settings) -> str:
-    """The SQLAlchemy URL for Dagster's run/event/schedule storage, on the same server.
-
-    The driver is named: with a bare postgresql:// SQLAlchemy 2.1 picks psycopg 3, and
-    dagster-postgres then fails on `NOTIFY run_events, $1`.
-    """
+    """The SQLAlchemy URL for Dagster's run/event/schedule storage, on the same server."""
     if settings.database_url:
-        return re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql+psycopg2://", settings.database_url)
+        return for_dagster(settings.database_url)
     server = embedded_server(settings)
     _create_database_if_missing(server.get_uri(), DAGSTER_DB, commit_waits_for_disk=False)
     return server.get_uri(DAGSTER_DB, "psycopg2")
+
+
+def for_dagster(url: str) -> str:
+    """A PostgreSQL URL as Dagster's storage takes it, its driver named: with a bare
+    postgresql:// SQLAlchemy 2.1 picks psycopg 3, and dagster-postgres then fails on
+    `NOTIFY run_events, $1`."""
+    return re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql+psycopg2://", url)
 
 
 def unreachable(settings: Settings, exc: BaseException) -> DatabaseError:
