@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -289,12 +290,22 @@ def _stops_kept() -> Iterator[Callable[[], bool]]:
     And Dagster raises a stop (SIGINT, SIGTERM) during a run in whatever code is running: raised
     inside a garbage collector's callback, it is printed and dropped ("Exception ignored in"),
     and the run goes on to its end (found by the test suite too). `signal.set_wakeup_fd` is told
-    of every signal, whichever handler takes it: the function yielded says whether one came.
+    of every signal, whichever handler takes it: the function yielded says whether one came. The
+    dropped stop is kept from the terminal too (`sys.unraisablehook`): it is not an error, and
+    the user is told "interrupted" once the run ends.
     """
     if threading.current_thread() is not threading.main_thread():
         yield lambda: False
         return
     before = signal.getsignal(signal.SIGTERM)
+    print_unraisable = sys.unraisablehook
+
+    def drop_stops(unraisable: "sys.UnraisableHookArgs") -> None:
+        if not issubclass(
+            unraisable.exc_type, (KeyboardInterrupt, dg.DagsterExecutionInterruptedError)
+        ):
+            print_unraisable(unraisable)
+
     heard, told = socket.socketpair()
     heard.setblocking(False)
     told.setblocking(False)
@@ -306,9 +317,11 @@ def _stops_kept() -> Iterator[Callable[[], bool]]:
         except BlockingIOError:
             return False
 
+    sys.unraisablehook = drop_stops
     try:
         yield stop_came
     finally:
+        sys.unraisablehook = print_unraisable
         signal.set_wakeup_fd(previous)
         heard.close()
         told.close()

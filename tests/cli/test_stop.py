@@ -207,3 +207,28 @@ def test_a_stop_the_handler_that_took_it_dropped_is_still_heard():
             signal.signal(signal.SIGINT, own)
         assert stop_came()
         assert not stop_came()  # told once
+
+
+def test_a_stop_dropped_in_a_collectors_callback_prints_no_traceback(monkeypatch):
+    """The stop dropped that way was printed as "Exception ignored in ... Traceback" before
+    "librarian ingest: interrupted" (seen once in the suite); another dropped error still is."""
+    import dagster as dg
+
+    from librarian_dagster.ingest import _stops_kept
+
+    printed: list[type[BaseException]] = []  # what reached Python's hook, which prints
+    monkeypatch.setattr(sys, "unraisablehook", lambda raised: printed.append(raised.exc_type))
+
+    class RaisesWhenCollected:
+        def __init__(self, error: BaseException):
+            self.error = error
+
+        def __del__(self):
+            raise self.error
+
+    with _stops_kept():
+        RaisesWhenCollected(dg.DagsterExecutionInterruptedError())
+        RaisesWhenCollected(KeyboardInterrupt())
+        RaisesWhenCollected(ValueError("a bug of ours"))
+    RaisesWhenCollected(KeyboardInterrupt())  # after the run: Python's own hook again
+    assert printed == [ValueError, KeyboardInterrupt]
