@@ -4,12 +4,15 @@ runs it, its storage connections kept (dagster_internals.run_daemon, decision 00
 import contextlib
 import sys
 
-import dagster as dg
+from librarian_dagster.core.commandline import imports_uncollected
 
-from librarian_dagster.core.ops.journal import journal_path, write
-from librarian_dagster.core.settings import Settings
-from librarian_dagster.dagster_internals import run_daemon
-from librarian_dagster.dead_runs import report_dead_runs
+with imports_uncollected():
+    import dagster as dg
+
+    from librarian_dagster.core.ops.journal import journal_path, write
+    from librarian_dagster.core.settings import Settings
+    from librarian_dagster.dagster_internals import run_daemon
+    from librarian_dagster.dead_runs import report_dead_runs
 
 
 def main(argv: list[str]) -> int:

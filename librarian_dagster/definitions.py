@@ -8,15 +8,19 @@ the settings they were given.
 import warnings
 from pathlib import Path
 
-import dagster as dg
+from librarian_dagster.core.commandline import imports_uncollected
 
-from librarian_dagster.core.settings import Settings
-from librarian_dagster.dagster_internals import (
-    share_instance_across_ticks,
-    write_step_events_in_batches,
-)
-from librarian_dagster.defs.checks import MEMORY, memory_freshness
-from librarian_dagster.defs.resources import build_resources
+# Loaded by the code server and by each run worker (and `librarian ingest`) at their start.
+with imports_uncollected():
+    import dagster as dg
+
+    from librarian_dagster.core.settings import Settings
+    from librarian_dagster.dagster_internals import (
+        share_instance_across_ticks,
+        write_step_events_in_batches,
+    )
+    from librarian_dagster.defs.checks import MEMORY, memory_freshness
+    from librarian_dagster.defs.resources import build_resources
 
 
 def build_definitions(settings: Settings) -> dg.Definitions:

@@ -12,9 +12,17 @@ from typing import get_args
 # XDG_RUNTIME_DIR) is harmless, and `librarian` silences it the same way (cli/main.py).
 warnings.filterwarnings("ignore", category=UserWarning, module="platformdirs")
 
-from librarian_dagster.core.commandline import Parser, port, report, user_errors  # noqa: E402
-from librarian_dagster.core.settings import Settings  # noqa: E402
-from mcp_server.app import Transport, serve  # noqa: E402
+from librarian_dagster.core.commandline import (  # noqa: E402
+    Parser,
+    imports_uncollected,
+    port,
+    report,
+    user_errors,
+)
+
+with imports_uncollected():
+    from librarian_dagster.core.settings import Settings
+    from mcp_server.app import Transport, serve
 
 
 def main(argv: list[str] | None = None) -> int:

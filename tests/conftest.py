@@ -94,6 +94,16 @@ def _exclusive(lock: Path) -> Iterator[None]:
         yield
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session):
+    """Collection imports Dagster, the definitions and the recall server into every worker: with
+    the collector off, as the product's processes import them (`imports_uncollected`)."""
+    from librarian_dagster.core.commandline import imports_uncollected
+
+    with imports_uncollected():
+        return (yield)
+
+
 # SIGTERM as the test process started with it, before any fixture ran Dagster.
 _SIGTERM_AT_START = signal.getsignal(signal.SIGTERM)
 

@@ -27,9 +27,12 @@ def register(add_parser: AddParser) -> None:
 
 def cmd_backfill(args: argparse.Namespace) -> int:
     from librarian_dagster.cli.run import end_with_the_embedded_server
+    from librarian_dagster.core.commandline import imports_uncollected
     from librarian_dagster.core.settings import Settings
-    from librarian_dagster.defs.partitions import SESSIONS_PER_RUN
-    from librarian_dagster.ingest import backfill
+
+    with imports_uncollected():
+        from librarian_dagster.defs.partitions import SESSIONS_PER_RUN
+        from librarian_dagster.ingest import backfill
 
     settings = Settings.from_env()
     end_with_the_embedded_server(settings, "backfill")

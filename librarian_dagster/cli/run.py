@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from librarian_dagster.core.commandline import AddParser, port
+from librarian_dagster.core.commandline import AddParser, imports_uncollected, port
 from librarian_dagster.core.ops.terminal import say
 
 if TYPE_CHECKING:
@@ -58,7 +58,9 @@ def register(add_parser: AddParser) -> None:
 def cmd_ingest(args: argparse.Namespace) -> int:
     from librarian_dagster.cli.progress import Progress
     from librarian_dagster.core.settings import Settings
-    from librarian_dagster.ingest import ingest_paths
+
+    with imports_uncollected():
+        from librarian_dagster.ingest import ingest_paths
 
     missing = [p for p in args.paths if not p.exists()]
     if missing:
@@ -152,7 +154,9 @@ def _embedding_space(settings: "Settings") -> tuple[str, int]:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     from librarian_dagster.core.settings import Settings
-    from mcp_server.app import serve
+
+    with imports_uncollected():
+        from mcp_server.app import serve
 
     serve(Settings.from_env(), args.transport, args.host, args.port)
     return 0

@@ -1,13 +1,16 @@
-"""What the `librarian` command and `python -m mcp_server` share: argument types, and how a
-setting or a resource that cannot be used is reported (one line on stderr, never a traceback).
+"""What the `librarian` command and `python -m mcp_server` share: argument types, how a
+setting or a resource that cannot be used is reported (one line on stderr, never a traceback),
+and how a process of ours imports its heavy libraries (`imports_uncollected`).
 
 In core, not in cli/, because the MCP server must not import the `librarian` command.
 """
 
 import argparse
+import gc
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import NoReturn
 
@@ -102,3 +105,25 @@ def exit_now(command: str, message: str) -> NoReturn:
     os.dup2(nowhere, 2)
     os.write(ours, f"librarian {command}: {message}\n".encode())
     os._exit(1)
+
+
+@contextmanager
+def imports_uncollected() -> Iterator[None]:
+    """Around a process's imports of Dagster, of the definitions or of the recall server: Python's
+    cyclic garbage collector off, then what they made frozen (`gc.freeze`: later collections pass
+    over it) and the collector on again.
+
+    Those imports make about a million objects that live as long as the process. The collector,
+    run every 700 new objects, went over them again and again and freed nothing: about a quarter
+    of the CPU that importing the definitions took, in every process that does (the code server,
+    each run worker, `librarian ingest`, the recall server). benchmarks/process_start.py measures
+    it. Nested, or where the collector is off already, it does nothing."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.enable()

@@ -149,13 +149,12 @@ def stop_and_start_again(tmp_path_factory, fresh_pgdata) -> _StopAndStartAgain:
                 stopped = up.stop()
             finally:
                 up.kill()
-            runs_at_stop = _runs(tmp_path / "home")
-
             gate.set()
             _sessions(tmp_path / "mirror", 2, first=1)
             summary_only = tmp_path / "mirror" / "-work-app" / f"{SUMMARY_ONLY}.jsonl"
             summary_only.write_text('{"type": "summary", "summary": "an old title"}\n')
             age(summary_only, 600)
+            again_started = time.time()
             again = _Up(env)
             try:
                 again.wait_for(
@@ -169,9 +168,13 @@ def stop_and_start_again(tmp_path_factory, fresh_pgdata) -> _StopAndStartAgain:
             gate.set()
         texts = list(telegram.texts)
     logs = {p.name: p.read_text(encoding="utf-8") for p in (tmp_path / "home" / "logs").iterdir()}
+    # Read once, at the end (a process that joins the embedded server): those of the first start
+    # are the runs made before the second.
+    runs = _runs(tmp_path / "home")
+    runs_at_stop = [(status, tags) for status, tags, made in runs if made < again_started]
     return _StopAndStartAgain(
-        stopped, runs_at_stop, again.lines, again_after, logs, texts, _runs(tmp_path / "home"),
-        session,
+        stopped, runs_at_stop, again.lines, again_after, logs, texts,
+        [(status, tags) for status, tags, _ in runs], session,
     )  # fmt: skip
 
 
@@ -210,9 +213,9 @@ def test_a_stop_during_a_run_is_no_failure_and_the_next_start_runs_it_again(
     assert runs[0][1].get("dagster/sensor_name") == "mirror_sensor", runs[0][1]
 
 
-def _runs(home: Path) -> list[tuple[dg.DagsterRunStatus, dict[str, str]]]:
-    """The runs Dagster holds under `home`, newest first (status, tags), read in a process of
-    their own, which joins the embedded server and leaves it."""
+def _runs(home: Path) -> list[tuple[dg.DagsterRunStatus, dict[str, str], float]]:
+    """The runs Dagster holds under `home`, newest first (status, tags, when it was made, as a
+    Unix time), read in a process of their own, which joins the embedded server and leaves it."""
     code = (
         "import json\n"
         "import dagster as dg\n"
@@ -223,7 +226,8 @@ def _runs(home: Path) -> list[tuple[dg.DagsterRunStatus, dict[str, str]]]:
         "migrated_url(settings)\n"
         "home = prepare_dagster_home(settings)['DAGSTER_HOME']\n"
         "with dg.DagsterInstance.from_config(home) as instance:\n"
-        "    runs = [(r.status.value, dict(r.tags)) for r in instance.get_runs()]\n"
+        "    runs = [(r.dagster_run.status.value, dict(r.dagster_run.tags),\n"
+        "             r.create_timestamp.timestamp()) for r in instance.get_run_records()]\n"
         "print(json.dumps(runs))\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("LIBRARIAN_")}
@@ -232,5 +236,6 @@ def _runs(home: Path) -> list[tuple[dg.DagsterRunStatus, dict[str, str]]]:
         capture_output=True, text=True, timeout=300, check=True,
     ).stdout  # fmt: skip
     return [
-        (dg.DagsterRunStatus(status), tags) for status, tags in json.loads(out.splitlines()[-1])
+        (dg.DagsterRunStatus(status), tags, made)
+        for status, tags, made in json.loads(out.splitlines()[-1])
     ]

@@ -61,7 +61,9 @@ class DagsterProcesses:
     def commands(self) -> list[tuple[str, list[str]]]:
         """(name, command) of each, in the order they start: the code server first."""
         python = [sys.executable, "-m"]
-        code = [*python, "dagster", "api", "grpc", "--socket", str(self.socket),
+        # Dagster's code server, importing Dagster uncollected (dagster_code_server.py).
+        code = [*python, "librarian_dagster.dagster_code_server", "api", "grpc",
+                "--socket", str(self.socket),
                 # As `dagster dev` runs it: the definitions load at the first request, so one that
                 # fails to load shows its error in the UI rather than ending the server.
                 "--lazy-load-user-code", "--log-level", "warning",
