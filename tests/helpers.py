@@ -286,13 +286,25 @@ def assert_shared_instance_config(instance: dg.DagsterInstance) -> dg.ExecuteInP
     return result
 
 
-def connections_made(url: str) -> int:
-    """Connections ever made to the database at `url` (PostgreSQL's count, this one's included)."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
-        ).fetchone()
-    return int(row[0]) if row else 0
+def connections_made(url: str, *, settled: bool = False) -> int:
+    """Connections ever made to the database at `url` (PostgreSQL's count, this one's included).
+
+    A server process adds its connection to the count when it first reports its statistics,
+    which a busy server may put off for seconds. With `settled`, the count once every
+    connection made so far is in it: read again until it grows by no more than each reading's
+    own connection in a second's wait."""
+    while True:
+        with psycopg.connect(url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
+            ).fetchone()
+        made = int(row[0]) if row else 0
+        if not settled:
+            return made
+        time.sleep(1.0)
+        again = connections_made(url)
+        if again - made <= 1:
+            return again
 
 
 def connections_open(url: str, *, until_none: float = 0.0) -> int:

@@ -117,7 +117,11 @@ def imports_uncollected() -> Iterator[None]:
     run every 700 new objects, went over them again and again and freed nothing: about a quarter
     of the CPU that importing the definitions took, in every process that does (the code server,
     each run worker, `librarian ingest`, the recall server). benchmarks/process_start.py measures
-    it. Nested, or where the collector is off already, it does nothing."""
+    it. Nested, or where the collector is off already, it does nothing.
+
+    Only a process's first use freezes: a later one (`librarian ingest` called in a test's
+    process, say) would also freeze whatever garbage was waiting, for good, and hide it from
+    `gc.get_referrers`."""
     if not gc.isenabled():
         yield
         return
@@ -125,5 +129,6 @@ def imports_uncollected() -> Iterator[None]:
     try:
         yield
     finally:
-        gc.freeze()
+        if gc.get_freeze_count() == 0:
+            gc.freeze()
         gc.enable()
