@@ -2,7 +2,7 @@
 or skipped and nothing else, Dagster's own logs in `LIBRARIAN_HOME/logs` (`--verbose`, which
 also shows them in the terminal, is tests/cli/test_up.py's); a stop in the middle of a run
 cancels it, alerts nothing, and the next start runs it again, remembering the session once. One
-scenario, `stop_and_start_again`, for the three tests."""
+scenario, `stop_and_start_again`, for both tests."""
 
 import json
 import os
@@ -113,8 +113,8 @@ class _StopAndStartAgain:
 @pytest.fixture(scope="module")
 def stop_and_start_again(tmp_path_factory, fresh_pgdata) -> _StopAndStartAgain:
     """`librarian up` stopped while its run waits in the digest step for a Messages API
-    stand-in; once the digests are let go, two more sessions and one with nothing to remember
-    are written and `up` starts again. One scenario for the three tests: a start of its own for
+    stand-in; once the digests are let go, one more session and one with nothing to remember
+    are written and `up` starts again. One scenario for both tests: a start of its own for
     each was a whole `librarian up` more (~25 s of CPU)."""
     tmp_path = tmp_path_factory.mktemp("stop-and-start")
     fresh_pgdata(tmp_path / "home")
@@ -150,7 +150,7 @@ def stop_and_start_again(tmp_path_factory, fresh_pgdata) -> _StopAndStartAgain:
             finally:
                 up.kill()
             gate.set()
-            _sessions(tmp_path / "mirror", 2, first=1)
+            _sessions(tmp_path / "mirror", 1, first=1)
             summary_only = tmp_path / "mirror" / "-work-app" / f"{SUMMARY_ONLY}.jsonl"
             summary_only.write_text('{"type": "summary", "summary": "an old title"}\n')
             age(summary_only, 600)
@@ -158,7 +158,7 @@ def stop_and_start_again(tmp_path_factory, fresh_pgdata) -> _StopAndStartAgain:
             again = _Up(env)
             try:
                 again.wait_for(
-                    lambda ls: len(_said(ls, "remembered")) == 3 and _said(ls, "skipped"),
+                    lambda ls: len(_said(ls, "remembered")) == 2 and _said(ls, "skipped"),
                     START_BOUND_S + INGEST_BOUND_S,
                 )
                 again_after = again.stop(signal.SIGTERM)
@@ -178,14 +178,14 @@ def stop_and_start_again(tmp_path_factory, fresh_pgdata) -> _StopAndStartAgain:
     )  # fmt: skip
 
 
-# One worker runs the three: they look at one scenario (`stop_and_start_again`).
+# One worker runs both: they look at one scenario (`stop_and_start_again`).
 @pytest.mark.xdist_group("stop_and_start_again")
 def test_the_terminal_says_what_was_remembered_and_nothing_more(stop_and_start_again):
     seen = stop_and_start_again
     for after in (seen.stopped, seen.again_after):
         assert after and all(EVENT.match(line) for line in after), after
     remembered = _said(seen.again_after, "remembered")
-    assert len(remembered) == 3 and all("app · claude-code · " in r for r in remembered), remembered
+    assert len(remembered) == 2 and all("app · claude-code · " in r for r in remembered), remembered
     assert f"{SUMMARY_ONLY}: nothing to remember" in "\n".join(seen.again_after)
     assert not any("DEBUG" in line or "Warning" in line for line in seen.again)
     # What Dagster and the recall server said went to their logs, warnings of theirs included.
