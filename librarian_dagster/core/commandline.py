@@ -114,10 +114,10 @@ def imports_uncollected() -> Iterator[None]:
     over it) and the collector on again.
 
     Those imports make about a million objects that live as long as the process. The collector,
-    run every 700 new objects, went over them again and again and freed nothing: about a quarter
-    of the CPU that importing the definitions took, in every process that does (the code server,
-    each run worker, `librarian ingest`, the recall server). benchmarks/process_start.py measures
-    it. Nested, or where the collector is off already, it does nothing.
+    run every 700 new objects, went over them again and again and freed nothing: a third to a
+    half of the CPU those imports took, in every process that makes them (the code server, each
+    run worker, `librarian ingest`, the recall server; benchmarks/process_start.py, decision
+    0045). Nested, or where the collector is off already, it does nothing.
 
     Only a process's first use freezes: a later one (`librarian ingest` called in a test's
     process, say) would also freeze whatever garbage was waiting, for good, and hide it from
