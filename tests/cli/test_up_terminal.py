@@ -82,7 +82,7 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 def _sessions(mirror: Path, count: int, first: int = 0) -> list[str]:
     ids = [f"7e57{i:04d}-0000-4000-8000-{i:012d}" for i in range(first, first + count)]
-    for i, sid in zip(range(first, first + count), ids, strict=True):
+    for i, sid in enumerate(ids, start=first):
         path = write_transcript(mirror / "-work-app", sid, f"Make the parser strict, part {i}",
                                 f"Done: the parser now refuses repeated flags ({i}).")  # fmt: skip
         age(path, 600)

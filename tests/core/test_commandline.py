@@ -35,8 +35,8 @@ def test_only_the_first_use_freezes(unfrozen):
         pass
     frozen = gc.get_freeze_count()
     with imports_uncollected():
-        made = [[] for _ in range(1000)]
-    assert gc.isenabled() and gc.get_freeze_count() <= frozen < frozen + len(made)
+        _alive = [[] for _ in range(1000)]  # tracked objects the second use leaves unfrozen
+    assert gc.isenabled() and gc.get_freeze_count() <= frozen
 
 
 def test_an_import_that_fails_leaves_the_collector_on(unfrozen):
