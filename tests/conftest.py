@@ -239,8 +239,8 @@ def fresh_pgdata(initialized_pgdata) -> Callable[[Path], Path]:
     """`fresh_pgdata(home)` gives the home a data folder as the first start's initdb leaves it,
     copied (a third of a second) instead of made (initdb's five on a busy machine), and set to
     run without fsync (`_NO_FLUSH`). For the tests that start their own embedded server for what
-    a server's holders do, not its birth; test_up.py's first test still starts from nothing, as
-    a user does."""
+    a server's holders do, not its birth; the healing `up` of test_up_database_watch.py still
+    starts from nothing, as a user does."""
 
     def place(home: Path) -> Path:
         home.mkdir(parents=True, exist_ok=True)

@@ -190,10 +190,12 @@ def append_prompt(
 
 
 @contextlib.contextmanager
-def tmpfs(folder: Path, size: str = "2m", read_only: bool = False):
+def tmpfs(folder: Path, size: str = "2m", read_only: bool = False, or_skip: bool = True):
     """A small real filesystem at `folder` (created): a full disk or a read-only one, for real.
 
-    Mounting needs root (or CAP_SYS_ADMIN); where it is refused, the test is skipped saying so.
+    Mounting needs root (or CAP_SYS_ADMIN); where it is refused, the test is skipped saying so,
+    or (`or_skip=False`) `folder` stays a plain folder and the context gives why, a str, for a
+    test that has more to do than fill it.
     """
     import subprocess
 
@@ -206,7 +208,11 @@ def tmpfs(folder: Path, size: str = "2m", read_only: bool = False):
         check=False,
     )
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip() or 'not permitted'})")
+        why = f"cannot mount a tmpfs here ({mounted.stderr.strip() or 'not permitted'})"
+        if or_skip:
+            pytest.skip(why)
+        yield why
+        return
     try:
         yield folder
     finally:

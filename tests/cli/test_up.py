@@ -1,13 +1,14 @@
-"""`librarian up` as a user runs it: everything starts, SIGTERM stops every child and the DB."""
+"""`librarian up` and the runs a stopped process left: the next start ends a run whose worker was
+killed, and a stop cancels only the runs that have a worker. That it starts from nothing, serves
+the UI, the recall server and the page, and that SIGTERM stops every child and the embedded
+database, is test_up_database_watch.py's last healing test (one `up` for both)."""
 
-import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -41,69 +42,6 @@ def _descendants_and_servers(home) -> list[psutil.Process]:
         if str(home) in cmdline:
             found.append(proc)
     return found
-
-
-def test_up_serves_ui_and_mcp_and_sigterm_stops_everything(tmp_path):
-    """From nothing, as a first start is, and with `--verbose`: Dagster's logs in the terminal."""
-    home = tmp_path / "home"
-    ui_port, mcp_port = free_port(), free_port()
-    env = {
-        **os.environ,
-        "LIBRARIAN_HOME": str(home),
-        "LIBRARIAN_MIRROR": str(tmp_path / "mirror"),
-    }
-    env.pop("LIBRARIAN_DATABASE_URL", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "librarian_dagster.cli.main", "up", "--ui-port", str(ui_port),
-         "--mcp-port", str(mcp_port), "--verbose"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    terminal: list[str] = []  # read as it comes: what --verbose adds would fill the pipe
-    reader = threading.Thread(target=lambda: terminal.extend(proc.stderr or ()), daemon=True)
-    reader.start()
-    try:
-        _wait_for(f"http://127.0.0.1:{mcp_port}/mcp", 300, proc)
-        _wait_for(f"http://127.0.0.1:{ui_port}/server_info", 300, proc)
-        page = httpx.get(f"http://127.0.0.1:{mcp_port}/projects", timeout=30)
-        assert page.status_code == 200 and "<h1>Projects</h1>" in page.text  # the page is served
-        assert "default-src 'none'" in page.headers["content-security-policy"]
-        children = psutil.Process(proc.pid).children(recursive=True)
-        assert len(children) >= 2
-        assert _descendants_and_servers(home), "the embedded PostgreSQL should be running"
-        started = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        # The code allows itself 5 s of grace, then kills (run.py); 90 s only catches a hang.
-        assert proc.wait(timeout=90) == 0
-        print(f"librarian up: SIGTERM to exit {time.monotonic() - started:.1f} s")
-        reader.join(timeout=10)
-        assert any("Serving dagster-webserver" in line for line in terminal), terminal[-40:]
-        assert any("MCP server on" in line for line in terminal), terminal[-40:]
-        _gone, alive = psutil.wait_procs(children, timeout=10)
-        assert alive == [], [p.cmdline() for p in alive]
-        # The embedded server (its command line names the pgdata folder) stopped too.
-        deadline = time.monotonic() + 15
-        while _descendants_and_servers(home) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert _descendants_and_servers(home) == []
-        # Nobody is left in the holders file, and the next start is clean.
-        holders = json.loads((home / "database-holders.json").read_text(encoding="utf-8"))
-        assert holders == []
-        status = subprocess.run(
-            [sys.executable, "-m", "librarian_dagster.cli.main", "status"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert status.returncode == 0, status.stderr
-        assert _descendants_and_servers(home) == []
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def test_up_first_ends_a_run_whose_worker_was_killed(fresh_pgdata):
