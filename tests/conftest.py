@@ -1,4 +1,4 @@
-"""Shared fixtures: a real embedded PostgreSQL with pgvector, one fresh database per test."""
+"""Shared fixtures: a real embedded PostgreSQL with pgvector, a database of its own per test."""
 
 import contextlib
 import fcntl
@@ -17,6 +17,8 @@ from pathlib import Path
 import psycopg
 import pytest
 from psycopg import sql
+
+from tests.template_copies import TemplateCopies
 
 # Small real fixtures live in the repository (see tests/fixtures/README.md), so a clone tests
 # itself; only the 199-session dev corpus comes from outside (see `dev_corpus`).
@@ -194,11 +196,16 @@ def empty_database_url(pg_server) -> str:
     return _new_database(pg_server)
 
 
+_COPIES = TemplateCopies()
+
+
 @pytest.fixture
-def database_url(pg_server) -> str:
+def database_url(pg_server) -> Iterator[str]:
     """A URL to a database of its own as a first start leaves it: Librarian's newest schema and
-    Dagster's tables (a copy of the template)."""
-    return _new_database(pg_server, TEMPLATE)
+    Dagster's tables (a copy of the template, new or put back as it was made)."""
+    url = _COPIES.take(lambda: _new_database(pg_server, TEMPLATE))
+    yield url
+    _COPIES.give_back(url)
 
 
 @pytest.fixture
