@@ -248,6 +248,9 @@ ANY_TEXT = (
 
 @settings(max_examples=400, deadline=None)
 @given(st.sampled_from(FAMILIES), st.integers(0, 2**32 - 1), NOISE, NOISE)
+# A key block's BEGIN line with a marker after it ran to the next key's END line and was dropped
+# whole for the marker it took in, taking that key with it.
+@example("dsa_private_key", 0, "-----BEGIN RSA PRIVATE KEY-----[REDACTED:0]", "")
 def test_injected_secret_never_survives(family, seed, before, after):
     secret, text = _case(family, random.Random(seed))
     doc = f"{before}\n{text}\n{after}"
@@ -311,3 +314,20 @@ def test_the_sieves_choose_the_rules_the_needles_do(text):
             if needle in where:
                 expected.update(rule_ids)
     assert rules_to_run(data, low) == expected
+
+
+def test_a_marker_before_or_inside_a_key_block_leaves_none_of_its_lines():
+    """A marker already in the text stays as it is, and no line of a key around it survives:
+    not after a stray BEGIN line with a marker, not after a marker among the key's lines."""
+    for family in [f for f in FAMILIES if f.endswith("private_key")]:
+        _secret, text = _case(family, random.Random(7))
+        key_lines = [line for line in text.splitlines() if len(line) > 20 and "-----" not in line]
+        assert key_lines, family
+        for doc in (
+            f"-----BEGIN RSA PRIVATE KEY-----[REDACTED:generic_password]\n{text}\n",
+            text.replace("\n", "\n[REDACTED:generic_password]\n", 2),
+        ):
+            out, findings = redact(doc)
+            assert findings and not [line for line in key_lines if line in out], (family, out)
+            assert "[REDACTED:generic_password]" in out
+            assert redact(out)[0] == out

@@ -236,9 +236,18 @@ def _found(text: str, raw: Raw) -> list[Finding]:
     """`find_secrets` from the first scan's findings (`raw`) on."""
     if not raw:
         return []
-    # A marker already in the text must stay intact (idempotence): drop spans that touch one.
+    # A marker already in the text must stay intact (idempotence): a finding that takes one in
+    # keeps what it covers around the markers (`_around`), before findings are merged. Dropped
+    # whole, a key block whose BEGIN line had a marker after it took the next, whole key with it
+    # (its END line was the first the block found).
     markers = [m.span() for m in _MARKER_RE.finditer(text)] if MARKER_PREFIX in text else []
-    spans = [sp for sp in _merge(raw) if not any(sp[0] < me and ms < sp[1] for ms, me in markers)]
+    if markers:
+        raw = [
+            found
+            for f in raw
+            for found in ([f] if not _takes_in(f, markers) else _around(text, f, markers))
+        ]
+    spans = _merge(raw)
     for _ in range(4):
         if not spans:
             break
@@ -257,6 +266,39 @@ def _found(text: str, raw: Raw) -> list[Finding]:
         ]
         spans = _merge([tuple(sp) for sp in spans] + mapped)  # type: ignore[misc]
     return [Finding(fam, start, end) for start, end, fam, _ in spans]
+
+
+def _takes_in(finding: tuple[int, int, str, int], markers: list[tuple[int, int]]) -> bool:
+    return any(finding[0] < me and ms < finding[1] for ms, me in markers)
+
+
+def _around(text: str, finding: tuple[int, int, str, int], markers: list[tuple[int, int]]) -> Raw:
+    """What a finding that takes in markers covers, the markers left out. A key block's pieces
+    are all key (its lines after a marker too), so each is redacted whole; any other finding's
+    pieces are scanned again, each on its own (a marker is not a secret's value to redact twice,
+    and `password=` beside one is no secret)."""
+    start, end, family, priority = finding
+    pieces = [(a, b) for a, b in _pieces(start, end, markers) if text[a:b].strip()]
+    if family.endswith("private_key"):
+        return [(a, b, family, priority) for a, b in pieces]
+    return [
+        (a + s, a + e, found_family, found_priority)
+        for a, b in pieces
+        for s, e, found_family, found_priority in _raw_findings(text[a:b])
+    ]
+
+
+def _pieces(start: int, end: int, markers: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    pieces, pos = [], start
+    for marker_start, marker_end in sorted(markers):
+        if marker_end <= start or marker_start >= end:
+            continue
+        if marker_start > pos:
+            pieces.append((pos, marker_start))
+        pos = max(pos, marker_end)
+    if pos < end:
+        pieces.append((pos, end))
+    return pieces
 
 
 def redact(text: str) -> tuple[str, list[Finding]]:
