@@ -310,14 +310,19 @@ def codex_sessions(agents_corpus: Path):
     return found.sessions
 
 
-def test_every_corpus_session_parses(codex_sessions):
+@pytest.fixture(scope="module")
+def parsed_codex_sessions(codex_sessions):
+    """Each corpus session with what the reader makes of it, parsed once for the tests below."""
+    return [(files, readers.parse_session(files)) for files in codex_sessions]
+
+
+def test_every_corpus_session_parses(codex_sessions, parsed_codex_sessions):
     assert {s.agent for s in codex_sessions} == {"codex"}
     # 88 rollouts: the 8 helper threads of git-sync join their parent, the 23 review threads
     # (their parents are not in the corpus) are sessions of their own.
     assert len(codex_sessions) == 80
     assert sum(len(s.subagents) for s in codex_sessions) == 8
-    for files in codex_sessions:
-        session = readers.parse_session(files)
+    for files, session in parsed_codex_sessions:
         assert session.skip_reason is None, files.session_id
         assert session.turns and session.started_at and session.versions and session.models
         assert session.stats.malformed_lines == 0
@@ -325,10 +330,9 @@ def test_every_corpus_session_parses(codex_sessions):
         assert any(t.kind == "prompt" for t in session.turns)
 
 
-def test_corpus_changes_are_the_patches(codex_sessions):
+def test_corpus_changes_are_the_patches(parsed_codex_sessions):
     checked = 0
-    for files in codex_sessions:
-        session = readers.parse_session(files)
+    for files, session in parsed_codex_sessions:
         said = {
             normal_path(p, session.cwd)
             for u in _uses(session, CHANGE)
@@ -349,9 +353,9 @@ def test_corpus_helpers_are_attached_to_their_parent(codex_sessions):
     assert {t.agent_id for t in session.turns} - {None} == {p.stem for p in parent.subagents}
 
 
-def test_corpus_sessions_redact_clean(codex_sessions):
-    for files in codex_sessions:
-        redacted, _ = redact_session(readers.parse_session(files))
+def test_corpus_sessions_redact_clean(parsed_codex_sessions):
+    for _files, session in parsed_codex_sessions:
+        redacted, _ = redact_session(session)
         for turn in redacted.turns:
             assert find_secrets(turn.text) == []
             for use in turn.tool_uses:
