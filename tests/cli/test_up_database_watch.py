@@ -4,10 +4,11 @@ after it, and one alert and one recovery message reach a stand-in of the Telegra
 by `up` itself (the alert sensors keep their state in the database that died); a killed recall
 server is started again, and said.
 
-Those three faults are healed by one `librarian up`, one after the other (`healing_up`): each test
-waits until everything answers again before its fault, and counts only what its own fault made
-said and recorded. Another `up` (`external_then_full`) watches a database it cannot restart,
-which hangs and answers again, and then a LIBRARIAN_HOME that fills up."""
+Those three faults are healed by one `librarian up`, one after the other (`healing_up`, started
+from nothing with `--verbose`): each test waits until everything answers again before its fault,
+and counts only what its own fault made said and recorded; the last one stops it with SIGTERM.
+Another `up` (`external_then_full`) watches a database it cannot restart, which hangs and answers
+again, and then a LIBRARIAN_HOME that fills up."""
 
 import contextlib
 import json
@@ -47,11 +48,17 @@ class _Up:
                  telegram: FakeTelegram) -> None:  # fmt: skip
         self.proc, self.base, self.ui, self.env, self.telegram = proc, base, ui, env, telegram
         self.terminal: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         for line in self.proc.stderr or ():
             self.terminal.append(line.rstrip("\n"))
+
+    def said_to_the_end(self) -> list[str]:
+        """The whole terminal, once the process has exited."""
+        self._reader.join(timeout=10)
+        return self.terminal
 
 
 @contextlib.contextmanager
@@ -108,8 +115,9 @@ def _await_alerts(
     deadline = time.monotonic() + HEAL_BOUND_S
     while time.monotonic() < deadline and sum(about in t for t in telegram.texts) < count:
         if proc.poll() is not None:
-            said = "\n".join(terminal[-40:]) if terminal is not None else None
-            raise AssertionError(said if said is not None else proc.stderr and proc.stderr.read())
+            if terminal is None:
+                terminal = (proc.stderr.read() if proc.stderr else "").splitlines()
+            raise AssertionError("\n".join(terminal[-40:]))
         time.sleep(1)
 
 
@@ -187,7 +195,7 @@ def test_a_killed_recall_server_is_started_again_and_said(healing_up):
 
 
 @pytest.mark.xdist_group("healing_up")
-def test_sigterm_then_stops_every_child_and_the_database(healing_up):
+def test_sigterm_stops_every_child_and_the_database_after_the_faults(healing_up):
     """After the faults it healed, as after none: the page is served, and SIGTERM stops `up`,
     every child and the embedded server within its grace, leaving no holder, so that the next
     command starts clean. `--verbose` showed Dagster's and the recall server's own lines."""
@@ -204,9 +212,9 @@ def test_sigterm_then_stops_every_child_and_the_database(healing_up):
     # The code allows itself 5 s of grace, then kills (run.py); 90 s only catches a hang.
     assert up.wait(timeout=90) == 0, "\n".join(healing_up.terminal[-40:])
     print(f"librarian up: SIGTERM to exit {time.monotonic() - started:.1f} s")
-    time.sleep(0.2)  # the reader's last lines
-    assert any("Serving dagster-webserver" in line for line in healing_up.terminal)
-    assert any("MCP server on" in line for line in healing_up.terminal)
+    terminal = healing_up.said_to_the_end()
+    assert any("Serving dagster-webserver" in line for line in terminal), terminal[-40:]
+    assert any("MCP server on" in line for line in terminal), terminal[-40:]
     _gone, alive = psutil.wait_procs(children, timeout=10)
     assert alive == [], [p.cmdline() for p in alive]
     # The embedded server (its command line names the pgdata folder) stopped too.
@@ -267,8 +275,8 @@ def external_then_full(tmp_path_factory, fresh_pgdata) -> _ExternalThenFull:
                 return _ExternalThenFull(database, same_server, None, "", [], home)
             fill(home)
             code = up.wait(timeout=HEAL_BOUND_S)
-            time.sleep(0.2)  # the reader's last lines
-            said = [line for line in running.terminal if line.startswith("librarian up:")]
+            terminal = running.said_to_the_end()
+            said = [line for line in terminal if line.startswith("librarian up:")]
             last = (said or [""])[-1]
             home_alerts = [t for t in telegram.texts if "LIBRARIAN_HOME" in t]
         return _ExternalThenFull(database, same_server, code, last, home_alerts, "")
