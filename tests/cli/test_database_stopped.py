@@ -5,13 +5,15 @@ session, every memory with its chunks, as many chunks as a clean ingest stores.
 
 The server is stopped as an administrator (or a crash of the machine's service manager) stops it:
 `pg_ctl stop` (fast shutdown: the connections are cut, open transactions rolled back), through
-pgserver's public handle. "While writing" is made certain rather than raced: the test holds a
-lock on `indexed_chunks`, so the ingest's write waits inside its transaction, and the server is
-stopped once PostgreSQL shows that write waiting.
+pgserver's public handle. Both moments are made certain rather than raced. "Between stages": once
+a stage's value is staged, the ingest is stopped (SIGSTOP) until the server is down. "While
+writing": the test holds a lock on `indexed_chunks`, so the ingest's write waits inside its
+transaction, and the server is stopped once PostgreSQL shows that write waiting.
 """
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -148,9 +150,14 @@ def test_database_stopped_mid_run_fails_in_one_line_and_a_retry_completes(home, 
     if when == "between_stages":
         staged = home / "staging" / "redacted_session"
         _wait_until(lambda: staged.is_dir() and any(staged.glob("*.json")), proc, "a staged stage")
+        # Held there until the server is down: on a quick machine the ingest of both sessions
+        # ended before the stop did.
+        os.killpg(proc.pid, signal.SIGSTOP)
     else:
         _wait_until(lambda: _waiting_on_the_lock(server.get_uri()), proc, "a write waiting")
     server.stop()
+    if when == "between_stages":
+        os.killpg(proc.pid, signal.SIGCONT)
     if lock is not None:
         lock.close()
     stdout, stderr = proc.communicate(timeout=WAIT_S)
