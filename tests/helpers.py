@@ -76,6 +76,25 @@ def age(path: Path, seconds: float) -> None:
     os.utime(path, (then, then))
 
 
+class Terminal:
+    """What a process prints on one of its pipes, read line by line as it comes: a pipe left
+    unread fills (`--verbose` fills one fast) and the process then blocks on it."""
+
+    def __init__(self, stream) -> None:
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._reader.start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self.lines.append(line.rstrip("\n"))
+
+    def to_the_end(self) -> list[str]:
+        """Every line, once the pipe has closed (the process exited)."""
+        self._reader.join(timeout=10)
+        return self.lines
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ import pytest
 
 from librarian_dagster.core.ops.incidents import read_incidents
 from tests.cli.test_up import _descendants_and_servers, _wait_for
-from tests.helpers import fill, free_port, tmpfs
+from tests.helpers import Terminal, fill, free_port, tmpfs
 from tests.telegram_fake import CHAT_ID, TOKEN, FakeTelegram, fake_telegram
 
 # Not a performance figure: the watch needs two failed probes (1 s apart here; 5 s by default), a
@@ -42,23 +41,12 @@ in the mirror's capture-gap alert, which may come meanwhile."""
 
 class _Up:
     """A live `librarian up`: its process, MCP base URL, UI URL, environment, the Telegram
-    stand-in it alerts and its terminal (stderr), read as it comes: `--verbose` fills a pipe."""
+    stand-in it alerts and its terminal (stderr)."""
 
     def __init__(self, proc: subprocess.Popen, base: str, ui: str, env: dict[str, str],
                  telegram: FakeTelegram) -> None:  # fmt: skip
         self.proc, self.base, self.ui, self.env, self.telegram = proc, base, ui, env, telegram
-        self.terminal: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stderr or ():
-            self.terminal.append(line.rstrip("\n"))
-
-    def said_to_the_end(self) -> list[str]:
-        """The whole terminal, once the process has exited."""
-        self._reader.join(timeout=10)
-        return self.terminal
+        self.terminal = Terminal(proc.stderr)
 
 
 @contextlib.contextmanager
@@ -84,7 +72,7 @@ def _up(tmp_path, *args: str, stops=True, database_url=None, **settings: str) ->
             yield up
             if stops and proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
-                assert proc.wait(timeout=90) == 0, "\n".join(up.terminal[-40:])
+                assert proc.wait(timeout=90) == 0, "\n".join(up.terminal.lines[-40:])
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -158,7 +146,7 @@ def test_a_dead_or_hung_embedded_database_is_restarted_and_said(healing_up, faul
     killed.send_signal(getattr(signal, fault))
     # The missing mirror's capture-gap alert may come meanwhile: count the database's alone.
     said_before = sum(DATABASE in t for t in telegram.texts[:before])
-    _await_alerts(up, telegram, said_before + 2, about=DATABASE, terminal=healing_up.terminal)
+    _await_alerts(up, telegram, said_before + 2, about=DATABASE, terminal=healing_up.terminal.lines)
     texts = [t for t in telegram.texts[before:] if DATABASE in t]
     assert len(texts) == 2, telegram.texts[before:]
     assert "stopped answering" in texts[0] and "restarting it" in texts[0]
@@ -210,9 +198,9 @@ def test_sigterm_stops_every_child_and_the_database_after_the_faults(healing_up)
     started = time.monotonic()
     up.send_signal(signal.SIGTERM)
     # The code allows itself 5 s of grace, then kills (run.py); 90 s only catches a hang.
-    assert up.wait(timeout=90) == 0, "\n".join(healing_up.terminal[-40:])
+    assert up.wait(timeout=90) == 0, "\n".join(healing_up.terminal.lines[-40:])
     print(f"librarian up: SIGTERM to exit {time.monotonic() - started:.1f} s")
-    terminal = healing_up.said_to_the_end()
+    terminal = healing_up.terminal.to_the_end()
     assert any("Serving dagster-webserver" in line for line in terminal), terminal[-40:]
     assert any("MCP server on" in line for line in terminal), terminal[-40:]
     _gone, alive = psutil.wait_procs(children, timeout=10)
@@ -265,9 +253,9 @@ def external_then_full(tmp_path_factory, fresh_pgdata) -> _ExternalThenFull:
             up, telegram = running.proc, running.telegram
             postmaster = psutil.Process(server.get_pid())
             postmaster.suspend()  # unreachable: it answers nothing, and nothing exits
-            _await_alerts(up, telegram, 1, about=DATABASE, terminal=running.terminal)
+            _await_alerts(up, telegram, 1, about=DATABASE, terminal=running.terminal.lines)
             postmaster.resume()
-            _await_alerts(up, telegram, 2, about=DATABASE, terminal=running.terminal)
+            _await_alerts(up, telegram, 2, about=DATABASE, terminal=running.terminal.lines)
             database = [t for t in telegram.texts if DATABASE in t]
             same_server = postmaster.pid == server.get_pid()
             _wait_for(running.base + "/mcp", 120, up)
@@ -275,7 +263,7 @@ def external_then_full(tmp_path_factory, fresh_pgdata) -> _ExternalThenFull:
                 return _ExternalThenFull(database, same_server, None, "", [], home)
             fill(home)
             code = up.wait(timeout=HEAL_BOUND_S)
-            terminal = running.said_to_the_end()
+            terminal = running.terminal.to_the_end()
             said = [line for line in terminal if line.startswith("librarian up:")]
             last = (said or [""])[-1]
             home_alerts = [t for t in telegram.texts if "LIBRARIAN_HOME" in t]

@@ -1,8 +1,8 @@
 """`librarian up` as a person sees it: after the address block, one line per session remembered
-or skipped and nothing else, Dagster's own logs in `LIBRARIAN_HOME/logs` (`--verbose`, which
-also shows them in the terminal, is tests/cli/test_up.py's); a stop in the middle of a run
-cancels it, alerts nothing, and the next start runs it again, remembering the session once. One
-scenario, `stop_and_start_again`, for both tests."""
+or skipped and nothing else, Dagster's own logs in `LIBRARIAN_HOME/logs` (`--verbose`, which also
+shows them in the terminal, is tests/cli/test_up_database_watch.py's); a stop in the middle of a
+run cancels it, alerts nothing, and the next start runs it again, remembering the session once.
+One scenario, `stop_and_start_again`, for both tests."""
 
 import json
 import os
@@ -20,7 +20,7 @@ import pytest
 
 from librarian_dagster.dead_runs import STOPPED_TAG
 from tests.fake_anthropic import FakeAnthropic
-from tests.helpers import age, free_port, write_transcript
+from tests.helpers import Terminal, age, free_port, write_transcript
 from tests.telegram_fake import CHAT_ID, TOKEN, fake_telegram
 
 ADDRESS_END = "Ctrl-C stops everything."
@@ -40,13 +40,8 @@ class _Up:
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, start_new_session=True,
         )  # fmt: skip
-        self.lines: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
+        self.terminal = Terminal(self.proc.stdout)
+        self.lines = self.terminal.lines
 
     def wait_for(self, wanted, bound_s: float) -> None:
         deadline = time.monotonic() + bound_s
@@ -59,8 +54,8 @@ class _Up:
         """Stop it as Ctrl-C does; what it printed after the address block."""
         self.proc.send_signal(signum)
         assert self.proc.wait(timeout=90) == 0, "\n".join(self.lines[-40:])
-        time.sleep(0.2)  # the reader's last lines
-        return self.lines[self.lines.index(ADDRESS_END) + 1 :]
+        lines = self.terminal.to_the_end()
+        return lines[lines.index(ADDRESS_END) + 1 :]
 
     def kill(self) -> None:
         if self.proc.poll() is None:

@@ -253,11 +253,7 @@ def _found(text: str, raw: Raw) -> list[Finding]:
             break
         out, where = _apply(text, spans)
         out_markers = [(w[0], w[1]) for w in where] + [m.span() for m in _MARKER_RE.finditer(out)]
-        extra = [
-            (s, e, fam, prio)
-            for s, e, fam, prio in _raw_findings(out)
-            if not any(s < me and ms < e for ms, me in out_markers)
-        ]
+        extra = [f for f in _raw_findings(out) if not _takes_in(f, out_markers)]
         if not extra:
             break
         mapped = [
