@@ -25,7 +25,7 @@ from contextlib import AbstractContextManager, ExitStack, asynccontextmanager, c
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 import anyio
 import uvicorn
@@ -38,8 +38,9 @@ from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
+from librarian_dagster.core.assembly.forgetting import Forgotten, forget_sessions
 from librarian_dagster.core.assembly.providers import configured_embedder
-from librarian_dagster.core.assembly.store import Store, migrated_url
+from librarian_dagster.core.assembly.store import Store, migrated_url, open_store
 from librarian_dagster.core.capture.readers import (
     AGENTS,
     READERS,
@@ -97,9 +98,6 @@ read the whole session with get_digest; browse recent work with list_sessions. B
 a file, file_history says which earlier sessions changed it, and why."""
 
 Transport = Literal["http", "stdio"]
-
-if TYPE_CHECKING:
-    from librarian_dagster.forget import Forgotten
 
 logger = logging.getLogger(__name__)
 
@@ -269,7 +267,7 @@ def build_server(
     verifier: TokenVerifier | None = None,
     issuer_url: str = "http://127.0.0.1:3201",
     private_without_token: bool = False,
-    forget: "Callable[[Sequence[str]], Forgotten] | None" = None,
+    forget: Callable[[Sequence[str]], Forgotten] | None = None,
     dagster_url: str | None = None,
 ) -> MCPServer:
     """The tools over what `source` is, or opens when the server starts (and closes when it
@@ -723,12 +721,12 @@ def serve(
 
 
 def _forgetting(settings: Settings) -> "Callable[[Sequence[str]], Forgotten]":
-    """`librarian forget` for the page; Dagster is imported at the first forget, not at start."""
+    """The page's forget: the store's part at once, Dagster's records at the mirror sensor's
+    next tick (core/assembly/forgetting.py); the server imports no Dagster."""
 
-    def forget(session_ids: Sequence[str]) -> "Forgotten":
-        from librarian_dagster.forget import forget_everywhere
-
-        return forget_everywhere(session_ids, settings)
+    def forget(session_ids: Sequence[str]) -> Forgotten:
+        with open_store(settings) as store:
+            return forget_sessions(session_ids, settings, store, history=None)
 
     return forget
 

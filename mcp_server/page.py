@@ -9,10 +9,10 @@ resolves to 127.0.0.1); with tokens, a request needs one, as `Authorization: Bea
 as the HttpOnly, SameSite=Strict cookie the login form sets. The private domain shows only to a
 token with the `private` scope (an open server never shows it, as it never serves it on /mcp).
 
-Forgetting is `librarian forget` itself (librarian_dagster/forget.py), behind a confirmation page
-whose form carries a token only this server can make (an HMAC of the session and the viewer, with
-a key drawn at start) and a same-origin check: another site cannot make a browser forget. It needs
-a token with the `forget` scope, or an open server.
+Forgetting is `librarian forget`'s own service (core/assembly/forgetting.py), behind a confirmation
+page whose form carries a token only this server can make (an HMAC of the session and the viewer,
+with a key drawn at start) and a same-origin check: another site cannot make a browser forget. It
+needs a token with the `forget` scope, or an open server.
 
 Transcripts hold anything: every field is escaped by the templates, stripped of terminal escapes
 and control characters, and cut at FIELD_CHARS with a link to the whole; the headers forbid
@@ -52,8 +52,8 @@ from librarian_dagster.core.store.queries import SearchFilters
 from mcp_server.auth import REBOUND, named_elsewhere
 
 if TYPE_CHECKING:
+    from librarian_dagster.core.assembly.forgetting import Forgotten
     from librarian_dagster.core.store.rows import SessionDigest
-    from librarian_dagster.forget import Forgotten
     from mcp_server.app import Served
 
 COOKIE = "librarian_token"

@@ -4,6 +4,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
+from librarian_dagster.core.assembly.forgetting import forget_queued_run_history
 from librarian_dagster.core.capture.mirror import (
     IngestPlan,
     is_excluded,
@@ -23,6 +24,7 @@ from librarian_dagster.defs.partitions import (
     sessions_partitions,
 )
 from librarian_dagster.defs.resources import LedgerResource, MemoriesResource, MirrorResource
+from librarian_dagster.forget import DagsterRunHistory
 
 
 @dg.sensor(
@@ -37,14 +39,17 @@ def mirror_sensor(
     memories: MemoriesResource,
 ):
     """Requests an ingest run for each session, of any agent, that is new or grew, once
-    settled; and for each whose run `librarian up` canceled when it was stopped."""
+    settled; and for each whose run `librarian up` canceled when it was stopped. Deletes the
+    runs and partitions of sessions the recall server's page forgot."""
+    db = ledger.get()
+    # What the recall server's page forgot: its runs and partitions, deleted where Dagster is.
+    forget_queued_run_history(db, DagsterRunHistory(context.instance))
     folders = {agent: root for agent, root in mirror.folders().items() if root.is_dir()}
     if not folders:
         return dg.SkipReason(
             f"no agent's folder exists: Claude Code's {mirror.path} (set LIBRARIAN_MIRROR), "
             "nor any other agent's (LIBRARIAN_CODEX_SESSIONS, ...)"
         )
-    db = ledger.get()
     skips = db.skip_list()
     plan = plan_ingest(
         snapshot(
@@ -70,12 +75,7 @@ def mirror_sensor(
         )
     # Record where each session's files are first: a run finds them by partition key alone.
     db.record_sources([(s.files, s.fingerprint) for s in plan.requests])
-    fresh = [s.files for s in plan.requests if s.files.session_id not in known]
-    new_of = partition_keys_for(fresh, db.known_cwds()) if fresh else {}
-    keys = {
-        s.files.session_id: known.get(s.files.session_id) or new_of[s.files.session_id]
-        for s in plan.requests
-    }
+    keys = _partition_keys(db, plan, known)
     new_keys = [k for sid, k in keys.items() if sid not in known]
     return dg.SensorResult(
         run_requests=[
@@ -90,6 +90,16 @@ def mirror_sensor(
         else [],
         cursor=plan.cursor,
     )
+
+
+def _partition_keys(db: Ledger, plan: IngestPlan, known: dict[str, str]) -> dict[str, str]:
+    """Session id -> partition key, for each session asked for: its own, or a new one."""
+    fresh = [s.files for s in plan.requests if s.files.session_id not in known]
+    new_of = partition_keys_for(fresh, db.known_cwds()) if fresh else {}
+    return {
+        s.files.session_id: known.get(s.files.session_id) or new_of[s.files.session_id]
+        for s in plan.requests
+    }
 
 
 def _stopped_requests(

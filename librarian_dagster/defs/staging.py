@@ -21,7 +21,6 @@ session id is checked against a strict pattern before it becomes a file name (00
 
 import collections
 import os
-import re
 import tempfile
 import typing
 from functools import cache
@@ -31,9 +30,8 @@ from typing import Any
 import dagster as dg
 from pydantic import TypeAdapter
 
+from librarian_dagster.core.capture.keys import staged_file
 from librarian_dagster.defs.partitions import session_id_of
-
-_SAFE_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$")
 
 
 class StagingIOManager(dg.ConfigurableIOManager):
@@ -42,10 +40,7 @@ class StagingIOManager(dg.ConfigurableIOManager):
     home: str
 
     def path_for(self, asset: str, partition_key: str) -> Path:
-        session_id = session_id_of(partition_key)
-        if not _SAFE_KEY.match(session_id):
-            raise ValueError(f"not a usable session key: {partition_key!r}")
-        return Path(self.home) / "staging" / asset / f"{session_id}.json"
+        return staged_file(Path(self.home), asset, session_id_of(partition_key))
 
     def handle_output(self, context: dg.OutputContext, obj: dict[str, Any]) -> None:
         asset = context.asset_key.path[-1]

@@ -1,21 +1,24 @@
 """`librarian forget`: a session ingested through the real job is taken out of everything the
 product keeps (the store and its statistics, the staged files, Dagster's runs, event metadata and
-partitions), is never ingested again, and a search that was already running stops finding it."""
+partitions), is never ingested again, and a search that was already running stops finding it;
+forgotten from the page, its Dagster records go at the mirror sensor's next tick."""
 
 import os
 
 import dagster as dg
 import psycopg
 
+from librarian_dagster.core.assembly.forgetting import forget_sessions
 from librarian_dagster.core.assembly.store import Store
 from librarian_dagster.core.capture.readers import session_files_for
 from librarian_dagster.core.models.minilm import local_embedder
 from librarian_dagster.core.recall.answer import recall
 from librarian_dagster.core.store.queries import SearchFilters
 from librarian_dagster.dagster_internals import dispose_instance
+from librarian_dagster.definitions import defs as load_defs
 from librarian_dagster.defs.partitions import SESSIONS, STAGES, session_id_of
 from librarian_dagster.ingest import ingest_sessions, open_instance
-from tests.helpers import make_settings, write_transcript
+from tests.helpers import make_settings, sensor_tick, write_transcript
 
 PRIVATE = "11111111-1111-1111-1111-111111111111"
 KEPT = ("22222222-2222-2222-2222-222222222222", "33333333-3333-3333-3333-333333333333")
@@ -65,7 +68,9 @@ def _traces(database_url: str, session_id: str) -> dict[str, int]:
         }  # fmt: skip
 
 
-def test_forget_leaves_nothing_readable_and_keeps_it_out(tmp_path, database_url, librarian_cli):
+def test_forget_leaves_nothing_readable_and_keeps_it_out(
+    tmp_path, database_url, librarian_cli, monkeypatch
+):
     folder = tmp_path / "mirror" / "-work-app"
     write_transcript(folder, PRIVATE, QUESTION, f"The {WORD} lock was held by the teardown.")
     for i, sid in enumerate(KEPT):
@@ -129,9 +134,25 @@ def test_forget_leaves_nothing_readable_and_keeps_it_out(tmp_path, database_url,
     assert again_in.status == "skipped"
     assert _traces(database_url, PRIVATE)["memories"] == 0
 
-    # A session that ran alone: its run goes, no other session's history with it.
-    alone = librarian_cli(["forget", ALONE, "--yes"], _env(settings, database_url))
-    assert "1 Dagster run(s)" in alone.stdout and "other session" not in alone.stdout
+    # A session that ran alone, forgotten as the recall server's page forgets (no Dagster in
+    # that process): its memory at once, its run and partition at the mirror sensor's tick,
+    # and no other session's history with them.
+    with Store(database_url, postings_dir=settings.postings_dir) as store:
+        page = forget_sessions([ALONE], settings, store, history=None)
+    assert page.memories == 1 and "at the next tick of `librarian up`'s mirror sensor" in (
+        page.said()
+    )
+    assert _traces(database_url, ALONE)["memories"] == 0
+    assert _traces(database_url, ALONE)["dagster events"] > 0
+    monkeypatch.setenv("LIBRARIAN_HOME", str(settings.home))
+    monkeypatch.setenv("LIBRARIAN_MIRROR", str(settings.mirror))
+    monkeypatch.setenv("LIBRARIAN_DATABASE_URL", database_url)
+    sensor_tick(load_defs(), instance, None)
+    assert _traces(database_url, ALONE) == dict.fromkeys(_traces(database_url, ALONE), 0)
+    assert ALONE not in {session_id_of(k) for k in instance.get_dynamic_partitions(SESSIONS)}
+    with Store(database_url) as store:
+        assert store.ledger.queued_run_history() == []
+        assert all(store.memories.get_memory(sid) is not None for sid in KEPT)
     memories = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey("memory")), limit=100
     ).records

@@ -444,7 +444,8 @@ def test_each_memory_has_its_mean_exchange_vector_written_and_removed_with_it(st
 
 
 def _undo_migration_13(conn) -> None:
-    """The store as it was before each session recorded its agent."""
+    """The store as it was before each session recorded its agent (and what came after)."""
+    conn.execute("DROP TABLE run_history_to_forget")  # migration 14's
     conn.execute("ALTER TABLE memories DROP COLUMN agent")
     conn.execute("ALTER TABLE session_sources DROP COLUMN agent, DROP COLUMN version")
 

@@ -129,7 +129,7 @@ def test_a_failed_write_keeps_the_previous_file(tmp_path):
 @pytest.mark.parametrize("key", ["app/2026-11/..", "a/", ".hidden", "", "x" * 300, "a/.x"])
 def test_a_key_that_is_not_a_session_id_never_becomes_a_path(tmp_path, key):
     manager = StagingIOManager(home=str(tmp_path))
-    with pytest.raises(ValueError, match="session key"):
+    with pytest.raises(ValueError, match="session id"):
         manager.path_for("redacted_session", key)
 
 

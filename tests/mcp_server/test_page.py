@@ -10,9 +10,9 @@ from html import unescape
 import pytest
 from starlette.testclient import TestClient
 
+from librarian_dagster.core.assembly.forgetting import forget_sessions
 from librarian_dagster.core.store.memories import ChunkRecord
 from librarian_dagster.core.store.rows import MemoryRecord
-from librarian_dagster.forget import forget_everywhere
 from mcp_server.app import Served, build_server, http_app
 from mcp_server.auth import TokenFileVerifier
 from mcp_server.page import FIELD_CHARS, SESSIONS_PER_PAGE
@@ -290,7 +290,7 @@ def test_forget_from_the_page_asks_first_refuses_other_sites_and_leaves_nothing(
 
     def forget(ids):
         forgot.append(list(ids))
-        return forget_everywhere(ids, settings)
+        return forget_sessions(ids, settings, store, history=None)
 
     page = _client(store, forget=forget)
     assert f'href="/session/{SESSION}/forget"' in page.get(f"/session/{SESSION}").text
@@ -319,7 +319,9 @@ def test_forgetting_needs_the_forget_scope(store, database_url, tmp_path):
     settings = make_settings(tmp_path, database_url)
     _remember(store, SESSION, "retry the sqlite lock")
     verifier, made = _verifier(tmp_path)
-    page = _client(store, verifier, forget=lambda ids: forget_everywhere(ids, settings))
+    page = _client(
+        store, verifier, forget=lambda ids: forget_sessions(ids, settings, store, history=None)
+    )
     path = f"/session/{SESSION}/forget"
     for scope in ("read", "private"):
         bearer = {"authorization": f"Bearer {made[scope]}"}

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from librarian_dagster.core.assembly.forgetting import forget_sessions
 from librarian_dagster.core.assembly.providers import configured_embedder
 from librarian_dagster.core.assembly.store import Store
 from librarian_dagster.core.capture.readers import session_files_for
 from librarian_dagster.core.store.memories import ChunkRecord
 from librarian_dagster.dagster_internals import dispose_instance
-from librarian_dagster.forget import forget_everywhere
 from librarian_dagster.ingest import ingest_sessions, open_instance
 from mcp_server.app import Served, build_server, http_app
 from mcp_server.page import SESSIONS_PER_PAGE
@@ -86,7 +86,7 @@ def site(pg_server, tmp_path_factory):
         server = build_server(
             Served.of(store, embedder),
             settings.recall_threshold,
-            forget=lambda ids: forget_everywhere(ids, settings),
+            forget=lambda ids: forget_sessions(ids, settings, store, history=None),
             dagster_url=settings.ui_url,
         )
         with serve_http(http_app(server, "127.0.0.1"), free_port()) as url:

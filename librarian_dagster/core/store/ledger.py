@@ -1,5 +1,6 @@
 """The pipeline's bookkeeping: where each session's files are, what is already held of them, the
-skip list, the tokens spent on model calls and the digests that wait for tomorrow's budget.
+skip list, the tokens spent on model calls, the digests that wait for tomorrow's budget and the
+forgotten sessions' Dagster records still to delete.
 
 None of it is memory: the sensor, the stages and the `librarian` commands keep it so that no
 session is asked for twice, none kept out is ingested, and no day spends more than its budget.
@@ -152,6 +153,29 @@ class Ledger:
             )
             conn.execute(
                 "DELETE FROM deferred_digests WHERE session_id = ANY(%s)", (list(session_ids),)
+            )
+
+    def queue_run_history(self, session_ids: Sequence[str]) -> None:
+        """Forgotten sessions whose Dagster runs and partitions are still to delete."""
+        with self._db.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO run_history_to_forget (session_id) VALUES (%s)"
+                " ON CONFLICT (session_id) DO NOTHING",
+                [(s,) for s in session_ids],
+            )
+
+    def queued_run_history(self) -> list[str]:
+        with self._db.connection() as conn:
+            rows = conn.execute(
+                "SELECT session_id FROM run_history_to_forget ORDER BY forgotten_at, session_id"
+            ).fetchall()
+        return [r["session_id"] for r in rows]
+
+    def run_history_forgotten(self, session_ids: Sequence[str]) -> None:
+        with self._db.connection() as conn, conn.transaction():
+            conn.execute(
+                "DELETE FROM run_history_to_forget WHERE session_id = ANY(%s)",
+                (list(session_ids),),
             )
 
     # -- the skip list --------------------------------------------------------------------------

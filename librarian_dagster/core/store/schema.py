@@ -300,6 +300,18 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         ALTER TABLE session_sources ADD COLUMN version text NOT NULL DEFAULT '';
         """,
     ),
+    (
+        14,
+        """
+        -- Sessions forgotten whose Dagster runs and partitions are still to delete: the recall
+        -- server's page forgets without Dagster, and the mirror sensor or the next `librarian
+        -- forget` deletes them (core/assembly/forgetting.py).
+        CREATE TABLE run_history_to_forget (
+            session_id   text PRIMARY KEY,
+            forgotten_at timestamptz NOT NULL DEFAULT now()
+        );
+        """,
+    ),
 )
 
 # Serialises migrations between processes that start together (webserver, daemon, MCP server).
