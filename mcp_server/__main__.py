@@ -22,7 +22,7 @@ from librarian_dagster.core.commandline import (  # noqa: E402
 
 with imports_uncollected():
     from librarian_dagster.core.settings import Settings
-    from mcp_server.app import Transport, serve
+    from mcp_server.serving import Transport, serve
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,8 +2,8 @@
 
 Over HTTP, with tokens configured, every request (/mcp, /sse, /recall) passes the SDK's
 `BearerAuthBackend`, which asks `TokenFileVerifier` about the `Authorization: Bearer` header;
-/mcp and /sse refuse a request without a valid token with a 401 (`RequireAuthMiddleware`), and
-/recall does the same itself. A token is valid if it is in the token file (`librarian token
+/mcp, /sse and the hooks' endpoints refuse a request without a valid token with a 401
+(`RequireAuthMiddleware`). A token is valid if it is in the token file (`librarian token
 add`, core/ops/tokens.py), or if it equals `LIBRARIAN_MCP_TOKEN`, which counts as a token of the
 default scope: the plugin's .mcp.json and the prompt hook send that variable.
 
@@ -20,6 +20,9 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from pydantic import AnyHttpUrl
+from starlette.datastructures import Headers
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from librarian_dagster.core.ops import tokens
 from librarian_dagster.core.settings import Settings
@@ -78,6 +81,21 @@ def named_elsewhere(host_header: str) -> bool:
     return host_name(host_header) not in LOOPBACK_HOSTS
 
 
+class LoopbackOnly:
+    """Refuses (421) a request whose Host names something other than loopback, as the SDK
+    refuses it on /mcp: a web page must not read memories through a name of its own that
+    resolves to 127.0.0.1 (DNS rebinding). For what a loopback server serves beside /mcp."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and named_elsewhere(Headers(scope=scope).get("host", "")):
+            await PlainTextResponse(REBOUND, 421)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 def host_name(header: str) -> str:
     """`127.0.0.1:3201` -> `127.0.0.1`, `[::1]:3201` -> `::1`."""
     if header.startswith("["):
@@ -104,8 +122,3 @@ def may_read_private(private_without_token: bool) -> bool:
     if access is None:
         return private_without_token
     return tokens.PRIVATE in access.scopes
-
-
-def authenticated() -> bool:
-    """Whether the SDK's bearer backend accepted this request's token."""
-    return get_access_token() is not None

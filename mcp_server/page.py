@@ -26,7 +26,6 @@ import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from importlib import resources
 from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit
 
@@ -34,9 +33,14 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import TokenVerifier
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import MutableHeaders
+from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
-from starlette.routing import Route
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from librarian_dagster.core.capture.keys import partition_key
 from librarian_dagster.core.capture.readers import AGENTS, label
@@ -49,12 +53,12 @@ from librarian_dagster.core.recall.history import changed_since
 from librarian_dagster.core.recall.ranking import Boosts
 from librarian_dagster.core.store.memories import InvalidCursor
 from librarian_dagster.core.store.queries import SearchFilters
-from mcp_server.auth import REBOUND, named_elsewhere
+from mcp_server.auth import LoopbackOnly
 
 if TYPE_CHECKING:
     from librarian_dagster.core.assembly.forgetting import Forgotten
     from librarian_dagster.core.store.rows import SessionDigest
-    from mcp_server.app import Served
+    from mcp_server.served import Served
 
 COOKIE = "librarian_token"
 FIELD_CHARS = 2000
@@ -76,6 +80,25 @@ HEADERS = {
     "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
+
+
+class SecurityHeaders:
+    """The page's headers on every response of it: no script, framing or sniffing."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in HEADERS.items():
+                    headers.setdefault(name, value)
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
 # Terminal escapes (CSI and OSC sequences), then what is left of the C0/C1 controls but
 # newline and tab: a transcript's `ls --color` output shows as its text.
 _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?")
@@ -88,18 +111,19 @@ def plain(text: object, limit: int | None = FIELD_CHARS) -> str:
     return shown if limit is None or len(shown) <= limit else shown[:limit] + "…"
 
 
-_templates = Environment(
+_environment = Environment(
     loader=PackageLoader("mcp_server", "templates"),
     autoescape=select_autoescape(default=True, default_for_string=True),
     trim_blocks=True,
     lstrip_blocks=True,
 )
-_templates.filters["plain"] = plain
-_templates.filters["pathpart"] = lambda text: quote(str(text), safe="")
+_environment.filters["plain"] = plain
+_environment.filters["pathpart"] = lambda text: quote(str(text), safe="")
 # A session's dates, as `librarian search` prints them ("2026-11-01", or "a to b").
-_templates.filters["dates"] = lambda s: dates(s.started_at, s.ended_at)
+_environment.filters["dates"] = lambda s: dates(s.started_at, s.ended_at)
 # An agent as people name it ("Codex").
-_templates.filters["agent"] = label
+_environment.filters["agent"] = label
+_templates = Jinja2Templates(env=_environment)
 
 
 @dataclass(frozen=True)
@@ -153,9 +177,8 @@ async def _viewer(http: Request, reader: Reader) -> Viewer | None:
     return Viewer(frozenset(access.scopes), access.client_id, open=False)
 
 
-def _html(template: str, status: int = 200, /, **values: object) -> HTMLResponse:
-    body = _templates.get_template(template).render(**values)
-    return HTMLResponse(body, status_code=status, headers=HEADERS)
+def _html(http: Request, template: str, status: int = 200, /, **values: object) -> Response:
+    return _templates.TemplateResponse(http, template, values, status_code=status)
 
 
 View = Callable[[Reader, Request, Viewer], Awaitable[Response]]
@@ -165,21 +188,13 @@ def _page(reader: Reader, view: View):
     """An endpoint of the page: the open server's loopback guard, then the viewer, the view."""
 
     async def endpoint(http: Request) -> Response:
-        if _foreign(http, reader):
-            return Response(REBOUND, 421, HEADERS)
         viewer = await _viewer(http, reader)
         if viewer is None:
             back = http.url.path + (f"?{http.url.query}" if http.url.query else "")
-            return _html("login.html", 401, wrong=False, next=back)
+            return _html(http, "login.html", 401, wrong=False, next=back)
         return await view(reader, http, viewer)
 
     return endpoint
-
-
-def _foreign(http: Request, reader: Reader) -> bool:
-    """An open server's request by a name other than loopback's (DNS rebinding). With tokens,
-    the name does not matter: a page of another name has neither the token nor the cookie."""
-    return reader.verifier is None and named_elsewhere(http.headers.get("host", ""))
 
 
 def _same_origin(http: Request) -> bool:
@@ -228,7 +243,7 @@ async def _search(reader: Reader, http: Request, viewer: Viewer) -> Response:
         )  # fmt: skip
         values["cards"] = session_cards(result.results)
         values["note"] = result.note
-    return _html("search.html", **values)
+    return _html(http, "search.html", **values)
 
 
 async def _remembered(reader: Reader, session_id: str, viewer: Viewer) -> "SessionDigest | None":
@@ -238,8 +253,8 @@ async def _remembered(reader: Reader, session_id: str, viewer: Viewer) -> "Sessi
     return await run_in_threadpool(memories.get_memory, session_id, viewer.private)
 
 
-def _missing(session_id: str) -> HTMLResponse:
-    return _html("missing.html", 404, what=f"no session {session_id} in memory")
+def _missing(http: Request, session_id: str) -> Response:
+    return _html(http, "missing.html", 404, what=f"no session {session_id} in memory")
 
 
 async def _session(reader: Reader, http: Request, viewer: Viewer) -> Response:
@@ -248,14 +263,14 @@ async def _session(reader: Reader, http: Request, viewer: Viewer) -> Response:
     session_id = http.path_params["session_id"]
     memory = await _remembered(reader, session_id, viewer)
     if memory is None:
-        return _missing(session_id)
+        return _missing(http, session_id)
     chunks = await run_in_threadpool(reader.served().memories.indexed_chunks, session_id)
     files = await run_in_threadpool(changed_since, memory.cwd, memory.files, memory.ended_at)
     texts = [memory.title or "", memory.summary, memory.cwd or "", *memory.files]
     texts += [line for key, _ in SECTIONS for line in getattr(memory.digest, key)]
     texts += [c.text for c in chunks]
     return _html(
-        "session.html", memory=memory, chunks=chunks, files=files, sections=SECTIONS,
+        http, "session.html", memory=memory, chunks=chunks, files=files, sections=SECTIONS,
         whole=bool(http.query_params.get("whole")),
         cut=any(len(t) > FIELD_CHARS for t in texts), dagster=_dagster_links(reader, memory),
         may_forget=reader.forget is not None and viewer.may_forget,
@@ -279,26 +294,28 @@ async def _forget(reader: Reader, http: Request, viewer: Viewer) -> Response:
     token): `librarian forget` of the session, and what it removed."""
     session_id = http.path_params["session_id"]
     if reader.forget is None or not viewer.may_forget:
-        return _html("missing.html", 403, what="forgetting needs a token with the forget scope")
+        return _html(
+            http, "missing.html", 403, what="forgetting needs a token with the forget scope"
+        )
     memory = await _remembered(reader, session_id, viewer)
     if memory is None:
-        return _missing(session_id)
+        return _missing(http, session_id)
     if http.method == "GET":
-        return _html("forget.html", memory=memory, csrf=reader.csrf(session_id, viewer))
+        return _html(http, "forget.html", memory=memory, csrf=reader.csrf(session_id, viewer))
     form = await http.form()
     sent = str(form.get("csrf", ""))
     if not _same_origin(http) or not hmac.compare_digest(sent, reader.csrf(session_id, viewer)):
         refused = "that form was not this server's: nothing was forgotten"
-        return _html("missing.html", 403, what=refused)
+        return _html(http, "missing.html", 403, what=refused)
     done = await run_in_threadpool(reader.forget, [session_id])
     shown = ", ".join(done.others[:SESSIONS_PER_PAGE])
     others = f"{done.others_said()}: {shown}" if done.others else None
-    return _html("forgotten.html", said=done.said(), others=others)
+    return _html(http, "forgotten.html", said=done.said(), others=others)
 
 
-async def _projects(reader: Reader, _http: Request, viewer: Viewer) -> Response:
+async def _projects(reader: Reader, http: Request, viewer: Viewer) -> Response:
     found = await run_in_threadpool(reader.served().memories.projects, viewer.private)
-    return _html("projects.html", projects=found)
+    return _html(http, "projects.html", projects=found)
 
 
 async def _project(reader: Reader, http: Request, viewer: Viewer) -> Response:
@@ -312,22 +329,20 @@ async def _project(reader: Reader, http: Request, viewer: Viewer) -> Response:
             memories.list_sessions, filters, SESSIONS_PER_PAGE, http.query_params.get("cursor")
         )
     except InvalidCursor:
-        return _html("missing.html", 400, what="that page link is not one this server made")
-    return _html("project.html", project=name, listed=listed)
+        return _html(http, "missing.html", 400, what="that page link is not one this server made")
+    return _html(http, "project.html", project=name, listed=listed)
 
 
 def _login(reader: Reader):
     async def login(http: Request) -> Response:
-        if _foreign(http, reader):
-            return Response(REBOUND, 421, HEADERS)
         if http.method == "GET":
-            return _html("login.html", wrong=False, next=_back(http.query_params.get("next")))
+            return _html(http, "login.html", wrong=False, next=_back(http.query_params.get("next")))
         form = await http.form()
         token, back = str(form.get("token", "")), _back(str(form.get("next", "/")))
         access = await reader.verifier.verify_token(token) if reader.verifier and token else None
         if access is None:
-            return _html("login.html", 401, wrong=True, next=back)
-        done = RedirectResponse(back, status_code=303, headers=HEADERS)
+            return _html(http, "login.html", 401, wrong=True, next=back)
+        done = RedirectResponse(back, status_code=303)
         done.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
         return done
 
@@ -339,19 +354,23 @@ def _back(path: str | None) -> str:
     return path if path and path.startswith("/") and not path.startswith("//") else "/"
 
 
-async def _style(_http: Request) -> Response:
-    css = resources.files("mcp_server").joinpath("static/page.css").read_text("utf-8")
-    return Response(css, media_type="text/css", headers=HEADERS)
-
-
-def page_routes(reader: Reader) -> list[Route]:
-    """The page's routes, for the recall server's app."""
+def page_routes(reader: Reader) -> list[BaseRoute]:
+    """The page's routes and its style sheet, for the recall server's app: each behind the
+    security headers and, on an open server, the loopback guard (with tokens, the name does not
+    matter: a page of another name has neither the token nor the cookie)."""
+    guards = [Middleware(SecurityHeaders)]
+    if reader.verifier is None:
+        guards.insert(0, Middleware(LoopbackOnly))
+    pages: dict[str, tuple[Callable[[Request], Awaitable[Response]], list[str]]] = {
+        "/": (_page(reader, _search), ["GET"]),
+        "/session/{session_id}": (_page(reader, _session), ["GET"]),
+        "/session/{session_id}/forget": (_page(reader, _forget), ["GET", "POST"]),
+        "/projects": (_page(reader, _projects), ["GET"]),
+        "/projects/{project:path}": (_page(reader, _project), ["GET"]),
+        "/login": (_login(reader), ["GET", "POST"]),
+    }
     return [
-        Route("/", _page(reader, _search), methods=["GET"]),
-        Route("/session/{session_id}", _page(reader, _session), methods=["GET"]),
-        Route("/session/{session_id}/forget", _page(reader, _forget), methods=["GET", "POST"]),
-        Route("/projects", _page(reader, _projects), methods=["GET"]),
-        Route("/projects/{project:path}", _page(reader, _project), methods=["GET"]),
-        Route("/login", _login(reader), methods=["GET", "POST"]),
-        Route("/static/page.css", _style, methods=["GET"]),
-    ]
+        *(Route(path, view, methods=methods, middleware=guards)
+          for path, (view, methods) in pages.items()),
+        Mount("/static", StaticFiles(packages=[("mcp_server", "static")]), middleware=guards),
+    ]  # fmt: skip

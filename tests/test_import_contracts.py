@@ -35,6 +35,11 @@ VIOLATIONS = {
         "from librarian_dagster.cli import main",
         "nothing imports the command line",
     ),
+    "the page imports the app that serves it": (
+        "mcp_server/page.py",
+        "def _late():\n    from mcp_server.app import http_app",
+        "the recall server's modules import downward only",
+    ),
     "the store imports recall": (
         "librarian_dagster/core/store/files.py",
         "from librarian_dagster.core.recall import terms",

@@ -156,7 +156,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from librarian_dagster.core.settings import Settings
 
     with imports_uncollected():
-        from mcp_server.app import serve
+        from mcp_server.serving import serve
 
     serve(Settings.from_env(), args.transport, args.host, args.port)
     return 0

@@ -18,8 +18,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from librarian_dagster.core.ops import tokens
 from librarian_dagster.core.store.memories import ChunkRecord
-from mcp_server.app import PRIVATE_REFUSED, Served, build_server, http_app
+from mcp_server.app import Served, build_server, http_app
 from mcp_server.auth import TokenFileVerifier
+from mcp_server.tools import PRIVATE_REFUSED
 from tests.core.test_store import memory_record
 from tests.helpers import free_port, serve_http
 from tests.mcp_server.test_tools import FakeEmbedder

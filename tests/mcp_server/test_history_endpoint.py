@@ -81,7 +81,7 @@ def test_touches_says_what_a_hooked_agent_s_tool_call_touches(served):
 
 
 def test_history_reads_the_task_from_the_live_transcript(tmp_path):
-    from mcp_server.app import HistoryRequest, _history_arguments
+    from mcp_server.hooks_api import HistoryRequest, _history_arguments
 
     transcript = tmp_path / "0b5e0000-0000-4000-8000-000000000002.jsonl"
     prompt = {"type": "user", "sessionId": transcript.stem, "message": {"content": "fix flags"}}

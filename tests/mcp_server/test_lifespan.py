@@ -4,7 +4,8 @@ import asyncio
 from contextlib import contextmanager
 
 import httpx
-from mcp import Client
+from mcp import Client, ClientSession
+from mcp.client.sse import sse_client
 
 from mcp_server.app import Served, build_server, http_app
 from tests.helpers import free_port, serve_http
@@ -23,19 +24,25 @@ def _recording_opener(store, events: list[str]):
     return opener
 
 
-def test_a_client_s_session_opens_it_once_and_the_last_one_out_closes_it(store):
+def test_mcp_sessions_over_both_transports_share_what_the_app_opened_once(store):
+    # The HTTP app's lifespan opens it; an MCP session, streamable or legacy SSE, opens nothing.
     events: list[str] = []
     server = build_server(_recording_opener(store, events))
 
-    async def go() -> None:
-        async with Client(server) as first:
-            async with Client(server) as second:  # a second connection shares what is open
-                await second.call_tool("list_sessions", {})
+    async def go(url: str) -> None:
+        async with (
+            Client(url + "/mcp") as streamable,
+            sse_client(url + "/sse") as (read, write),
+            ClientSession(read, write) as legacy,
+        ):
+            await legacy.initialize()
+            assert not (await streamable.call_tool("list_sessions", {})).is_error
+            assert not (await legacy.call_tool("list_sessions", {})).is_error
             assert events == ["open"]
-            listed = await first.call_tool("list_sessions", {})
-            assert not listed.is_error
+        assert events == ["open"]  # both sessions over: the store stays open for the next
 
-    asyncio.run(go())
+    with serve_http(http_app(server, "127.0.0.1"), free_port()) as url:
+        asyncio.run(go(url))
     assert events == ["open", "close"]
 
 

@@ -1,0 +1,226 @@
+"""The hooks' REST adapter: `POST /recall`, `/history` and `/touches`, one round trip each, for a
+hook with no MCP client and a deadline of under a second (docs/decisions/0004).
+
+Each answers with what its MCP tool answers (`_through_tool`: the same threshold, the same
+refusals), as plain JSON. What guards them is Starlette's and the SDK's own: a body limit on the
+route, the loopback guard (`LoopbackOnly`, the rule the SDK applies to /mcp on loopback), and, with
+tokens, the SDK's `RequireAuthMiddleware` behind its bearer backend. Left here: JSON only (a
+browser cannot send it cross-origin without a preflight we never allow), and pydantic's
+validation, said by location and reason only (its own message repeats the input, a prompt).
+"""
+
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import anyio
+from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.middleware import Middleware
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from librarian_dagster.core.capture.readers import READERS, live_task, live_tool
+from librarian_dagster.core.capture.session import CHANGE, READ
+from librarian_dagster.core.recall.history import DEFAULT_SESSIONS, MAX_SESSIONS
+from mcp_server.auth import LOOPBACK_HOSTS, LoopbackOnly
+from mcp_server.parameters import (
+    MAX_PATH,
+    MAX_SESSION_ID,
+    MAX_TASK,
+    AgentFilter,
+    DomainFilter,
+    ProjectFilter,
+    Tag,
+    Text,
+)
+
+logger = logging.getLogger(__name__)
+
+RECALL_PATH = "/recall"
+HISTORY_PATH = "/history"
+TOUCHES_PATH = "/touches"
+RECALL_MAX_LIMIT = 10
+# A query is at most 2,000 characters (search_chunks' own limit): 16 KiB is ample JSON for one,
+# and reading no more keeps a bad client from making us buffer a large body.
+_RECALL_MAX_BODY = 16 * 1024
+
+
+class RecallRequest(BaseModel):
+    """The body of `POST /recall`. Strict: a typo'd field or a string limit is an error.
+
+    `cwd` and `git_branch` say where the prompt comes from (context: that project's sessions
+    first, earlier work on that branch preferred); the other fields filter, as in search_chunks.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    query: Text = Field(min_length=1, max_length=2000, description="What to recall.")
+    limit: int = Field(default=3, ge=1, le=RECALL_MAX_LIMIT, description="How many chunks.")
+    cwd: Text | None = Field(default=None, max_length=MAX_PATH)
+    git_branch: Text | None = Field(default=None, max_length=200)
+    project: ProjectFilter = None
+    agent: AgentFilter = None
+    domain: DomainFilter = None
+    tags: list[Tag] | None = Field(default=None, max_length=50)
+    any_tags: list[Tag] | None = Field(default=None, max_length=50)
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+_RECALL_SHAPE = (
+    '{"query": str, "limit": 1..10} and optionally "cwd", "git_branch", "project", "agent", '
+    '"domain", "tags", "any_tags", "since", "until"'
+)
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+class HistoryRequest(BaseModel):
+    """The body of `POST /history`: file_history's parameters, as strict as `RecallRequest`."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    path: Text = Field(min_length=1, max_length=MAX_PATH)
+    cwd: Text | None = Field(default=None, max_length=MAX_PATH)
+    root: Text | None = Field(default=None, max_length=MAX_PATH)
+    task: Text | None = Field(default=None, max_length=MAX_TASK)
+    session_id: Text | None = Field(default=None, max_length=MAX_SESSION_ID)
+    limit: int = Field(default=DEFAULT_SESSIONS, ge=1, le=MAX_SESSIONS)
+    transcript_path: Text | None = Field(default=None, max_length=MAX_PATH)
+    """The asker's live transcript, for its task when none is given (a hook reads no
+    transcript itself; the server's readers do, on this machine)."""
+    subagent: Text | None = Field(default=None, max_length=MAX_SESSION_ID)
+    """The subagent asking, whose own task is then the task."""
+
+
+_HISTORY_SHAPE = (
+    '{"path": str} and optionally "cwd", "root", "task", "session_id", "limit", '
+    '"transcript_path", "subagent"'
+)
+
+HOOKED = tuple(agent for agent, reader in READERS.items() if reader.live_tool is not None)
+"""The agents whose hooks ask /touches what a tool call touches."""
+MAX_TOUCHED = 20
+
+
+class TouchesRequest(BaseModel):
+    """The body of `POST /touches`: a tool call as an agent's hook shows it, before it runs."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    agent: Literal[HOOKED]  # type: ignore[valid-type]
+    tool_name: Text = Field(min_length=1, max_length=200)
+    tool_input: dict[str, object]
+    cwd: Text | None = Field(default=None, max_length=MAX_PATH)
+
+
+_TOUCHES_SHAPE = '{"agent": str, "tool_name": str, "tool_input": {...}} and optionally "cwd"'
+
+
+def _recall_arguments(asked: RecallRequest) -> dict[str, object]:
+    # The tool's `git_branch` is a filter: the hook's branch is context, its `current_branch`.
+    arguments = asked.model_dump(mode="json", exclude_none=True, exclude={"git_branch"})
+    if asked.git_branch is not None:
+        arguments["current_branch"] = asked.git_branch
+    return arguments
+
+
+Asked = TypeVar("Asked", bound=BaseModel)
+Answer = Callable[[Asked], Awaitable[Response]]
+
+
+def _through_tool(
+    server: MCPServer, name: str, tool: str, arguments_of: Callable[[Asked], dict[str, object]]
+) -> "Answer[Asked]":
+    """The answer of the `tool` itself, as JSON, not a second call of core: the endpoint gives
+    exactly the answer the tool gives (same threshold, same errors). `arguments_of` may read
+    files, so it runs in a worker thread, as MCPServer runs the tool."""
+    path = f"POST /{name}"
+
+    async def answer(asked: Asked) -> Response:
+        arguments = await anyio.to_thread.run_sync(arguments_of, asked)
+        try:
+            result = await server.call_tool(tool, arguments)
+        except UnexpectedToolError as exc:
+            # The database is down or broken: the cause goes to the server's log (psycopg's
+            # messages name the server, never query parameters), not to the client.
+            logger.error("%s: %s failed", path, tool, exc_info=exc.__cause__)
+            return _error(503, f"{name} failed on the server")
+        except ToolError as exc:  # a deliberate refusal from the tool, meant for the caller
+            return _error(400, str(exc))
+        if not isinstance(result, CallToolResult) or result.structured_content is None:
+            return _error(503, f"{name} returned no structured result")
+        return JSONResponse(result.structured_content)
+
+    return answer
+
+
+def _history_arguments(asked: HistoryRequest) -> dict[str, object]:
+    """file_history's arguments; without a `task`, the one the live transcript gives (its
+    reader's turns: the latest prompt, or the subagent's task)."""
+    arguments = asked.model_dump(exclude_none=True, exclude={"transcript_path", "subagent"})
+    if asked.task is None and asked.transcript_path is not None:
+        task = live_task(Path(asked.transcript_path), asked.subagent)
+        if task:
+            arguments["task"] = task[:MAX_TASK]
+    return arguments
+
+
+async def _touches(asked: "TouchesRequest") -> Response:
+    use = live_tool(asked.agent, asked.tool_name, asked.tool_input, asked.cwd)
+    if use is None:
+        return _error(400, f"no hook of {asked.agent!r} is read: one of {', '.join(HOOKED)}")
+    paths = list(use.file_paths) if use.action in (READ, CHANGE) else []
+    return JSONResponse({"action": use.action, "paths": paths[:MAX_TOUCHED]})
+
+
+def hook_routes(server: MCPServer, host: str) -> list[Route]:
+    """The three endpoints, answered through `server`'s tools, for an app served on `host`."""
+    guards = [Middleware(LoopbackOnly)] if host in LOOPBACK_HOSTS else []
+    if server.settings.auth is not None:
+        # The app's bearer backend has checked the token (mcp_server/app.py); this refuses a
+        # request without one, as /mcp does.
+        guards.append(Middleware(RequireAuthMiddleware, required_scopes=[]))
+    endpoints = {
+        RECALL_PATH: _endpoint(RecallRequest, _RECALL_SHAPE,
+                               _through_tool(server, "recall", "search_chunks", _recall_arguments)),
+        HISTORY_PATH: _endpoint(HistoryRequest, _HISTORY_SHAPE,
+                                _through_tool(server, "history", "file_history",
+                                              _history_arguments)),
+        TOUCHES_PATH: _endpoint(TouchesRequest, _TOUCHES_SHAPE, _touches),
+    }  # fmt: skip
+    return [
+        Route(path, endpoint, methods=["POST"], middleware=guards, max_body_size=_RECALL_MAX_BODY)
+        for path, endpoint in endpoints.items()
+    ]
+
+
+def _endpoint(request: type[Asked], shape: str, answer: "Answer[Asked]"):
+    """`POST` a JSON body of `request`'s shape -> `answer`'s response."""
+
+    async def endpoint(http: Request) -> Response:
+        if not http.headers.get("content-type", "").lower().startswith("application/json"):
+            return _error(415, "send the body as Content-Type: application/json")
+        try:
+            body = await http.body()
+        except ClientDisconnect:
+            return Response(status_code=400)
+        try:
+            asked = request.model_validate_json(body)
+        except ValidationError as exc:
+            reasons = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()
+            )
+            return _error(400, f"expected {shape}: {reasons}")
+        return await answer(asked)
+
+    return endpoint
