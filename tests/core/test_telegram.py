@@ -13,6 +13,7 @@ from tests.telegram_fake import CHAT_ID, TOKEN, fake_telegram
 class Log:
     def __init__(self) -> None:
         self.lines: list[tuple[str, str]] = []
+        self.slept: list[float] = []
 
     def notifier(self, base_url: str, token: str | None = TOKEN, chat_id: str | None = CHAT_ID):
         return Notifier(
@@ -21,7 +22,7 @@ class Log:
             chat_id,
             log_info=lambda m: self.lines.append(("info", m)),
             log_warning=lambda m: self.lines.append(("warning", m)),
-            sleep=lambda _s: None,
+            sleep=self.slept.append,
         )
 
     def text(self) -> str:
@@ -58,7 +59,12 @@ def test_a_500_is_retried_a_bounded_number_of_times_then_logged():
         # The outage is known now: the next alert of this tick is logged without more waiting.
         assert not notifier.send("second")
         assert fake.calls == ATTEMPTS
-    assert "alert not sent to Telegram (HTTP 500: Internal Server Error): first" in log.text()
+    assert (
+        "alert not sent to Telegram (gave up after 3 tries; last: HTTP 500: Internal Server "
+        "Error): first" in log.text()
+    )
+    # Between tries, exponentially from half a second, jittered.
+    assert len(log.slept) == ATTEMPTS - 1 and 0.4 <= log.slept[0] <= 0.6 <= log.slept[1] <= 1.2
     assert "alert not sent (Telegram failed earlier in this tick): second" in log.text()
     assert fake.messages == []
 
@@ -72,6 +78,7 @@ def test_a_blip_is_ridden_out():
         assert log.notifier(fake.url).send("after one 429")
     assert fake.texts == ["after one 500", "after one 429"]
     assert fake.calls == 4
+    assert log.slept[1] == 1.0  # the 429's wait is the one Telegram asked for (retry_after)
 
 
 def test_a_server_that_is_down_costs_no_exception():
@@ -81,7 +88,8 @@ def test_a_server_that_is_down_costs_no_exception():
     log = Log()
     assert not log.notifier(f"http://127.0.0.1:{port}").send("nobody hears this")
     assert (
-        "alert not sent to Telegram (ConnectError after 3 attempt(s)): nobody hears" in log.text()
+        "alert not sent to Telegram (gave up after 3 tries; last: ConnectError): nobody hears"
+        in log.text()
     )
 
 

@@ -1,20 +1,25 @@
-"""Bounded, loud retries around every call to a model service, whoever serves it.
+"""Bounded, loud retries around every call to a service outside this machine: the model services,
+whoever serves them, and Telegram (core/ops/telegram.py).
 
 Retries are ours, not the SDKs': an SDK's own retry ignores `Retry-After` or retries without a
-bound we set, so the SDKs' retries are off and `call_with_backoff` waits as the server asks (the
-`Retry-After` header, or what the service's error says), else exponentially, never longer than a
-cap, and gives up after a bounded number of tries with the reason. Each service module
-(`gemini.py`, `anthropic.py`) says which of its SDK's errors are worth another try.
+bound we set, so the SDKs' retries are off and `call_with_backoff` (on tenacity) waits as the
+server asks (the `Retry-After` header, or what the service's error says), else exponentially with
+jitter, never longer than a cap, and gives up after a bounded number of tries with the reason. A
+server that asks for a longer wait than the cap ends the call at once. Each caller says which of
+its errors are worth another try (`failure`).
 """
 
 import random
 import re
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import TypeVar
+
+import tenacity
 
 from librarian_dagster.core.settings import default
 
@@ -33,6 +38,11 @@ class RetryBounds:
     """The first wait when the server does not say how long; doubled after each try."""
     max_wait_seconds: float = default("llm_max_wait_seconds")
     """The longest single wait; a server asking for longer ends the call now, with the reason."""
+    settings: str | None = "LIBRARIAN_LLM"
+    """The settings these bounds come from (their prefix), named when they end a call."""
+
+    def _named(self, suffix: str) -> str:
+        return f" ({self.settings}_{suffix})" if self.settings else ""
 
 
 class ProviderError(RuntimeError):
@@ -66,6 +76,14 @@ class Failure:
     asked_wait: float | None = None
 
 
+class _Again(Exception):
+    """A failed try that another may mend: what it said, for the wait and the last word."""
+
+    def __init__(self, failed: Failure) -> None:
+        super().__init__(failed.reason)
+        self.failed = failed
+
+
 def call_with_backoff(
     call: Callable[[], T],
     bounds: RetryBounds,
@@ -74,33 +92,55 @@ def call_with_backoff(
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     """`call()`, tried again while `failure` says another try may help, at most
-    `bounds.attempts` times. An exception `failure` does not know (None) is raised as it is."""
-    for attempt in range(1, bounds.attempts + 1):
+    `bounds.attempts` times. An exception `failure` does not know (None) is raised as it is;
+    ProviderRejected when it says retrying is moot, ProviderUnavailable when the tries run out
+    or the server asks for a longer wait than the bounds allow."""
+
+    def once() -> T:
         try:
             return call()
         except Exception as exc:
             failed = failure(exc)
             if failed is None:
                 raise
-        if not failed.retry:
-            raise ProviderRejected(f"{what}: {failed.reason}") from None
-        reason, asked = failed.reason, failed.asked_wait
-        if attempt == bounds.attempts:
-            raise ProviderUnavailable(
-                f"{what}: gave up after {attempt} tries (LIBRARIAN_LLM_ATTEMPTS); last: {reason}"
-            )
-        if asked is not None and asked > bounds.max_wait_seconds:
-            raise ProviderUnavailable(
-                f"{what}: {reason}; the service asks to wait {asked:.0f}s, longer than "
-                f"LIBRARIAN_LLM_MAX_WAIT_SECONDS ({bounds.max_wait_seconds:.0f}s)"
-            )
-        if asked is not None:
-            delay = asked
-        else:
-            # Jitter, so parallel runs that failed together do not retry together.
-            delay = bounds.backoff_seconds * 2 ** (attempt - 1) * random.uniform(0.8, 1.2)
-        sleep(min(delay, bounds.max_wait_seconds))
-    raise AssertionError("unreachable: the loop returns or raises")
+            if not failed.retry:
+                raise ProviderRejected(f"{what}: {failed.reason}") from None
+            asked = failed.asked_wait
+            if asked is not None and asked > bounds.max_wait_seconds:
+                raise ProviderUnavailable(
+                    f"{what}: {failed.reason}; the service asks to wait {asked:.0f}s, longer "
+                    f"than {bounds.max_wait_seconds:.0f}s{bounds._named('MAX_WAIT_SECONDS')}"
+                ) from None
+            raise _Again(failed) from exc
+
+    def wait(state: tenacity.RetryCallState) -> float:
+        failed = _failed(state.outcome)
+        if failed.asked_wait is not None:
+            return min(failed.asked_wait, bounds.max_wait_seconds)
+        # Jitter, so parallel runs that failed together do not retry together.
+        delay = bounds.backoff_seconds * 2 ** (state.attempt_number - 1)
+        return min(delay * random.uniform(0.8, 1.2), bounds.max_wait_seconds)
+
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_attempt(bounds.attempts),
+        wait=wait,
+        retry=tenacity.retry_if_exception_type(_Again),
+        sleep=sleep,
+    )
+    try:
+        return retrying(once)
+    except tenacity.RetryError as exc:
+        tries, last = exc.last_attempt.attempt_number, _failed(exc.last_attempt)
+        raise ProviderUnavailable(
+            f"{what}: gave up after {tries} tries{bounds._named('ATTEMPTS')}; last: {last.reason}"
+        ) from None
+
+
+def _failed(outcome: "Future[object] | None") -> Failure:
+    """What the try that ended in `outcome` said (tenacity retries on `_Again` alone)."""
+    error = outcome.exception() if outcome is not None else None
+    assert isinstance(error, _Again)
+    return error.failed
 
 
 def retry_after(headers: Mapping[str, str] | None) -> float | None:

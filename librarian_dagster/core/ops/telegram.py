@@ -19,14 +19,19 @@ from functools import cache
 
 import httpx
 
+from librarian_dagster.core.models.calls import (
+    Failure,
+    ProviderError,
+    RetryBounds,
+    call_with_backoff,
+)
 from librarian_dagster.core.redaction.scan import redact
 
-ATTEMPTS = 3
-BACKOFF_SECONDS = (0.5, 1.5)
-"""Pauses between attempts: a blip is ridden out, an outage costs about 2 s plus timeouts."""
+RETRIES = RetryBounds(attempts=3, backoff_seconds=0.5, max_wait_seconds=5.0, settings=None)
+"""A blip is ridden out; an outage costs about 1.5 s plus timeouts, and a 429 that asks for more
+than 5 s ends the send: a sensor tick must end within Dagster's timeout."""
+ATTEMPTS = RETRIES.attempts
 TIMEOUT = httpx.Timeout(5.0, connect=3.0)
-MAX_RETRY_AFTER = 5.0
-"""Telegram's 429 says how long to wait; we wait at most this long within one tick."""
 MAX_CHARS = 4096
 """Telegram's limit for one message's text."""
 
@@ -82,28 +87,42 @@ class Notifier:
             "text": text,
             "link_preview_options": {"is_disabled": True},
         }
-        problem = "not tried"
-        for attempt in range(ATTEMPTS):
-            wait = BACKOFF_SECONDS[min(attempt, len(BACKOFF_SECONDS) - 1)]
-            try:
-                response = _client(self.token).post(url, json=payload)
-            except httpx.HTTPError as exc:
-                # The exception's text can hold the request URL, and so the token: name its type.
-                problem = f"{type(exc).__name__} after {attempt + 1} attempt(s)"
-            else:
-                if response.status_code == 200:
-                    return None
-                problem = f"HTTP {response.status_code}: {_description(response)}"
-                if response.status_code == 429:
-                    wait = min(MAX_RETRY_AFTER, _retry_after(response) or wait)
-                elif 400 <= response.status_code < 500:
-                    return problem  # a wrong token or chat id does not heal by retrying
-            if attempt + 1 < ATTEMPTS:
-                self.sleep(wait)
-        return problem
+        client = _client(self.token)
+
+        def post() -> None:
+            response = client.post(url, json=payload)
+            if response.status_code != 200:
+                raise _Refused(response)
+
+        try:
+            call_with_backoff(post, RETRIES, "Telegram", _failure, self.sleep)
+        except ProviderError as exc:
+            return str(exc).removeprefix("Telegram: ")
+        return None
 
     def _scrub(self, text: str) -> str:
         return text.replace(self.token, "[REDACTED:telegram_bot]") if self.token else text
+
+
+class _Refused(Exception):
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+def _failure(exc: Exception) -> Failure | None:
+    """Whether another try may help: a connection that failed, a 429 (after the wait Telegram
+    asks for) and a 5xx may; a wrong token or chat id (another 4xx) does not heal."""
+    if isinstance(exc, httpx.HTTPError):
+        # The exception's text can hold the request URL, and so the token: name its type.
+        return Failure(retry=True, reason=type(exc).__name__)
+    if not isinstance(exc, _Refused):
+        return None
+    response = exc.response
+    problem = f"HTTP {response.status_code}: {_description(response)}"
+    if response.status_code == 429:
+        return Failure(retry=True, reason=problem, asked_wait=_retry_after(response))
+    return Failure(retry=not 400 <= response.status_code < 500, reason=problem)
 
 
 def _description(response: httpx.Response) -> str:
