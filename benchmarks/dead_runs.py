@@ -47,7 +47,7 @@ def main() -> None:
         began = time.perf_counter()
         import dagster as dg
 
-        from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
+        from librarian_dagster.core.service.dagster_home import prepare_dagster_home
         from librarian_dagster.core.settings import Settings
         from librarian_dagster.dead_runs import end_dead_runs, in_process_run_tags
 

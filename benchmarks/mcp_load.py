@@ -50,8 +50,8 @@ from librarian_dagster.core.digest.chunking import chunk_digest, chunk_exchanges
 from librarian_dagster.core.digest.offline import OfflineDigester
 from librarian_dagster.core.digest.schema import DigestRecord, content_hash
 from librarian_dagster.core.models.minilm import local_embedder
-from librarian_dagster.core.ops import tokens
 from librarian_dagster.core.redaction.scan import redact_session
+from librarian_dagster.core.service import tokens
 from librarian_dagster.core.store.memories import ChunkRecord
 from librarian_dagster.core.store.rows import memory_of
 from librarian_dagster.core.store.schema import migrate

@@ -9,7 +9,7 @@ from librarian_dagster.core.commandline import imports_uncollected
 with imports_uncollected():
     import dagster as dg
 
-    from librarian_dagster.core.ops.journal import journal_path, write
+    from librarian_dagster.core.service.journal import journal_path, write
     from librarian_dagster.core.settings import Settings
     from librarian_dagster.dagster_internals import run_daemon
     from librarian_dagster.dead_runs import report_dead_runs

@@ -30,7 +30,7 @@ from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.mirror import is_excluded
 from librarian_dagster.core.capture.readers import find, not_a_transcript
 from librarian_dagster.core.capture.skips import SkipList, last_active
-from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
+from librarian_dagster.core.service.dagster_home import prepare_dagster_home
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.database import unreachable
 from librarian_dagster.core.store.ledger import Ledger

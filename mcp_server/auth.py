@@ -4,7 +4,7 @@ Over HTTP, with tokens configured, every request (/mcp, /sse, /recall) passes th
 `BearerAuthBackend`, which asks `TokenFileVerifier` about the `Authorization: Bearer` header;
 /mcp, /sse and the hooks' endpoints refuse a request without a valid token with a 401
 (`RequireAuthMiddleware`). A token is valid if it is in the token file (`librarian token
-add`, core/ops/tokens.py), or if it equals `LIBRARIAN_MCP_TOKEN`, which counts as a token of the
+add`, core/service/tokens.py), or if it equals `LIBRARIAN_MCP_TOKEN`, which counts as a token of the
 default scope: the plugin's .mcp.json and the prompt hook send that variable.
 
 The tools read the caller's scopes with the SDK's `get_access_token()`: the `private` domain
@@ -24,7 +24,7 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from librarian_dagster.core.ops import tokens
+from librarian_dagster.core.service import tokens
 from librarian_dagster.core.settings import Settings
 
 logger = logging.getLogger(__name__)

@@ -46,11 +46,11 @@ from librarian_dagster.core.capture.keys import partition_key
 from librarian_dagster.core.capture.readers import AGENTS, label
 from librarian_dagster.core.capture.skips import valid_session_id
 from librarian_dagster.core.digest.schema import SECTIONS
-from librarian_dagster.core.ops.tokens import FORGET, PRIVATE
 from librarian_dagster.core.recall.answer import recall
 from librarian_dagster.core.recall.cards import dates, session_cards
 from librarian_dagster.core.recall.history import changed_since
 from librarian_dagster.core.recall.ranking import Boosts
+from librarian_dagster.core.service.tokens import FORGET, PRIVATE
 from librarian_dagster.core.store.memories import InvalidCursor
 from librarian_dagster.core.store.queries import SearchFilters
 from mcp_server.auth import LoopbackOnly

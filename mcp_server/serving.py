@@ -1,7 +1,7 @@
 """Serving the recall server as a process: `librarian mcp`, `python -m mcp_server` and the child of
 `librarian up`. The store and the embedder the settings name, the tokens HTTP demands, the warm-up
 that loads the model and the postings while the server starts, and, served alone, the watch of
-its database (core/ops/watch.py)."""
+its database (core/service/watch.py)."""
 
 import logging
 import os
@@ -21,9 +21,9 @@ from librarian_dagster.core.assembly.forgetting import Forgotten, forget_session
 from librarian_dagster.core.assembly.providers import configured_embedder
 from librarian_dagster.core.assembly.store import Store, migrated_url, open_store
 from librarian_dagster.core.models.embeddings import Embedder
-from librarian_dagster.core.ops.tokens import TokenFileError
-from librarian_dagster.core.ops.watch import Watch, database_watch
 from librarian_dagster.core.recall.ranking import Boosts
+from librarian_dagster.core.service.tokens import TokenFileError
+from librarian_dagster.core.service.watch import Watch, database_watch
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.pool import SEARCH_CONNECTIONS
 from mcp_server.app import build_server, http_app

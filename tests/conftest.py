@@ -8,6 +8,7 @@ import itertools
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import uuid
@@ -108,6 +109,68 @@ def pytest_collection(session: pytest.Session):
         return (yield)
     finally:
         gc.enable()
+
+
+FAST = "--fast"
+NOT_FAST = frozenset({
+    "pg_server",  # the embedded PostgreSQL server, and every database fixture on it
+    "initialized_pgdata",  # initdb, a process
+    "librarian_cli",  # the command as a process
+})  # fmt: skip
+"""Fixtures a test of the fast tier may not use: each starts a process or a server."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        FAST, action="store_true",
+        help="only the tests that start no process, server or browser (`scripts/test --fast`)",
+    )  # fmt: skip
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With --fast, the tests that use no fixture of NOT_FAST and are not marked `process`."""
+    if not config.getoption(FAST):
+        return
+    fast, slow = [], []
+    for item in items:
+        starts = item.get_closest_marker("process") or NOT_FAST & set(item.fixturenames)
+        (slow if starts else fast).append(item)
+    config.hook.pytest_deselected(items=slow)
+    items[:] = fast
+
+
+class StartedSomething(RuntimeError):
+    """A test of the fast tier started a process or a server."""
+
+
+@pytest.fixture(autouse=True)
+def _fast_starts_nothing(request: pytest.FixtureRequest) -> Iterator[None]:
+    """With --fast, a test that starts a process or listens on a socket fails, saying so: mark
+    it `process` (or use a fixture of NOT_FAST) and it runs in the full suite only. This keeps
+    the tier what it says, whatever a test grows into."""
+    if not request.config.getoption(FAST):
+        yield
+        return
+    popen, bind = subprocess.Popen.__init__, socket.socket.bind
+
+    def refused(what: str) -> StartedSomething:
+        return StartedSomething(f"{request.node.nodeid} {what}: mark it @pytest.mark.process")
+
+    def no_process(self, *args, **kwargs):
+        raise refused("starts a process")
+
+    def no_server(self, address):
+        if self.family == socket.AF_UNIX:  # asyncio's own self-pipe, a local socket file
+            return bind(self, address)
+        raise refused("listens on a socket")
+
+    subprocess.Popen.__init__ = no_process  # type: ignore[method-assign]
+    socket.socket.bind = no_server  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        subprocess.Popen.__init__ = popen  # type: ignore[method-assign]
+        socket.socket.bind = bind  # type: ignore[method-assign]
 
 
 # SIGTERM as the test process started with it, before any fixture ran Dagster.

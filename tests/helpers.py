@@ -285,9 +285,9 @@ def pooled_step() -> int:
 
 
 def assert_shared_instance_config(instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
-    """What core/ops/dagster_instance.yaml sets (the embedded instance and deploy/dagster.yaml share
-    it) is in effect in `instance`: the queue, the `llm` pool, run retries. Runs `pooled_step`,
-    so the pool is shown taken, not only written; returns that run."""
+    """What core/service/dagster_instance.yaml sets (the embedded instance and deploy/dagster.yaml
+    share it) is in effect in `instance`: the queue, the `llm` pool, run retries. Runs
+    `pooled_step`, so the pool is shown taken, not only written; returns that run."""
     assert isinstance(instance.run_coordinator, dg.QueuedRunCoordinator)
     # What the daemon's queue reads: `concurrency:` merged over the coordinator's own config.
     concurrency = instance.get_concurrency_config()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
+from librarian_dagster.core.service.dagster_home import prepare_dagster_home
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.dead_runs import in_process_run_tags
 

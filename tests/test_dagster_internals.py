@@ -23,7 +23,7 @@ from dagster._core.storage.event_log.base import EventLogStorage
 from dagster_postgres.utils import DagsterPostgresException, retry_pg_connection_fn
 
 from librarian_dagster import dagster_internals
-from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
+from librarian_dagster.core.service.dagster_home import prepare_dagster_home
 from librarian_dagster.dagster_internals import (
     CONNECTION_RETRY_LOG,
     dispose_instance,

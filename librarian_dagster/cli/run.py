@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from librarian_dagster.core.commandline import AddParser, imports_uncollected, port
-from librarian_dagster.core.ops.terminal import say
+from librarian_dagster.core.service.terminal import say
 
 if TYPE_CHECKING:
     import psutil
 
-    from librarian_dagster.core.ops.watch import Watch
+    from librarian_dagster.core.service.watch import Watch
     from librarian_dagster.core.settings import Settings
 
 DEFAULT_UI_PORT = 3000
@@ -164,8 +164,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 def cmd_up(args: argparse.Namespace) -> int:
     from librarian_dagster.core.assembly.store import migrated_url
-    from librarian_dagster.core.ops.dagster_processes import DagsterProcesses
-    from librarian_dagster.core.ops.watch import alert_here
+    from librarian_dagster.core.service.dagster_processes import DagsterProcesses
+    from librarian_dagster.core.service.watch import alert_here
     from librarian_dagster.core.settings import Settings
 
     settings = Settings.from_env()
@@ -225,7 +225,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 def _child_env(settings: "Settings", args: argparse.Namespace) -> dict[str, str]:
     """The environment of `up`'s children: DAGSTER_HOME under LIBRARIAN_HOME, and run links to
     this UI (unless set)."""
-    from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
+    from librarian_dagster.core.service.dagster_home import prepare_dagster_home
 
     env = {**os.environ, **prepare_dagster_home(settings)}
     # Run links in failure alerts point at the UI this `up` serves, unless told otherwise.
@@ -234,9 +234,9 @@ def _child_env(settings: "Settings", args: argparse.Namespace) -> dict[str, str]
 
 
 def _print_journal(settings: "Settings", stopping: threading.Event) -> None:
-    """Show the journal's events from now on (core/ops/journal.py), until `stopping`."""
-    from librarian_dagster.core.ops.journal import journal_path
-    from librarian_dagster.core.ops.terminal import print_journal
+    """Show the journal's events from now on (core/service/journal.py), until `stopping`."""
+    from librarian_dagster.core.service.journal import journal_path
+    from librarian_dagster.core.service.terminal import print_journal
 
     journal = journal_path(settings.log_dir)
     threading.Thread(
@@ -284,14 +284,14 @@ def _supervise(
 
 class _ChildLogs:
     """Where each child's output goes: `<name>.log` under the log folder, rotated
-    (core/ops/terminal.py), and the terminal too when `echo`."""
+    (core/service/terminal.py), and the terminal too when `echo`."""
 
     def __init__(self, folder: Path, echo: bool) -> None:
         self.folder, self.echo = folder, echo
 
     def start(self, name: str, command: list[str], env: dict[str, str]) -> subprocess.Popen:
-        from librarian_dagster.core.ops.dagster_processes import log_name
-        from librarian_dagster.core.ops.terminal import keep_output
+        from librarian_dagster.core.service.dagster_processes import log_name
+        from librarian_dagster.core.service.terminal import keep_output
 
         # A new session per child: its group is stopped whole (the code server's run workers).
         proc = subprocess.Popen(
@@ -323,7 +323,7 @@ class _Starter:
         return proc
 
     def log(self, name: str) -> Path:
-        from librarian_dagster.core.ops.dagster_processes import log_name
+        from librarian_dagster.core.service.dagster_processes import log_name
 
         return self.logs.folder / f"{log_name(name)}.log"
 
@@ -378,10 +378,10 @@ class _Supervisor:
 
 
 def _watches(settings: "Settings", url: str, stopping: threading.Event):
-    """The watches of the database, the mirror folder and LIBRARIAN_HOME (core/ops/watch.py),
+    """The watches of the database, the mirror folder and LIBRARIAN_HOME (core/service/watch.py),
     each running in a thread until `stopping`."""
     from librarian_dagster.core.capture.mirror import unreadable
-    from librarian_dagster.core.ops.watch import Watch, alert_here, database_watch, recorder
+    from librarian_dagster.core.service.watch import Watch, alert_here, database_watch, recorder
 
     def alert(text: str) -> None:
         alert_here(settings, text)
@@ -421,7 +421,7 @@ def _runs_going(children: list[tuple[str, subprocess.Popen]]) -> bool:
     which `up` no longer holds (decision 0043): a second or two of every stop."""
     import psutil  # here, not at the top: every `librarian` command imports this module
 
-    from librarian_dagster.core.ops.dagster_processes import CODE_SERVER
+    from librarian_dagster.core.service.dagster_processes import CODE_SERVER
 
     try:
         return any(psutil.Process(p.pid).children() for name, p in children if name == CODE_SERVER)
@@ -456,7 +456,7 @@ def _stop_runs(settings: "Settings", dagster_home: str, children) -> None:
 
 
 def _child_commands(args: argparse.Namespace, dagster) -> list[tuple[str, list[str]]]:
-    """Dagster's code server, webserver and daemon (core/ops/dagster_processes.py), then the
+    """Dagster's code server, webserver and daemon (core/service/dagster_processes.py), then the
     recall server."""
     commands = dagster.commands()
     if not args.no_mcp:

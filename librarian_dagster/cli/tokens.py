@@ -4,7 +4,7 @@ import argparse
 import sys
 
 from librarian_dagster.core.commandline import AddParser
-from librarian_dagster.core.ops import tokens
+from librarian_dagster.core.service import tokens
 
 
 def register(add_parser: AddParser) -> None:

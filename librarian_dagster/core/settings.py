@@ -428,7 +428,7 @@ class Settings(BaseModel):
     @property
     def incidents_file(self) -> Path:
         """The incidents `librarian up` healed, whose failed runs are run again
-        (core/ops/incidents.py)."""
+        (core/service/incidents.py)."""
         return self.home / "incidents.jsonl"
 
     @property

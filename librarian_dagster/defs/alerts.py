@@ -2,7 +2,7 @@
 
 All three are sensors of their own, so an alert never runs inside (and never fails) an ingest
 run, and each shows its messages in its tick log in the UI. Without Telegram settings that log is
-where the alerts are. What is worth an alert is decided in `core/ops/alerts.py`; these functions
+where the alerts are. What is worth an alert is decided in `core/service/alerts.py`; these functions
 only gather the state and send.
 """
 
@@ -13,7 +13,7 @@ import dagster as dg
 
 from librarian_dagster.core.capture.mirror import snapshot
 from librarian_dagster.core.capture.readers import discover
-from librarian_dagster.core.ops.alerts import (
+from librarian_dagster.core.service.alerts import (
     GapState,
     advance,
     capture_incidents,
@@ -24,7 +24,7 @@ from librarian_dagster.core.ops.alerts import (
     run_failure_message,
     run_link,
 )
-from librarian_dagster.core.ops.journal import failed_text
+from librarian_dagster.core.service.journal import failed_text
 from librarian_dagster.core.store.integrity import ingested_at, requested_at
 from librarian_dagster.dagster_internals import last_good_sensor_tick, sensor_known, step_failure
 from librarian_dagster.dead_runs import STOPPED_TAG

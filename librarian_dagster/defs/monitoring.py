@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from librarian_dagster.core.ops.incidents import Incident
+from librarian_dagster.core.service.incidents import Incident
 from librarian_dagster.dagster_internals import uses_default_run_launcher
 from librarian_dagster.dead_runs import STOPPED_TAG, end_dead_runs
 from librarian_dagster.defs.jobs import ingest_session_job

@@ -23,10 +23,10 @@ from librarian_dagster.core.assembly.providers import (
 from librarian_dagster.core.assembly.store import Store, migrated_url, open_store
 from librarian_dagster.core.digest.schema import Digester
 from librarian_dagster.core.models.embeddings import Embedder
-from librarian_dagster.core.ops import journal
-from librarian_dagster.core.ops.incidents import Incident, read_incidents
-from librarian_dagster.core.ops.telegram import Notifier
 from librarian_dagster.core.recall.search import Search
+from librarian_dagster.core.service import journal
+from librarian_dagster.core.service.incidents import Incident, read_incidents
+from librarian_dagster.core.service.telegram import Notifier
 from librarian_dagster.core.settings import ANTHROPIC_KEY_VARIABLE, Settings, default
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.core.store.memories import Memories
@@ -200,7 +200,7 @@ class MirrorResource(dg.ConfigurableResource):
 
 class JournalResource(dg.ConfigurableResource):
     """Where the events a person running `librarian up` hears of are written: a session
-    remembered, skipped or failed, a capture gap (core/ops/journal.py)."""
+    remembered, skipped or failed, a capture gap (core/service/journal.py)."""
 
     path: str
 
@@ -209,7 +209,7 @@ class JournalResource(dg.ConfigurableResource):
 
 
 class IncidentsResource(dg.ConfigurableResource):
-    """The incidents `librarian up` healed (core/ops/incidents.py), whose failed runs are run
+    """The incidents `librarian up` healed (core/service/incidents.py), whose failed runs are run
     again."""
 
     path: str

@@ -3,7 +3,7 @@
 import pytest
 
 from librarian_dagster.cli.main import main
-from librarian_dagster.core.ops import tokens
+from librarian_dagster.core.service import tokens
 
 
 @pytest.fixture

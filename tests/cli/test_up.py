@@ -102,7 +102,7 @@ def test_up_first_ends_a_run_whose_worker_was_killed(fresh_pgdata):
 
 def test_a_stop_cancels_runs_only_where_the_code_server_has_a_run_worker():
     from librarian_dagster.cli.run import _runs_going
-    from librarian_dagster.core.ops.dagster_processes import CODE_SERVER, DAEMON
+    from librarian_dagster.core.service.dagster_processes import CODE_SERVER, DAEMON
 
     alone = subprocess.Popen(["sleep", "60"])
     # A code server with a worker: a child of its own (the DefaultRunLauncher's run worker).

@@ -25,7 +25,7 @@ import httpx
 import psutil
 import pytest
 
-from librarian_dagster.core.ops.incidents import read_incidents
+from librarian_dagster.core.service.incidents import read_incidents
 from tests.cli.test_up import _descendants_and_servers, _wait_for
 from tests.helpers import Terminal, fill, free_port, tmpfs
 from tests.telegram_fake import CHAT_ID, TOKEN, FakeTelegram, fake_telegram

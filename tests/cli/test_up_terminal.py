@@ -216,7 +216,7 @@ def _runs(home: Path) -> list[tuple[dg.DagsterRunStatus, dict[str, str], float]]
         "import dagster as dg\n"
         "from librarian_dagster.core.settings import Settings\n"
         "from librarian_dagster.core.assembly.store import migrated_url\n"
-        "from librarian_dagster.core.ops.dagster_home import prepare_dagster_home\n"
+        "from librarian_dagster.core.service.dagster_home import prepare_dagster_home\n"
         "settings = Settings.from_env()\n"
         "migrated_url(settings)\n"
         "home = prepare_dagster_home(settings)['DAGSTER_HOME']\n"

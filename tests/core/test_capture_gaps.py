@@ -4,7 +4,7 @@ from pathlib import Path
 
 from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.mirror import Snapshot
-from librarian_dagster.core.ops.alerts import (
+from librarian_dagster.core.service.alerts import (
     INGEST_GAP,
     MIRROR_QUIET,
     MIRROR_SENSOR_SILENT,
@@ -14,8 +14,8 @@ from librarian_dagster.core.ops.alerts import (
     capture_incidents,
     due_sessions,
     first_line,
-    project_of,
     run_failure_message,
+    transcript_folder_of,
 )
 
 T0 = 1_800_000_000.0
@@ -37,7 +37,7 @@ def test_a_session_is_late_gap_minutes_after_it_settled_unless_handled_since():
     snaps = [_snap("a", T0 - 2 * HOUR), _snap("b", T0 - 30 * MIN), _snap("c", T0 - 60)]
     assert [o.session_id for o in _due(snaps)] == ["a"]  # b is not late yet, c still settling
     [late] = _due(snaps)
-    assert late.due_since == T0 - 2 * HOUR + 120 and late.project == "-work-app"
+    assert late.due_since == T0 - 2 * HOUR + 120 and late.folder == "-work-app"
     assert _due(snaps, handled={"a": T0 - HOUR}) == []  # a run got to it after its last write
     assert [o.session_id for o in _due(snaps, handled={"a": T0 - 3 * HOUR})] == ["a"]  # before
     assert [o.session_id for o in _due(snaps, now=T0 + HOUR)] == ["a", "b"]
@@ -161,11 +161,11 @@ def test_messages():
         SessionFiles("s", None, (MIRROR / "-p" / "s" / "subagents" / "agent-1.jsonl",)), "f", 0
     )
     old = Snapshot(SessionFiles("s", None, (MIRROR / "-q" / "agent-1.jsonl",)), "f", 0)
-    assert (project_of(sub), project_of(old)) == ("-p", "-q")
+    assert (transcript_folder_of(sub), transcript_folder_of(old)) == ("-p", "-q")
 
 
 def test_without_telegram_a_gap_is_logged_once_not_every_tick():
-    from librarian_dagster.core.ops.telegram import Notifier
+    from librarian_dagster.core.service.telegram import Notifier
 
     logged: list[str] = []
     notifier = Notifier("http://127.0.0.1:9", None, None, log_warning=logged.append)

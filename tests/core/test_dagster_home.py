@@ -4,7 +4,7 @@ import json
 
 import dagster as dg
 
-from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
+from librarian_dagster.core.service.dagster_home import prepare_dagster_home
 from librarian_dagster.core.store.database import for_dagster
 from tests.helpers import assert_shared_instance_config, make_settings
 

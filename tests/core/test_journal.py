@@ -5,8 +5,8 @@ import json
 import os
 import threading
 
-from librarian_dagster.core.ops import journal
-from librarian_dagster.core.ops.journal import Event, Tail, write
+from librarian_dagster.core.service import journal
+from librarian_dagster.core.service.journal import Event, Tail, write
 
 TOKEN = "ghp_FalHuG5P6C7ROUopuFRE9oTAvJN6U6PrPod6"
 

@@ -36,11 +36,11 @@ def test_no_function_is_longer_than_sixty_lines():
 ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 # Bottom-up, as docs/architecture.md's table of layers reads from the foot.
 FOLDERS = ("capture", "redaction", "models", "digest", "store", "recall", "library", "connect",
-           "ops", "assembly")  # fmt: skip
+           "service", "assembly")  # fmt: skip
 DATA_FILES = {
     "models": {"minilm_graph.onnx": "the MiniLM forward graph, built by "
                "scripts/build_minilm_graph.py (decision 0024)"},
-    "ops": {"dagster_instance.yaml": "the Dagster instance settings `librarian up` and "
+    "service": {"dagster_instance.yaml": "the Dagster instance settings `librarian up` and "
             "deploy/dagster.yaml share"},
 }  # fmt: skip
 BEGIN, END = "<!-- modules: begin -->", "<!-- modules: end -->"

@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from librarian_dagster.core.ops.telegram import ATTEMPTS, Notifier
+from librarian_dagster.core.service.telegram import ATTEMPTS, Notifier
 from librarian_dagster.core.settings import Settings, SettingsError
 from tests.telegram_fake import CHAT_ID, TOKEN, fake_telegram
 

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from librarian_dagster.core.ops import tokens
+from librarian_dagster.core.service import tokens
 
 
 def test_a_token_is_found_by_its_hash_and_never_stored(tmp_path):

@@ -4,7 +4,7 @@ restarts with pauses, and a line to exit with when nothing brings the database b
 import threading
 import time
 
-from librarian_dagster.core.ops.watch import Watch
+from librarian_dagster.core.service.watch import Watch
 
 
 def _watch(answers, restart_fails=0, restartable=True):
@@ -105,7 +105,7 @@ def test_a_blip_tells_of_no_incident():
 def test_two_watches_healing_at_once_both_keep_their_incidents(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
-    from librarian_dagster.core.ops.incidents import Incident, read_incidents, record_incident
+    from librarian_dagster.core.service.incidents import Incident, read_incidents, record_incident
 
     path, now = tmp_path / "incidents.jsonl", time.time()
 

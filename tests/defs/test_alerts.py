@@ -16,8 +16,8 @@ import pytest
 
 from librarian_dagster.core.assembly.store import Store
 from librarian_dagster.core.capture.readers import session_files_for
-from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
-from librarian_dagster.core.ops.journal import Tail, journal_path
+from librarian_dagster.core.service.dagster_home import prepare_dagster_home
+from librarian_dagster.core.service.journal import Tail, journal_path
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.dagster_internals import (
     dispose_instance,

@@ -7,7 +7,7 @@ import time
 import dagster as dg
 import pytest
 
-from librarian_dagster.core.ops.incidents import Incident, read_incidents, record_incident
+from librarian_dagster.core.service.incidents import Incident, read_incidents, record_incident
 from librarian_dagster.dead_runs import STOPPED_TAG
 from librarian_dagster.defs.jobs import INGEST_SESSION
 from librarian_dagster.defs.monitoring import (
@@ -41,7 +41,7 @@ def stand_in_job():
 
 @pytest.fixture
 def instance(tmp_path):
-    # Run retries as the product's instance has them (core/ops/dagster_instance.yaml): a failed
+    # Run retries as the product's instance has them (core/service/dagster_instance.yaml): a failed
     # step is not retried.
     retries = {"enabled": True, "max_retries": 2, "retry_on_asset_or_op_failure": False}
     with dg.instance_for_test(

@@ -4,7 +4,7 @@ it closes."""
 import dagster as dg
 
 from librarian_dagster.core.capture.readers import session_files_for
-from librarian_dagster.core.ops.dagster_home import prepare_dagster_home
+from librarian_dagster.core.service.dagster_home import prepare_dagster_home
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.definitions import build_definitions

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, PostgresScheduleStorage
 
-from librarian_dagster.core.ops import dagster_home
+from librarian_dagster.core.service import dagster_home
 from librarian_dagster.core.settings import Settings
 from tests.helpers import assert_shared_instance_config
 
@@ -39,8 +39,8 @@ def test_a_missing_credential_is_named(instance_env, monkeypatch):
 
 
 def test_deploy_yaml_agrees_with_what_librarian_up_writes(tmp_path):
-    """The embedded dagster.yaml (core/ops/dagster_home.py) and the server's differ only in where
-    the storage is and where its credentials come from: the rest is one text, shared."""
+    """The embedded dagster.yaml (core/service/dagster_home.py) and the server's differ only in
+    where the storage is and where its credentials come from: the rest is one text, shared."""
     settings = Settings.from_env(
         {
             "LIBRARIAN_HOME": str(tmp_path / "home"),
@@ -53,7 +53,7 @@ def test_deploy_yaml_agrees_with_what_librarian_up_writes(tmp_path):
     shared = dagster_home.shared_instance_yaml()
     # Word for word, comments included: deploy/dagster.yaml ends with the shared settings.
     assert server_text.endswith("\n" + shared), (
-        "deploy/dagster.yaml must end with librarian_dagster/core/ops/dagster_instance.yaml"
+        "deploy/dagster.yaml must end with librarian_dagster/core/service/dagster_instance.yaml"
     )
     assert embedded_text.endswith("\n" + shared)
 

@@ -16,7 +16,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from librarian_dagster.core.ops import tokens
+from librarian_dagster.core.service import tokens
 from librarian_dagster.core.store.memories import ChunkRecord
 from mcp_server.app import Served, build_server, http_app
 from mcp_server.auth import TokenFileVerifier

@@ -36,7 +36,7 @@ def _client(store, verifier=None, **options) -> TestClient:
 
 
 def _verifier(tmp_path) -> tuple[TokenFileVerifier, dict[str, str]]:
-    from librarian_dagster.core.ops import tokens
+    from librarian_dagster.core.service import tokens
 
     path = tmp_path / "tokens.json"
     made = {scope: tokens.add(path, f"t-{scope}", scope)[0] for scope in tokens.SCOPES}

@@ -19,7 +19,7 @@ __all__ = [
     "distinct_files",
     "given_files",
     "project_from",
-    "project_of",
+    "project_of_cwd",
     "worktrees_of",
 ]
 
@@ -135,6 +135,6 @@ def worktrees_of(folder: str) -> str | None:
     return beside.group(1) if beside else None
 
 
-def project_of(cwd: str) -> str | None:
+def project_of_cwd(cwd: str) -> str | None:
     """The project a working directory belongs to, named as ingest names a session's project."""
     return project_from(cwd, None) if cwd else None

@@ -1,5 +1,5 @@
 """Bounded, loud retries around every call to a service outside this machine: the model services,
-whoever serves them, and Telegram (core/ops/telegram.py).
+whoever serves them, and Telegram (core/service/telegram.py).
 
 Retries are ours, not the SDKs': an SDK's own retry ignores `Retry-After` or retries without a
 bound we set, so the SDKs' retries are off and `call_with_backoff` (on tenacity) waits as the

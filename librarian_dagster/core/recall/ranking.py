@@ -13,7 +13,7 @@ from typing import Literal
 import psycopg
 from psycopg.rows import DictRow
 
-from librarian_dagster.core.capture.files import project_of
+from librarian_dagster.core.capture.files import project_of_cwd
 from librarian_dagster.core.settings import Settings, default
 
 RRF_K = 60
@@ -207,7 +207,7 @@ def context_relations(
     cwd = (context.cwd or "").rstrip("/")
     branch = context.git_branch if is_feature_branch(context.git_branch) else None
     # A cwd of "/" contains every path: it names no project, and the root is nobody's project.
-    project = project_of(cwd) if cwd else None
+    project = project_of_cwd(cwd) if cwd else None
     rows = conn.execute(
         """
         SELECT m.session_id,

@@ -8,7 +8,7 @@ from librarian_dagster.core.capture.skips import last_active
 from librarian_dagster.core.capture.touches import file_touches
 from librarian_dagster.core.digest.chunking import Chunk, ChunkVectors
 from librarian_dagster.core.digest.schema import DigestRecord
-from librarian_dagster.core.ops.journal import remembered_text
+from librarian_dagster.core.service.journal import remembered_text
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.core.store.memories import ChunkRecord
 from librarian_dagster.core.store.rows import MemoryRecord, memory_of

@@ -22,8 +22,8 @@ from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.keys import session_id_of
 from librarian_dagster.core.capture.readers import known_cwds, parse_session
 from librarian_dagster.core.capture.session import UNREADABLE, Session
-from librarian_dagster.core.ops.journal import skipped_text
 from librarian_dagster.core.redaction.scan import find_secrets_many, redact_session
+from librarian_dagster.core.service.journal import skipped_text
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.defs.assets._common import (
     EXCLUDED,

@@ -18,7 +18,7 @@ from librarian_dagster.core.store.database import dagster_storage_url
 def shared_instance_yaml() -> str:
     """The instance settings `librarian up` and deploy/dagster.yaml share: all but the storage."""
     return (
-        files("librarian_dagster.core.ops")
+        files("librarian_dagster.core.service")
         .joinpath("dagster_instance.yaml")
         .read_text(encoding="utf-8")
     )

@@ -8,9 +8,9 @@ to send it (the alert sensors keep their state in the database that failed). The
 is then restarted, with a pause between tries; an external one (LIBRARIAN_DATABASE_URL), or the
 mirror, has nothing here to restart, and is watched until it answers (LIBRARIAN_HOME full, for at
 most `wait_s`: no one heals a full disk by waiting). When it answers again, one recovery message,
-the incident recorded (core/ops/incidents.py: the runs it failed are run again), and `healed` is set
-so that `up` restarts its children (their connections, and Dagster's daemon threads, died with the
-server). When every restart fails, one last alert, and `lost` holds the line `up` exits with: a
+the incident recorded (core/service/incidents.py: the runs it failed are run again), and `healed` is
+set so that `up` restarts its children (their connections, and Dagster's daemon threads, died with
+the server). When every restart fails, one last alert, and `lost` holds the line `up` exits with: a
 process supervisor then restarts the whole, and its own failure alert fires.
 """
 
@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from librarian_dagster.core.ops.incidents import Incident, record_incident
-from librarian_dagster.core.ops.telegram import Notifier
-from librarian_dagster.core.ops.terminal import say
+from librarian_dagster.core.service.incidents import Incident, record_incident
+from librarian_dagster.core.service.telegram import Notifier
+from librarian_dagster.core.service.terminal import say
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.database import (
     describe_location,
@@ -57,7 +57,8 @@ class Watch:
     waited for as long as it lasts)."""
     on_healed: Callable[[float, float], object] | None = None
     """Told when an incident heals, with when it began and when it healed (seconds since the
-    epoch): `up` records it, so that the runs it failed are run again (core/ops/incidents.py)."""
+    epoch): `up` records it, so that the runs it failed are run again
+    (core/service/incidents.py)."""
     clock: Callable[[], float] = time.monotonic
     healed: threading.Event = field(default_factory=threading.Event)
     """Set when it answers again after an incident: restart what used it."""

@@ -43,7 +43,8 @@ class Incident:
 @dataclass(frozen=True)
 class Overdue:
     session_id: str
-    project: str
+    folder: str
+    """The folder its transcript lies in (`transcript_folder_of`)."""
     due_since: float
 
 
@@ -119,7 +120,7 @@ def due_sessions(
         if fingerprint == snap.fingerprint:
             due_since = max(due_since, requested_at)  # a backfill's queue is not a gap at once
         if now - due_since > gap_minutes * 60:
-            overdue.append(Overdue(sid, project_of(snap), due_since))
+            overdue.append(Overdue(sid, transcript_folder_of(snap), due_since))
     return sorted(overdue, key=lambda o: (o.due_since, o.session_id))
 
 
@@ -155,7 +156,7 @@ def _ingest_gap(overdue: Sequence[Overdue], gap_minutes: float, now: float) -> I
     if not overdue:
         return None
     oldest = overdue[0]
-    shown = ", ".join(f"{o.session_id} ({o.project})" for o in overdue[:_SHOWN_SESSIONS])
+    shown = ", ".join(f"{o.session_id} ({o.folder})" for o in overdue[:_SHOWN_SESSIONS])
     more = f" and {len(overdue) - _SHOWN_SESSIONS} more" if len(overdue) > _SHOWN_SESSIONS else ""
     return Incident(
         INGEST_GAP,
@@ -274,7 +275,9 @@ def first_line(text: str) -> str:
     return "(no error message)"
 
 
-def project_of(snap: Snapshot) -> str:
+def transcript_folder_of(snap: Snapshot) -> str:
+    """The folder a session's transcript lies in, as an alert names where it is late (Claude
+    Code's project slug, `-work-app`): not the project ingest names from its cwd."""
     files = snap.files
     if files.main is not None:
         return files.main.parent.name  # <project>/<session>.jsonl

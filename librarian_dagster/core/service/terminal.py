@@ -1,7 +1,7 @@
 """What `librarian up` shows a person, and where the rest of what its processes say goes.
 
 The terminal gets the address block, then one line per event that matters: the journal's
-(core/ops/journal.py: a session remembered, skipped or failed, a capture gap) and `up`'s own
+(core/service/journal.py: a session remembered, skipped or failed, a capture gap) and `up`'s own
 (the watch's alerts and recoveries, a process started again). Everything its children print
 (Dagster's webserver, daemon, code servers and runs, the recall server) goes to a file of its own
 under `LIBRARIAN_HOME/logs`, rotated, and to the terminal too only when asked (`--verbose`).
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from librarian_dagster.core.ops.journal import Event, Kind, Tail
+from librarian_dagster.core.service.journal import Event, Kind, Tail
 
 LOG_BYTES = 10 * 2**20
 LOG_BACKUPS = 3
