@@ -5,7 +5,12 @@ import json
 import urllib.error
 import urllib.request
 
+import pytest
+
 from tests.fake_openai_chat import FakeOpenAIChat, api_error, text, tool_call
+
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
 
 TOOLS = [{"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}}]
 

@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("librarian_dagster", "mcp_server")
 

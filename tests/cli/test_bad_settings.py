@@ -10,6 +10,9 @@ import pytest
 from tests.conftest import TRANSCRIPTS
 from tests.helpers import tmpfs
 
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
+
 LIBRARIAN = [sys.executable, "-m", "librarian_dagster.cli.main"]
 MCP_SERVER = [sys.executable, "-m", "mcp_server"]
 

@@ -14,9 +14,13 @@ from pathlib import Path
 
 import httpx
 import psutil
+import pytest
 
 from tests.helpers import free_port
 from tests.stuck_run import start_stuck_run, wait_started
+
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
 
 LIBRARIAN = [sys.executable, "-m", "librarian_dagster.cli.main"]
 

@@ -30,6 +30,9 @@ from tests.cli.test_up import _descendants_and_servers, _wait_for
 from tests.helpers import Terminal, fill, free_port, tmpfs
 from tests.telegram_fake import CHAT_ID, TOKEN, FakeTelegram, fake_telegram
 
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
+
 # Not a performance figure: the watch needs two failed probes (1 s apart here; 5 s by default), a
 # restart, then the children's start; this only bounds a hang (benchmarks/faults.py measures, at
 # the default).

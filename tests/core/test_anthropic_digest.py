@@ -18,6 +18,9 @@ from tests.core.test_llm_digest import _session
 from tests.fake_anthropic import FakeAnthropic, api_error, digest_message, message
 from tests.fake_gemini import DEFAULT_DIGEST
 
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
+
 KEY = "sk-ant-api03-FAKE"
 
 

@@ -20,6 +20,8 @@ from tests.core.test_llm_digest import _session
 from tests.fake_anthropic import STRUCTURED_OUTPUT_TOOL, FakeAnthropic
 from tests.fake_gemini import DEFAULT_DIGEST
 
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
 ROOT = Path(__file__).resolve().parents[2]
 INSTALLED = ROOT / ".tools" / "claude-code" / "node_modules" / ".bin" / "claude"
 
@@ -55,6 +57,7 @@ def _digester(command: str, attempts: int = 2) -> ClaudeCodeDigester:
 def test_the_real_cli_digests_through_structured_output_and_leaves_no_transcript(
     claude, fake, tmp_path
 ):
+
     # A hook the user has (this product's prompt hook among them) must not run for a digest.
     settings_dir = tmp_path / "home" / ".claude"
     settings_dir.mkdir()

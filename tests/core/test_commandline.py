@@ -85,6 +85,7 @@ def _collections_while_importing(*modules: str) -> list[str]:
         ("librarian_dagster.dagster_daemon",),  # after the others, it would import little
     ],
 )  # fmt: skip
+@pytest.mark.process
 def test_the_modules_that_start_our_processes_import_uncollected(modules):
     """The collections that come are those before a module's own `imports_uncollected` (its
     first lines' imports): without it, 100 to 300 each."""

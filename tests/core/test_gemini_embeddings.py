@@ -10,6 +10,8 @@ from librarian_dagster.core.models.embeddings import Embedder, GeminiEmbedder
 from librarian_dagster.core.models.gemini import ClientConfig
 from tests.fake_gemini import FakeGemini, Reply, error
 
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
 
 @pytest.fixture
 def fake():

@@ -38,11 +38,9 @@ ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 FOLDERS = ("capture", "redaction", "models", "digest", "store", "recall", "library", "connect",
            "service", "assembly")  # fmt: skip
 DATA_FILES = {
-    "models": {"minilm_graph.onnx": "the MiniLM forward graph, built by "
-               "scripts/build_minilm_graph.py (decision 0024)"},
-    "service": {"dagster_instance.yaml": "the Dagster instance settings `librarian up` and "
-            "deploy/dagster.yaml share"},
-}  # fmt: skip
+    "models": ["`minilm_graph.onnx` (the MiniLM graph, decision 0024)"],
+    "service": ["`dagster_instance.yaml` (shared with deploy/dagster.yaml)"],
+}
 BEGIN, END = "<!-- modules: begin -->", "<!-- modules: end -->"
 
 
@@ -53,22 +51,20 @@ def _first_line(path: Path) -> str:
 
 
 def module_listing() -> str:
-    """Every module of core with its docstring's first line, folder by folder."""
-    out = ["**`librarian_dagster/core/`**", ""]
-    out += [f"- `{p.name}`: {_first_line(p)}" for p in sorted(CORE.glob("*.py"))
-            if p.name != "__init__.py"]  # fmt: skip
+    """Every folder of core with its docstring's first line, and the modules it holds."""
+    out = ["**`librarian_dagster/core/`**: " + _names(CORE)]
     for folder in FOLDERS:
         holds = _first_line(CORE / folder / "__init__.py")
-        out += ["", f"**`librarian_dagster/core/{folder}/`**: {holds}.", ""]
-        out += [f"- `{p.name}`: {_first_line(p)}" for p in sorted((CORE / folder).glob("*.py"))
-                if p.name != "__init__.py"]  # fmt: skip
-        out += [f"- `{name}`: {what}" for name, what in DATA_FILES.get(folder, {}).items()]
-        for package in sorted(p.parent for p in (CORE / folder).glob("*/__init__.py")):
-            # A folder of its own inside a concern (an agent's reader): its modules beneath it.
-            out += [f"- `{package.name}/`: {_first_line(package / '__init__.py')}"]
-            out += [f"  - `{p.name}`: {_first_line(p)}" for p in sorted(package.glob("*.py"))
-                    if p.name != "__init__.py"]  # fmt: skip
+        names = [_names(CORE / folder), *DATA_FILES.get(folder, [])]
+        packages = sorted(p.parent for p in (CORE / folder).glob("*/__init__.py"))
+        # A folder of its own inside a concern (an agent's reader): its modules beside its name.
+        names += [f"`{p.name}/` ({_names(p)})" for p in packages]
+        out += ["", f"**`librarian_dagster/core/{folder}/`**: {holds}: {', '.join(names)}."]
     return "\n".join(out)
+
+
+def _names(folder: Path) -> str:
+    return ", ".join(f"`{p.name}`" for p in sorted(folder.glob("*.py")) if p.name != "__init__.py")
 
 
 def _documented() -> str:

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from librarian_dagster.cli.main import main
 from librarian_dagster.core.library.cline_import import apply_plan, demote_headings, plan_import
 
@@ -120,6 +122,7 @@ def test_librarian_path_is_the_default_target_and_into_beats_it(tmp_path, monkey
     assert (into / "tech.md").exists()
 
 
+@pytest.mark.process
 def test_script_finds_the_library_like_the_hooks(tmp_path):
     """Without the package installed: the walk-up, then LIBRARIAN_PATH over it."""
     script = REPO / "librarian_dagster" / "core" / "library" / "cline_import.py"
@@ -142,6 +145,7 @@ def test_script_finds_the_library_like_the_hooks(tmp_path):
     assert len(list(lib.iterdir())) == 5  # the second run did not write here
 
 
+@pytest.mark.process
 def test_runs_as_a_stdlib_script_for_the_plugin(tmp_path):
     script = REPO / "librarian_dagster" / "core" / "library" / "cline_import.py"
     proc = subprocess.run(

@@ -19,6 +19,9 @@ from librarian_dagster.core.models.calls import ProviderRejected, ProviderUnavai
 from librarian_dagster.core.models.gemini import ClientConfig
 from tests.fake_gemini import DEFAULT_DIGEST, FakeGemini, Reply, digest_reply, error, generation
 
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
+
 T = datetime(2026, 11, 1, tzinfo=UTC)
 
 

@@ -14,6 +14,9 @@ import pytest
 
 from librarian_dagster.core.models import minilm
 
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build_minilm_graph.py"
 
 

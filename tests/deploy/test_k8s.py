@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from librarian_dagster.cli.main import build_parser
@@ -188,6 +189,7 @@ def test_the_recall_server_is_probed_and_served_on_its_port():
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
 
 
+@pytest.mark.process
 def test_without_the_tokens_secret_the_recall_server_refuses_to_start(tmp_path):
     """Why the manifest mounts a token file: the same command without one exits at once."""
     command = _recall_container()["command"]

@@ -150,6 +150,7 @@ def _rendered(tmp_path: Path) -> Path:
     return out
 
 
+@pytest.mark.process
 def test_the_installers_render_every_unit_with_this_checkout(tmp_path):
     out = _rendered(tmp_path)
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in UNITS)
@@ -160,6 +161,7 @@ def test_the_installers_render_every_unit_with_this_checkout(tmp_path):
 
 
 @pytest.mark.parametrize("name", [p.name for p in UNITS])
+@pytest.mark.process
 def test_systemd_analyze_verifies_the_rendered_units(tmp_path, name):
     if shutil.which("systemd-analyze") is None:
         pytest.skip("systemd-analyze is not installed here: the units were only parsed")
@@ -199,6 +201,7 @@ def _alert(unit: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.process
 def test_the_alert_sends_one_telegram_message_naming_the_unit():
     with fake_telegram() as fake:
         env = {
@@ -224,6 +227,7 @@ def test_the_alert_sends_one_telegram_message_naming_the_unit():
         assert len(fake.messages) == 3 and "librarian-mirror.service" in fake.texts[-1]
 
 
+@pytest.mark.process
 def test_an_alert_that_cannot_be_sent_fails_its_unit():
     with fake_telegram() as fake:
         wrong = {
@@ -254,6 +258,7 @@ def _reachable(host: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.process
 def test_the_push_is_skipped_away_from_the_server_and_fails_when_broken():
     if shutil.which("ssh") is None:
         pytest.skip("no ssh client here: the reachability check resolves hosts through ssh -G")
@@ -269,6 +274,7 @@ def test_the_push_is_skipped_away_from_the_server_and_fails_when_broken():
     assert unset.returncode == 255 and "MIRROR_HOST" in unset.stderr
 
 
+@pytest.mark.process
 def test_the_push_keeps_what_the_laptop_deleted_and_keeps_it_private(tmp_path):
     """The unit's own rsync arguments, run locally (no ssh): a second push after Claude Code
     removed a transcript leaves the mirror's copy, and the mirror is readable by its owner only."""
@@ -293,6 +299,7 @@ def test_the_push_keeps_what_the_laptop_deleted_and_keeps_it_private(tmp_path):
     assert copied.stat().st_mode & 0o777 == 0o700
 
 
+@pytest.mark.process
 def test_the_shell_scripts_are_shellcheck_clean():
     if shutil.which("shellcheck") is None:
         pytest.skip("shellcheck is not installed here (apt-get install shellcheck)")

@@ -103,6 +103,7 @@ def _flat(proc) -> str | None:
     return output["additionalContext"]
 
 
+@pytest.mark.process
 def test_a_copilot_view_gets_the_file_s_history_flat_once(hooks, tmp_path):
     notes = tmp_path / "notes.txt"
     with _server(tmp_path, [str(notes)]) as server:
@@ -121,6 +122,7 @@ def test_a_copilot_view_gets_the_file_s_history_flat_once(hooks, tmp_path):
     assert [r[1] for r in server.requests] == ["/touches", "/history", "/touches"]
 
 
+@pytest.mark.process
 def test_a_copilot_shell_call_asks_no_history(hooks, tmp_path):
     with _server(tmp_path, []) as server:
         bash = _copilot_tool(tmp_path, "bash", {"command": "make test", "description": "test"})
@@ -129,6 +131,7 @@ def test_a_copilot_shell_call_asks_no_history(hooks, tmp_path):
     assert [r[1] for r in server.requests] == ["/touches"]
 
 
+@pytest.mark.process
 def test_a_copilot_prompt_gets_recall_flat(hooks, tmp_path):
     prompt = _copilot_prompt(tmp_path, "How did we release the cache lock last time?")
     with _server(tmp_path, []) as server:
@@ -140,6 +143,7 @@ def test_a_copilot_prompt_gets_recall_flat(hooks, tmp_path):
     assert json.loads(body)["query"] == "How did we release the cache lock last time?"
 
 
+@pytest.mark.process
 def test_claude_code_s_prompt_hook_answers_as_before(hooks, tmp_path):
     """No argument: Claude Code's hook, its output nested under hookSpecificOutput."""
     event = {"session_id": "s", "hook_event_name": "UserPromptSubmit", "cwd": str(tmp_path),

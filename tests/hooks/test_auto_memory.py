@@ -4,7 +4,11 @@ import os
 import re
 import time
 
+import pytest
 from hookutil import make_library, stop_event
+
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
 
 TOP_LEVEL = """---
 name: Testing style

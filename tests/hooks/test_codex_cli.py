@@ -19,6 +19,8 @@ from librarian_dagster.core.capture.codex import READER
 from librarian_dagster.core.connect.codex import label, trusted_hash
 from tests.fake_openai import FakeOpenAI, apply_patch, say, shell, texts, tool_outputs
 
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
 CODEX_VERSION = "0.171.0"
 ROOT = Path(__file__).resolve().parents[2]
 INSTALLED = ROOT / ".tools" / "agents" / "codex" / "node_modules" / ".bin" / "codex"
@@ -47,6 +49,7 @@ _LABELS = {event: label(event) for event in (
     "SessionEnd", "UserPromptSubmit", "SubagentStart", "SubagentStop", "Stop", "PreModelRequest",
     "Interrupt",
 )}  # fmt: skip
+
 """Every event Codex takes, by the name Codex gives it in a trust key and in the hashed identity
 (hook_event_key_label): the product's `label`, which the hash tests hold to Codex's own."""
 

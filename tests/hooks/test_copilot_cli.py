@@ -23,6 +23,8 @@ import pytest
 from librarian_dagster.core.capture import readers
 from tests.fake_openai_chat import FakeOpenAIChat, text, tool_call
 
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = "1.0.102"
 INSTALL = ROOT / ".tools" / "agents" / "copilot"
@@ -31,6 +33,7 @@ PROMPT_CONTEXT = "LIBRARIAN-PROMPT-CONTEXT: the cache lock is released in teardo
 
 HOOK = r"""
 import json, os, sys
+
 
 event = sys.argv[1]
 given = json.loads(sys.stdin.read() or "{}")

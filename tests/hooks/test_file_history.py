@@ -20,6 +20,9 @@ from tests.core.test_store import memory_record
 from tests.helpers import free_port, serve_http
 from tests.mcp_server.test_tools import FakeEmbedder
 
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
+
 HEADER = "Librarian remembers earlier sessions that worked on"
 HANG_BOUND_S = 3.0  # a hang, not a performance number: the deadline is 0.3 s
 NEWEST = "7f8e9d10-0000-4000-8000-00000000000a"

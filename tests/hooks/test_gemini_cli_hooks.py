@@ -29,6 +29,8 @@ import pytest
 
 from tests.fake_gemini_chat import FakeGeminiChat, answer, read_file
 
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = "0.61.0"
 INSTALLED = ROOT / ".tools" / "agents" / "gemini" / "node_modules" / ".bin" / "gemini"
@@ -39,6 +41,7 @@ MODEL = "gemini-2.5-flash"
 
 HOOK = """\
 import json, sys
+
 event = json.load(sys.stdin)
 with open(sys.argv[1], "a", encoding="utf-8") as log:
     log.write(json.dumps({"hook": sys.argv[2], "args": sys.argv[3:], "input": event}) + "\\n")

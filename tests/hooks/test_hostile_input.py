@@ -8,6 +8,8 @@ import os
 import pytest
 from hookutil import make_library, pre_tool_use_event, stop_event, user_prompt_event
 
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
 HOOK_NAMES = ["pre_tool_use", "user_prompt_submit", "stop"]
 
 

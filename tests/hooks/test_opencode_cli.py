@@ -26,6 +26,8 @@ import pytest
 from librarian_dagster.core.capture import readers
 from tests.fake_openai_chat import FakeOpenAIChat, text, tool_call
 
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = "1.18.33"
 INSTALLED = ROOT / ".tools" / "agents" / "opencode" / "node_modules" / ".bin" / "opencode"
@@ -36,6 +38,7 @@ PLUGIN = r"""
 // Adds text the model sees: at the prompt (a synthetic text part of the user's message) and
 // after a file read or edit (appended to the tool's output). Logs every call to PROBE_LOG.
 import { appendFileSync } from "node:fs"
+
 
 const LOG = process.env.PROBE_LOG
 const log = (what, data) => LOG && appendFileSync(LOG, JSON.stringify({ what, data }) + "\n")

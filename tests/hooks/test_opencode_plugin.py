@@ -20,6 +20,8 @@ import pytest
 
 from tests.local_server import LocalServer, QuietHandler, Reply
 
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "plugins" / "opencode" / "librarian.js"
 INSTALLED = ROOT / ".tools" / "agents" / "opencode" / "node_modules" / ".bin" / "opencode"
@@ -27,6 +29,7 @@ HOOKS = ROOT / "hooks"
 
 DRIVER = """
 import { LibrarianPlugin } from "__PLUGIN__"
+
 const steps = JSON.parse(process.env.STEPS)
 const hooks = await LibrarianPlugin({ directory: process.env.DIRECTORY })
 const results = []

@@ -17,6 +17,8 @@ import pytest
 from librarian_dagster.core.capture import readers
 from tests.fake_openai_chat import FakeOpenAIChat, text, tool_call
 
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = "0.73.1"
 INSTALLED = ROOT / ".tools" / "agents" / "pi" / "node_modules" / ".bin" / "pi"
@@ -26,6 +28,7 @@ EXTENSION = r"""
 // Adds text the model sees: at the prompt (a custom message, stored in the session and sent as
 // a user message) and after a file read or edit (one more text block in the tool's result).
 import { appendFileSync } from "node:fs"
+
 
 const log = (what: string, data: unknown) =>
   appendFileSync(process.env.PROBE_LOG!, JSON.stringify({ what, data }) + "\n")

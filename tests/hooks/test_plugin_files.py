@@ -5,7 +5,10 @@ import os
 import shlex
 import subprocess
 
+import pytest
 from hookutil import REPO, make_library, pre_tool_use_event
+
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
 
 
 def _json(rel: str) -> dict:

@@ -49,6 +49,7 @@ def _events(repo: Path) -> list[tuple[str, dict]]:
     ]
 
 
+@pytest.mark.process
 def test_no_hook_writes_into_the_plugin_folder_and_bytecode_goes_to_the_data_folder(
     hooks, tmp_path
 ):
@@ -83,6 +84,7 @@ def test_no_hook_writes_into_the_plugin_folder_and_bytecode_goes_to_the_data_fol
     }
 
 
+@pytest.mark.process
 def test_without_plugin_data_the_bytecode_goes_under_the_users_claude_folder(hooks, tmp_path):
     plugin = _plugin_copy(tmp_path)
     before = _files(plugin)
@@ -94,6 +96,7 @@ def test_without_plugin_data_the_bytecode_goes_under_the_users_claude_folder(hoo
     assert list((hooks.home / ".claude" / "librarian" / "pycache").rglob("librarian_inject*.pyc"))
 
 
+@pytest.mark.process
 def test_hooks_still_work_when_no_cache_log_or_state_can_be_written(hooks, tmp_path):
     plugin = _plugin_copy(tmp_path)
     repo = tmp_path / "repo"

@@ -2,7 +2,10 @@
 
 import json
 
+import pytest
 from hookutil import make_library, pre_tool_use_event
+
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
 
 
 def _context(proc) -> str:

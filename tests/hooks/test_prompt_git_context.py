@@ -18,7 +18,10 @@ from hookutil import answering, user_prompt_event
 PROMPT = "How did we fix the SQLite database is locked error in the ingest worker?"
 BUDGET = 600
 
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif(shutil.which("git") is None, reason="needs git"),
+]
 
 
 def _git(cwd: Path, *args: str) -> None:

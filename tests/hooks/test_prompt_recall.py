@@ -19,11 +19,14 @@ from mcp_server.auth import TokenFileVerifier
 from tests.core.test_store import memory_record
 from tests.helpers import free_port, serve_http
 
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
 PROMPT = "How did we fix the SQLite database is locked error in the ingest worker?"
 BULLET = (
     "Fixed the SQLite 'database is locked' error in the ingest worker by turning on WAL mode "
     "and a five second busy_timeout."
 )
+
 OTHER = "Kept one writer connection per worker process; readers never block it."
 TOKEN = "tok-3f9a-never-logged"
 HEADER = "Librarian remembers past sessions"

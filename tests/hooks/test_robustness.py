@@ -8,6 +8,9 @@ import sys
 import pytest
 from hookutil import HOOKS, make_library, pre_tool_use_event, stop_event
 
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
+
 BAD_INPUTS = [b"", b"not json", b"[1, 2]", b'"str"', b"\xff\xfe\x00", b'{"tool_input": 5}']
 
 

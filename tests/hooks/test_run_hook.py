@@ -10,7 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hookutil import REPO, make_library, pre_tool_use_event
+
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
 
 COMMAND = ["sh", str(REPO / "hooks" / "run-hook.sh"), "pre_tool_use.py"]
 

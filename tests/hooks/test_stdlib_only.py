@@ -4,9 +4,12 @@ import json
 import subprocess
 import sys
 
+import pytest
 from hookutil import HOOKS, make_library
 
 from tests.helpers import free_port
+
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
 
 # Imports all hook modules and runs every handle() on a real library inside a venv python that has
 # dagster, psycopg, mcp and google-genai installed: any import of them would show in sys.modules.
@@ -15,6 +18,7 @@ PROBE = r"""
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
 import librarian_hooklib, librarian_routing, pre_tool_use, stop, user_prompt_submit
+
 repo = sys.argv[2]
 base = {"session_id": "probe", "cwd": repo}
 pre_tool_use.handle(dict(base, tool_name="Edit", tool_input={"file_path": repo + "/a/f.py"}))

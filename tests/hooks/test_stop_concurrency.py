@@ -3,7 +3,10 @@
 import json
 import re
 
+import pytest
 from hookutil import make_library, stop_event
+
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
 
 
 def _scratch(n: int, round_: int) -> str:

@@ -1,6 +1,10 @@
 """stop.py: scratch blocks routed to <path>/<type>.md, kept when untyped, never duplicated."""
 
+import pytest
 from hookutil import make_library, old_stop_event, stop_event
+
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
 
 SCRATCH = """# Scratch
 

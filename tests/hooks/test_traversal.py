@@ -5,6 +5,8 @@ import os
 import pytest
 from hookutil import make_library, stop_event
 
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
 
 def _snapshot(root):
     """Every path under root but the hooks' own data folder (their bytecode cache) in HOME."""

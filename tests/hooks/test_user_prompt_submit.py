@@ -4,7 +4,10 @@ import json
 import os
 import time
 
+import pytest
 from hookutil import make_library, user_prompt_event
+
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
 
 
 def test_reminds_once_per_session(hooks, tmp_path):

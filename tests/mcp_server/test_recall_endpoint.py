@@ -18,6 +18,9 @@ from tests.core.test_store import memory_record
 from tests.helpers import free_port, serve_http
 from tests.mcp_server.test_tools import FakeEmbedder
 
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
+
 TOKEN = "s3cret-token-for-tests"
 
 

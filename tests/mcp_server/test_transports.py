@@ -14,6 +14,8 @@ from tests.core.test_store import memory_record
 from tests.helpers import free_port, serve_http
 from tests.mcp_server.test_tools import FakeEmbedder
 
+pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
 
 def test_legacy_sse_endpoint_answers_tool_calls(store):
     store.memories.replace_memory(memory_record("s1"), [])
