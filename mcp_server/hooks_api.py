@@ -2,11 +2,11 @@
 hook with no MCP client and a deadline of under a second (docs/decisions/0004).
 
 Each answers with what its MCP tool answers (`_through_tool`: the same threshold, the same
-refusals), as plain JSON. What guards them is Starlette's and the SDK's own: a body limit on the
-route, the loopback guard (`LoopbackOnly`, the rule the SDK applies to /mcp on loopback), and, with
-tokens, the SDK's `RequireAuthMiddleware` behind its bearer backend. Left here: JSON only (a
-browser cannot send it cross-origin without a preflight we never allow), and pydantic's
-validation, said by location and reason only (its own message repeats the input, a prompt).
+refusals), as plain JSON. Guarded by middleware on each route: Starlette's body limit, the
+loopback guard (`LoopbackOnly`, the rule the SDK applies to /mcp on loopback) and, with tokens,
+the SDK's `RequireAuthMiddleware`. Left here: JSON only (a browser cannot send it cross-origin
+without a preflight we never allow), and pydantic's validation, said by location and reason only
+(its own message repeats the input, a prompt).
 """
 
 import logging
@@ -47,9 +47,10 @@ RECALL_PATH = "/recall"
 HISTORY_PATH = "/history"
 TOUCHES_PATH = "/touches"
 RECALL_MAX_LIMIT = 10
-# A query is at most 2,000 characters (search_chunks' own limit): 16 KiB is ample JSON for one,
-# and reading no more keeps a bad client from making us buffer a large body.
-_RECALL_MAX_BODY = 16 * 1024
+# A query is at most 2,000 characters (search_chunks' own limit), a history question a few paths:
+# 16 KiB is ample JSON for either, and reading no more keeps a bad client from making us buffer a
+# large body.
+_MAX_BODY = 16 * 1024
 
 
 class RecallRequest(BaseModel):
@@ -190,16 +191,15 @@ def hook_routes(server: MCPServer, host: str) -> list[Route]:
         # The app's bearer backend has checked the token (mcp_server/app.py); this refuses a
         # request without one, as /mcp does.
         guards.append(Middleware(RequireAuthMiddleware, required_scopes=[]))
+    recall = _through_tool(server, "recall", "search_chunks", _recall_arguments)
+    history = _through_tool(server, "history", "file_history", _history_arguments)
     endpoints = {
-        RECALL_PATH: _endpoint(RecallRequest, _RECALL_SHAPE,
-                               _through_tool(server, "recall", "search_chunks", _recall_arguments)),
-        HISTORY_PATH: _endpoint(HistoryRequest, _HISTORY_SHAPE,
-                                _through_tool(server, "history", "file_history",
-                                              _history_arguments)),
+        RECALL_PATH: _endpoint(RecallRequest, _RECALL_SHAPE, recall),
+        HISTORY_PATH: _endpoint(HistoryRequest, _HISTORY_SHAPE, history),
         TOUCHES_PATH: _endpoint(TouchesRequest, _TOUCHES_SHAPE, _touches),
-    }  # fmt: skip
+    }
     return [
-        Route(path, endpoint, methods=["POST"], middleware=guards, max_body_size=_RECALL_MAX_BODY)
+        Route(path, endpoint, methods=["POST"], middleware=guards, max_body_size=_MAX_BODY)
         for path, endpoint in endpoints.items()
     ]
 

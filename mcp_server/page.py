@@ -185,7 +185,8 @@ View = Callable[[Reader, Request, Viewer], Awaitable[Response]]
 
 
 def _page(reader: Reader, view: View):
-    """An endpoint of the page: the open server's loopback guard, then the viewer, the view."""
+    """An endpoint of the page: the viewer, then the view (the loopback guard and the headers are
+    its route's middleware, `page_routes`)."""
 
     async def endpoint(http: Request) -> Response:
         viewer = await _viewer(http, reader)
