@@ -30,10 +30,11 @@ from mcp_server.tools import INSTRUCTIONS, add_tools
 
 
 class RecallServer(MCPServer):
-    """The MCP server with its tools, and what its HTTP app serves beside them: the store it
-    reads (`served`) and the page (`page`)."""
+    """The MCP server with its tools, and what its HTTP app serves beside them: the store they
+    read (`served`) and the page (`page`, whose tokens are the server's)."""
 
-    def __init__(self, served: ServedSlot, verifier: TokenVerifier | None, issuer_url: str) -> None:
+    def __init__(self, served: ServedSlot, page: Reader, issuer_url: str) -> None:
+        verifier = page.verifier
         super().__init__(
             "librarian",
             instructions=INSTRUCTIONS,
@@ -41,8 +42,7 @@ class RecallServer(MCPServer):
             auth=auth_settings(issuer_url) if verifier is not None else None,
         )
         self.served = served
-        self.verifier = verifier
-        self.page: Reader | None = None
+        self.page = page
 
 
 def build_server(
@@ -63,9 +63,9 @@ def build_server(
     private domain. `forget`: how the page forgets sessions (None: it does not); `dagster_url`:
     the Dagster UI a session's page links to."""
     served = ServedSlot(source)
-    server = RecallServer(served, verifier, issuer_url)
+    page = Reader(served, min_relevance, boosts, verifier, forget, dagster_url)
+    server = RecallServer(served, page, issuer_url)
     add_tools(server, served, min_relevance, boosts, private_without_token)
-    server.page = Reader(served, min_relevance, boosts, verifier, forget, dagster_url)
     return server
 
 
@@ -83,14 +83,13 @@ def http_app(server: RecallServer, host: str) -> Starlette:
             async with server.session_manager.run():
                 yield
 
-    middleware = []
-    if server.verifier is not None:
+    middleware, verifier = [], server.page.verifier
+    if verifier is not None:
         # The SDK's bearer backend, as its own apps put it before /mcp: the token's scopes for
         # the hooks' endpoints and the page (`get_access_token`), and none for a request without.
         middleware = [
-            Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(server.verifier)),
+            Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
             Middleware(AuthContextMiddleware),
         ]
-    page = page_routes(server.page) if server.page is not None else []
-    routes = [*hook_routes(server, host), *page, Mount("/", app=mcp)]
+    routes = [*hook_routes(server, host), *page_routes(server.page), Mount("/", app=mcp)]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
