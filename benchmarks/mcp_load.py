@@ -40,6 +40,7 @@ from pathlib import Path
 import httpx2
 import psycopg
 from _corpus import GOLDEN, unpack_corpus
+from _results import add_record_option, record
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from recall_latency import free_port, start_server
@@ -161,6 +162,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--queries", type=int, default=20, help="per client")
     parser.add_argument("--sessions", type=int, default=20, help="dev-corpus sessions stored")
+    add_record_option(parser)
     args = parser.parse_args()
     questions = [
         json.loads(line)["query"]
@@ -204,16 +206,22 @@ def main() -> int:
         errors = found["errors"]
         kinds = f" ({sorted(set(errors))[:5]})" if errors else ""
         print(f"errors: {len(errors)} of {total}{kinds}")
-        if ms:
-            p95 = ms[min(len(ms) - 1, math.ceil(len(ms) * 0.95) - 1)]
-            print(
-                f"search_chunks latency under load: p50 {statistics.median(ms):.0f} ms, "
-                f"p95 {p95:.0f} ms, max {ms[-1]:.0f} ms (n={len(ms)})"
-            )
+        p50 = statistics.median(ms) if ms else math.nan
+        p95 = ms[min(len(ms) - 1, math.ceil(len(ms) * 0.95) - 1)] if ms else math.nan
         print(
-            f"throughput {len(ms) / found['seconds']:.1f} calls/s over {found['seconds']:.1f} s; "
+            f"search_chunks latency under load: p50 {p50:.0f} ms, p95 {p95:.0f} ms, "
+            f"max {ms[-1] if ms else math.nan:.0f} ms (n={len(ms)})"
+        )
+        rate = len(ms) / found["seconds"]
+        print(
+            f"throughput {rate:.1f} calls/s over {found['seconds']:.1f} s; "
             f"load average at the end {os.getloadavg()[0]:.1f}"
         )
+        if args.record:
+            record("mcp_load", {
+                "calls": total, "errors": len(errors), "p50 ms": f"{p50:.0f}",
+                "p95 ms": f"{p95:.0f}", "max ms": f"{ms[-1]:.0f}" if ms else "-", "calls/s": rate,
+            })  # fmt: skip
         return 1 if errors else 0
     finally:
         if server is not None:
