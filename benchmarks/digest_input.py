@@ -11,6 +11,7 @@ import argparse
 import statistics
 
 from _corpus import unpack_corpus
+from _results import add_record_option, record
 
 from librarian_dagster.core.capture.readers import parse_session, session_files_for
 from librarian_dagster.core.digest.llm import CHARS_PER_TOKEN, digest_input
@@ -20,6 +21,7 @@ from librarian_dagster.core.redaction.scan import redact_session
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--budget", type=int, default=200_000, help="tokens per request")
+    add_record_option(parser)
     args = parser.parse_args()
     tokens, segments = [], []
     raw_chars = 0
@@ -45,6 +47,13 @@ def main() -> None:
         f"budget {args.budget:,} tokens: {sum(n > 1 for n in segments)} session(s) in segments "
         f"(most {max(segments)}), {calls} generateContent calls for the corpus"
     )
+    if args.record:
+        record("digest_input", {
+            "sessions": len(tokens), "p50 tokens": round(statistics.median(tokens)),
+            "p95 tokens": tokens[int(0.95 * (len(tokens) - 1))], "max tokens": tokens[-1],
+            "total tokens": sum(tokens), "budget tokens": args.budget,
+            "in segments": sum(n > 1 for n in segments), "calls": calls,
+        })  # fmt: skip
 
 
 if __name__ == "__main__":

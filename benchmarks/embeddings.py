@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _results import add_record_option, record
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 TRANSCRIPTS = SHARED / "data" / "transcripts"
@@ -317,6 +319,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--st-python", help="python of a scratch venv with sentence-transformers")
     parser.add_argument("--write-reference", action="store_true")
+    add_record_option(parser)
     parser.add_argument("--backend", choices=["ours", "st"], help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -341,6 +344,12 @@ def main() -> None:
         f"  our route installs {_mb(sizes):.0f} MB: "
         + ", ".join(f"{k} {v / 2**20:.1f}" for k, v in sorted(sizes.items(), key=lambda kv: -kv[1]))
     )
+    if args.record:  # our route's figures; the torch comparison (--st-python) is not recorded
+        record("embeddings", {
+            "bullets/s": round(ours["bullets_per_s"]), "long texts/s": ours["long_per_s"],
+            "load s": ours["load_s"], "RSS loaded MB": round(ours["rss_after_load_mb"]),
+            "peak MB": round(ours["peak_rss_mb"]), "installed MB": round(_mb(sizes)),
+        })  # fmt: skip
 
     if not args.st_python:
         return
