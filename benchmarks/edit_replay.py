@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import TextIO
 
 from _ports import free_port
+from _results import add_record_option, record
 
 from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.readers import parse_session
@@ -329,6 +330,7 @@ def main() -> None:
     parser.add_argument("--home", type=Path, help="an ingested home to reuse, or to keep")
     parser.add_argument("--split", type=float, default=0.7)
     parser.add_argument("--fault-sample", type=int, default=150)
+    add_record_option(parser)
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="edit-replay-"))
     try:
@@ -385,6 +387,19 @@ def main() -> None:
         table(rows)
         faults = faults_table(scratch, touches[: args.fault_sample])
         print(json.dumps({"projects": rows, "faults": faults}))
+        if args.record:
+            pooled = rows["all"]
+            p50_p95 = {case: figure.split(" (")[0] for case, figure in faults.items()}
+            record("edit_replay", {
+                "first touches": pooled["first touches"],
+                "recent changer named": pooled["most recent named"],
+                "nothing before named": pooled["nothing before, named anyway"],
+                "chars/touch": int(pooled["chars per first touch"]),
+                "Read ms p50/p95": pooled["ms Read p50/p95"],
+                "edit ms p50/p95": pooled["ms edit p50/p95"],
+                "history off ms p50/p95": p50_p95["today's hook (history off)"],
+                "hanging ms p50/p95": p50_p95["server hanging"],
+            })  # fmt: skip
     finally:
         if args.home is None:
             shutil.rmtree(scratch, ignore_errors=True)

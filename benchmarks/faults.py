@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._corpus import unpack_corpus  # noqa: E402
+from benchmarks._results import add_record_option, record  # noqa: E402
 from tests.telegram_fake import CHAT_ID, TOKEN, fake_telegram  # noqa: E402
 
 HEAL_LIMIT_S = 180
@@ -249,10 +250,33 @@ def reruns_of(env: dict[str, str]) -> int:
     return int(done.stdout.strip() or -1)
 
 
+def figures(rows: list[tuple], healed_in: dict[str, float], held: str, reruns: int) -> dict:
+    """The run's row: seconds to the first alert / until everything answers, of the faults the
+    docs quote, how many of the faults injected were alerted, and the sessions' memories."""
+    seen = {name: detected for name, detected, *_ in rows}
+
+    def both(name: str) -> str:
+        healed = f"{healed_in[name]:.0f}" if name in healed_in else "-"
+        return f"{seen.get(name, '-')} / {healed}"
+
+    injected = [s for s in seen.values() if s != "-"]
+    return {
+        "worker kill s": both("run worker SIGKILL (first run)"),
+        "pg kill s": both("postgres SIGKILL"),
+        "pg stop s": both("postgres SIGSTOP 60 s"),
+        "mcp kill s": both("mcp SIGKILL"),
+        "daemon kill s": both("dagster daemon SIGKILL"),
+        "alerted": f"{sum(s != 'never' for s in injected)}/{len(injected)}",
+        "one memory": held,
+        "run again": reruns,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=30)
     parser.add_argument("--keep", type=Path)
+    add_record_option(parser)
     args = parser.parse_args()
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="faults-"))
     mirror = scratch / "mirror" / "-Users-dev-cli"
@@ -260,6 +284,7 @@ def main() -> None:
     sources = sorted(unpack_corpus().glob("*.jsonl"))[: args.sessions]
     ids = [s.stem for s in sources]
     rows = []
+    healed_in: dict[str, float] = {}  # fault -> seconds from it until everything answers again
     (scratch / "home").mkdir(exist_ok=True)
     mounted = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", "size=1g", "tmpfs", str(scratch / "home")],
@@ -302,7 +327,8 @@ def main() -> None:
                 elif name.startswith("mirror"):  # the fault itself lasts 120 s
                     outcome = f"said back {time.monotonic() - began - 120:.0f} s after restored"
                 else:
-                    outcome = f"healed in {time.monotonic() - began:.0f} s"
+                    healed_in[name] = time.monotonic() - began
+                    outcome = f"healed in {healed_in[name]:.0f} s"
                 seen = f"{detected:.0f}" if detected is not None else "never"
                 rows.append((name, seen, outcome, texts, ""))
                 print(rows[-1], flush=True)
@@ -326,6 +352,8 @@ def main() -> None:
         print(f"| {name} | {seen} | {outcome} | {texts} |")
     print(f"\nsessions with exactly one memory: {held} of {len(ids)} in the mirror")
     print(f"sessions run again after an incident failed them: {reruns}")
+    if args.record:
+        record("faults", figures(rows, healed_in, f"{held}/{len(ids)}", reruns))
     if mounted.returncode == 0:
         subprocess.run(["umount", "-l", str(scratch / "home")], check=False)
     if args.keep is None:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from _results import add_record_option, record
 
 THRESHOLDS = (0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7)
 FEATURES = ("best_chunk", "session", "unseen")
@@ -57,6 +58,7 @@ def main() -> int:
     parser.add_argument("--held-out", nargs="*", type=Path, default=[], help="never fitted on")
     parser.add_argument("--default-project", default="unspecified")
     parser.add_argument("--json", action="store_true", help="only the closing JSON line")
+    add_record_option(parser)
     args = parser.parse_args()
     # The one place this script sets the environment: the store and embedder read it.
     os.environ["LIBRARIAN_HOME"] = str(args.home)
@@ -86,7 +88,30 @@ def main() -> int:
     if not args.json:
         _print(report)
     print(json.dumps(report))
+    if args.record:
+        _record(report)
     return 0
+
+
+def _record(report: dict) -> None:
+    """At recall's own threshold: the pooled leave-one-project-out shares, and the held-out's."""
+    from librarian_dagster.core.recall.relevance import DEFAULT_THRESHOLD
+
+    at = f"{DEFAULT_THRESHOLD:g}"
+    pooled = report["leave_one_project_out"].get(at, {})
+    held = report.get("held_out", {}).get(at, {})
+
+    def shown(value: float | None) -> object:
+        return "-" if value is None else round(value, 3)
+
+    record("fit_relevance", {
+        "threshold": at, "questions": report["questions"],
+        "unanswerable abstain": shown(pooled.get("abstain")),
+        "answerable abstain": shown(pooled.get("false_abstain")),
+        "top-5 abstain": shown(pooled.get("top5_false_abstain")),
+        "held-out unanswerable abstain": shown(held.get("abstain")),
+        "held-out answerable abstain": shown(held.get("false_abstain")),
+    })  # fmt: skip
 
 
 def _cases(paths: Sequence[Path], default_project: str) -> list[Case]:

@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _results import add_record_option, record
+
 HOOK = Path(__file__).resolve().parents[1] / "hooks" / "pre_tool_use.py"
 NOTE = "- {label}: {text}\n" * 6
 
@@ -104,6 +106,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="Time pre_tool_use.py as a whole process.")
     parser.add_argument("--runs", type=int, default=101)
     parser.add_argument("--python", default="python3", help="interpreter, as hooks.json names it")
+    add_record_option(parser)
     args = parser.parse_args()
     python = shutil.which(args.python) or args.python
 
@@ -159,6 +162,13 @@ def main() -> int:
             f"{statistics.median(logged):.1f} ms"
         )
         print(f"target: <= 30 ms median for the whole process; cold median {cold:.1f} ms")
+        if args.record:
+            record("hooks", {
+                "cold p50 ms": cold, "warm p50 ms": medians["pre_tool_use warm"],
+                "in-process p50 ms": statistics.median(logged),
+                "startup -E -S p50 ms": medians["startup (-E -S -c pass)"],
+                "cold no -E -S p50 ms": medians["pre_tool_use cold, no -E -S"],
+            })  # fmt: skip
     return 0
 
 

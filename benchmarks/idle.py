@@ -24,6 +24,7 @@ from pathlib import Path
 
 import httpx
 import psutil
+from _results import add_record_option, record
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -102,6 +103,7 @@ def main() -> int:
     parser.add_argument("--mirror", type=Path, help="the mirror it watches (default: empty)")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--settle", type=float, default=60.0)
+    add_record_option(parser)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="librarian-idle-"))
     work.chmod(0o755)  # as root the embedded server runs as its own user
@@ -165,6 +167,14 @@ def main() -> int:
         for name, row in result.items():
             print(f"| {name} | {row['processes']} | {row['pss_mb']} | {row['cpu_pct']} |")
         print(f"| all | {sum(r[0] for r in rows.values())} | {total_pss:.1f} | {total_cpu:.2f} |")
+        if args.record:
+            of = {name: result.get(name, {}) for name in ("recall server", "librarian up")}
+            record("idle", {
+                "PSS MB": round(total_pss, 1), "CPU % of a core": round(total_cpu, 2),
+                "processes": sum(r[0] for r in rows.values()),
+                "recall server MB": of["recall server"].get("pss_mb", "-"),
+                "librarian up MB": of["librarian up"].get("pss_mb", "-"),
+            })  # fmt: skip
         return 0
     finally:
         if proc.poll() is None:
