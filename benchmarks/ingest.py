@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from _corpus import unpack_corpus
+from _results import add_record_option, record
 from _stages import StageClock, dagster_split, server_cpu_seconds
 
 from librarian_dagster.core.assembly.store import open_store
@@ -46,6 +47,7 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=0, help="only the first N sessions")
     parser.add_argument("--per-run", type=int, default=SESSIONS_PER_RUN)
     parser.add_argument("--only", choices=("single", "many"), help="run one of the two modes")
+    add_record_option(parser)
     args = parser.parse_args()
 
     corpus = unpack_corpus()
@@ -70,6 +72,14 @@ def main() -> int:
         ratio = figures[1]["sessions_per_s"] / figures[0]["sessions_per_s"]
         print(f"\nmany per run / one per run: {ratio:.1f}x")
     print(json.dumps(figures[-1]))
+    if args.record:
+        last = figures[-1]
+        record("ingest", {
+            "mode": modes[-1][0], "sessions": last["sessions"], "chunks": last["chunks"],
+            "failed": failed, "s": last["seconds"], "sessions/s": last["sessions_per_s"],
+            "floor sessions/s": last["embedding_floor_sessions_per_s"],
+            "of floor": f"{last['of_floor']:.0%}",
+        })  # fmt: skip
     return 1 if failed else 0
 
 

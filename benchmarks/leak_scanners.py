@@ -39,6 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from _corpus import SHARED, TARBALL, extract
+from _results import add_record_option, record
 
 from librarian_dagster.core.capture.claude_code.files import discover_sessions
 from librarian_dagster.core.capture.readers import parse_session
@@ -124,8 +125,9 @@ def _covers(spans: list[Span], start: int, end: int) -> bool:
     return any(s <= start and end <= e for s, e, _ in spans)
 
 
-def eval_cases(scanner, cases: list[dict], title: str) -> None:
-    """Secrets caught and look-alikes flagged, per family, by ours and by the scanner."""
+def eval_cases(scanner, cases: list[dict], title: str) -> list[int]:
+    """Secrets caught and look-alikes flagged, per family, by ours and by the scanner; the totals:
+    [secrets, ours, scanner, scanner flagged the text, look-alikes, ours, scanner]."""
     # family -> [secrets, ours, scanner, scanner flagged the text, look-alikes, ours, scanner]
     rows: dict[str, list[int]] = {}
     for case in cases:
@@ -160,6 +162,7 @@ def eval_cases(scanner, cases: list[dict], title: str) -> None:
         f" scanner caught {total[2]}/{total[0]} (flagged the text of {total[3]}),"
         f" flagged {total[6]}/{total[4]} look-alikes"
     )
+    return total
 
 
 def _batches(sessions) -> list[tuple[bytes, list[tuple[int, str]]]]:
@@ -201,7 +204,7 @@ def _masked(data: bytes, span: Span, mask: list[Span], width: int = 70) -> str:
     return "".join(pieces).replace("\n", "⏎")
 
 
-def corpus(scanner, root: Path, limit: int | None, show: bool) -> None:
+def corpus(scanner, root: Path, limit: int | None, show: bool) -> dict[str, int]:
     sessions = discover_sessions(root)[:limit]
     batches = _batches(sessions)
     size = sum(len(b) for b, _ in batches)
@@ -256,6 +259,7 @@ def corpus(scanner, root: Path, limit: int | None, show: bool) -> None:
     if show:
         print("\nfindings of one side only (every finding masked):")
         print("\n".join(review))
+    return {"only scanner": sum(only_them.values()), "only ours": sum(only_us.values())}
 
 
 def _probes(rng: random.Random) -> dict[str, str]:
@@ -362,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus", type=Path, default=TARBALL, help="folder or .tar.xz")
     ap.add_argument("--limit", type=int, default=None, help="first N sessions only")
     ap.add_argument("--show", action="store_true", help="list one-sided findings, masked")
+    add_record_option(ap)
     args = ap.parse_args(argv)
     try:
         scanner = SCANNERS[args.scanner]()
@@ -373,8 +378,10 @@ def main(argv: list[str] | None = None) -> int:
 
     with SECRETS.open(encoding="utf-8") as fh:
         cases = [json.loads(line) for line in fh if line.strip()]
-    eval_cases(scanner, cases, f"eval: {SECRETS.name}")
-    eval_cases(scanner, _cli_cases(), "eval: command-line cases of tests/core/test_redaction.py")
+    dev = eval_cases(scanner, cases, f"eval: {SECRETS.name}")
+    cli = eval_cases(
+        scanner, _cli_cases(), "eval: command-line cases of tests/core/test_redaction.py"
+    )
     probe_families(scanner)
 
     with tempfile.TemporaryDirectory(prefix="librarian-bench-") as tmp:
@@ -382,7 +389,16 @@ def main(argv: list[str] | None = None) -> int:
         if root.is_file():
             extract(root, Path(tmp))
             root = Path(tmp)
-        corpus(scanner, root, args.limit, args.show)
+        found = corpus(scanner, root, args.limit, args.show)
+    if args.record:
+        record("leak_scanners", {
+            "scanner": scanner.name, "eval ours": f"{dev[1]}/{dev[0]}",
+            "eval look-alikes ours": f"{dev[5]}/{dev[4]}", "eval scanner": f"{dev[2]}/{dev[0]}",
+            "command-line ours": f"{cli[1]}/{cli[0]}",
+            "command-line look-alikes ours": f"{cli[5]}/{cli[4]}",
+            "command-line scanner": f"{cli[2]}/{cli[0]}",
+            "corpus: only the scanner": found["only scanner"],
+        })  # fmt: skip
     return 0
 
 

@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._corpus import GOLDEN  # noqa: E402
+from benchmarks._results import add_record_option, record  # noqa: E402
 from librarian_dagster.core.assembly.providers import configured_embedder  # noqa: E402
 from librarian_dagster.core.assembly.store import Store  # noqa: E402
 from librarian_dagster.core.recall.evaluation import (  # noqa: E402
@@ -183,6 +184,7 @@ def main() -> None:
     where.add_argument("--home", type=Path, help="a home with a store: eval figures too")
     where.add_argument("--url", help="a store's URL (recall_latency.py's kept store): no eval")
     parser.add_argument("--golden", nargs="+", type=Path, default=list(FILES))
+    add_record_option(parser)
     args = parser.parse_args()
     home = {"LIBRARIAN_HOME": str(args.home)} if args.home else {}
     settings = Settings.from_env({**os.environ, **home})
@@ -257,6 +259,7 @@ def main() -> None:
           f"{percentile(tantivy_ms, 50):.2f} / {percentile(tantivy_ms, 95):.2f}; "
           f"top-10 overlap {statistics.mean(overlap):.3f}")  # fmt: skip
 
+    recall_at_5 = {"ours": "-", "tantivy": "-"}  # no eval on a store of copies (--url)
     if args.home:  # a store of real sessions, which the golden questions are about
         questions = with_projects(questions, store_projects(store.memories))
         for name, search in (("ours", store.search), ("tantivy", _Asking(store, lists))):
@@ -273,10 +276,20 @@ def main() -> None:
             print(f"eval with {name}'s BM25: recall@1 {m.recall_at[1]:.3f}, recall@5 "
                   f"{m.recall_at[5]:.3f}, MRR {m.mrr:.3f}, abstain {m.abstain_rate:.3f}, false "
                   f"abstain {m.false_abstain_rate:.3f}")  # fmt: skip
+            recall_at_5[name] = f"{m.recall_at[5]:.3f}"
     forget_check(index, chunks, folder)
     write_costs(store, index, chunks)
     shutil.rmtree(folder, ignore_errors=True)
     store.close()
+    if args.record:
+        record("lexical_engines", {
+            "chunks": len(chunks),
+            **{f"{engine} {p} ms": f"{percentile(ms, q):.1f}"
+               for engine, ms in (("ours", ours_ms), ("tantivy", tantivy_ms))
+               for p, q in (("p50", 50), ("p95", 95))},
+            "top-10 overlap": f"{statistics.mean(overlap):.3f}",
+            "recall@5 ours": recall_at_5["ours"], "recall@5 tantivy": recall_at_5["tantivy"],
+        })  # fmt: skip
 
 
 def write_costs(store: Store, index: tantivy.Index, chunks: list[tuple], n: int = 50) -> None:

@@ -32,6 +32,7 @@ from pathlib import Path
 from urllib.parse import quote, urlencode
 
 import psycopg
+from _results import add_record_option, record
 from recall_latency import (
     GOLDEN,
     NEGATIVES,
@@ -132,6 +133,7 @@ def measure(port: int, projects: list[str]) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", type=Path, help="a store kept by recall_latency.py")
+    add_record_option(parser)
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="librarian-page-latency-"))
     tmp.chmod(0o755)  # as root, the server runs as user `pgserver`, which must reach its folder
@@ -152,6 +154,12 @@ def main() -> int:
         )
         found = measure(port, projects)
         print(json.dumps({"sessions": sessions, "chunks": chunks, **found}))
+        if args.record:
+            record("page_latency", {
+                "sessions": sessions, "chunks": chunks,
+                **{f"{page} {p} ms": f"{found[f'{page}_{p}_ms']:.1f}"
+                   for page in ("search", "project", "session") for p in ("p50", "p95")},
+            })  # fmt: skip
     finally:
         if server is not None:
             server.terminate()

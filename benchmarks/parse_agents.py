@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 from _corpus import unpack_agents
+from _results import add_record_option, record
 
 from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.readers import find, parse_session
@@ -80,6 +81,7 @@ def throughput(sessions: list[SessionFiles], repeat: int) -> tuple[float, float]
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--repeat", type=int, default=3)
+    add_record_option(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="librarian-agents-") as tmp:
         corpus = unpack_agents(Path(tmp))
@@ -102,6 +104,17 @@ def main() -> int:
               f"{r['nothing to remember'] or '-'} | {r['failures']} | {r['MB']} | {r['MB/s']} | "
               f"{r['vs Claude Code']}x |")  # fmt: skip
     print(json.dumps(rows))
+    if args.record:
+        slowest = min(rows, key=lambda a: rows[a]["vs Claude Code"])
+        record("parse_agents", {
+            "sessions": sum(r["sessions"] for r in rows.values()),
+            "failures": sum(r["failures"] for r in rows.values()),
+            "malformed": sum(r["malformed lines"] for r in rows.values()),
+            "skipped": sum(sum(r["skipped by kind"].values()) for r in rows.values()),
+            "Claude Code MB/s": base,
+            "slowest vs Claude Code": f"{slowest} {rows[slowest]['MB/s']} MB/s "
+            f"({rows[slowest]['vs Claude Code']}x)",
+        })  # fmt: skip
     return 0
 
 

@@ -17,6 +17,7 @@ import tracemalloc
 from pathlib import Path
 
 from _corpus import TARBALL, extract
+from _results import add_record_option, record
 
 from librarian_dagster.core.capture.claude_code.files import discover_sessions
 from librarian_dagster.core.capture.readers import parse_session
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="parse + redact throughput and peak memory")
     ap.add_argument("corpus", nargs="?", type=Path, default=DEFAULT_CORPUS)
     ap.add_argument("--repeat", type=int, default=3, help="best of N timed passes")
+    add_record_option(ap)
     args = ap.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="librarian-bench-") as tmp:
@@ -103,6 +105,13 @@ def main(argv: list[str] | None = None) -> int:
             f"largest file {largest_size / 1e6:.1f} MB = {peak_max / largest_size:.2f}x "
             "(target <= 3x)"
         )
+    if args.record:
+        record("parse_redact", {
+            "sessions": len(sessions), "MB": mb, "MB/s": mb / t_pr, "json.loads MB/s": mb / t_json,
+            "ratio": f"{ratio:.2f}x", "peak MB": round(peak_max / 1e6, 1),
+            "largest file MB": round(largest_size / 1e6, 1),
+            "peak / file": f"{peak_max / largest_size:.2f}x",
+        })  # fmt: skip
     return 0
 
 
