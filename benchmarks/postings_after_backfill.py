@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import psycopg
 from _corpus import GOLDEN
+from _results import add_record_option, record
 from recall_latency import base_memories, bulk_load, copies, free_port, start_server
 
 from librarian_dagster.core.assembly.store import Store
@@ -125,6 +126,7 @@ def main() -> int:
     parser.add_argument("--more", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep-store", type=Path)
+    add_record_option(parser)
     args = parser.parse_args()
     queries = [
         json.loads(line)["query"]
@@ -219,7 +221,7 @@ def main() -> int:
             f"running: {len(more)} more sessions in {len(more_keeps)} runs; after them"
             f" {said(running_rss)}; answers {statistics.median(asked) * 1000:.0f} ms median"
         )
-        print(json.dumps({
+        figures = {
             "chunks": chunks, "first_keep_s": round(first_keep, 1),
             "keep_p50_s": round(statistics.median(keeps), 2), "keep_max_s": round(max(keeps), 2),
             "keep_total_s": round(sum(keeps), 1), "runs": len(keeps),
@@ -231,7 +233,16 @@ def main() -> int:
             "running_anon_mb": round(running_rss["anon"]),
             "refresh_mapped_s": round(reads["mapped"], 2),
             "refresh_loaded_s": round(reads["loaded"], 2),
-        }))  # fmt: skip
+        }  # fmt: skip
+        print(json.dumps(figures))
+        if args.record:
+            record("postings_after_backfill", {
+                "chunks": figures["chunks"], "after start MB": figures["after_rss_mb"],
+                "first answer s": figures["after_first_answer_s"], "more sessions": len(more),
+                "after more MB": figures["running_rss_mb"],
+                "writer p50 s": figures["keep_p50_s"], "writer max s": figures["keep_max_s"],
+                "no files MB": figures["before_rss_mb"],
+            })  # fmt: skip
         store.close()
     finally:
         for server in servers:

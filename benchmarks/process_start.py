@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _results import add_record_option, record
+
 REPO = Path(__file__).resolve().parents[1]
 
 STARTS = {
@@ -24,6 +26,14 @@ STARTS = {
     "recall server": "mcp_server.__main__",
     "Dagster's webserver": "librarian_dagster.dagster_webserver",
     "Dagster's daemon": "librarian_dagster.dagster_daemon",
+}
+# Each start's column in the recorded row (--record): its CPU collector on -> off.
+COLUMNS = {
+    "librarian_dagster.definitions": "definitions s",
+    "librarian_dagster.dagster_webserver": "webserver s",
+    "librarian_dagster.dagster_code_server": "code server s",
+    "mcp_server.__main__": "recall server s",
+    "librarian_dagster.dagster_daemon": "daemon s",
 }
 
 # The child: with `collected`, imports_uncollected made a no-op before anything imports it.
@@ -47,6 +57,7 @@ def cpu_of(module: str, way: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=9)
+    add_record_option(parser)
     args = parser.parse_args()
     rows = []
     for name, module in STARTS.items():
@@ -64,6 +75,14 @@ def main() -> None:
     for r in rows:
         print(f"| {r['process']} | `{r['module']}` | {r['collected_s']:.2f} s | "
               f"{r['uncollected_s']:.2f} s | {r['saved']:.0%} |")  # fmt: skip
+    if args.record:
+        by_module = {r["module"]: r for r in rows}
+        saved = sorted(r["saved"] for r in rows)
+        record("process_start", {
+            **{column: f"{by_module[m]['collected_s']:.2f} -> {by_module[m]['uncollected_s']:.2f}"
+               for m, column in COLUMNS.items()},
+            "saved": f"{saved[0]:.0%}-{saved[-1]:.0%}",
+        })  # fmt: skip
 
 
 if __name__ == "__main__":

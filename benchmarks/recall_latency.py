@@ -64,6 +64,7 @@ import psutil
 import psycopg
 from _corpus import GOLDEN, unpack_corpus
 from _ports import free_port
+from _results import add_record_option, record
 from mcp import Client
 from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
@@ -351,6 +352,7 @@ def main() -> int:
         type=Path,
         help="keep the built store in this folder and measure it again next time (same --chunks)",
     )
+    add_record_option(parser)
     args = parser.parse_args()
     args.python = args.python and (shutil.which(args.python) or args.python)
     queries = [
@@ -422,7 +424,7 @@ def main() -> int:
         stats("embed query (in-process)", times["embed"])
         stats("Search.find (vector ready)", times["hybrid"])
         _, tool95 = stats("search_chunks (MCP, HTTP)", times["search_chunks"])
-        _, hook95 = stats("prompt hook (process)", times["hook"])
+        hook50, hook95 = stats("prompt hook (process)", times["hook"])
         print(
             "\nhook outcomes: "
             + ", ".join(f"{n} {kind}" for kind, n in sorted(found["outcomes"].items()))
@@ -467,7 +469,7 @@ def main() -> int:
             f"hook p95 {hook95:.1f} ms"
         )
         tool50 = statistics.median(times["search_chunks"])
-        print(json.dumps({
+        figures = {
             "chunks": chunks, "search_chunks_p50_ms": round(tool50, 1),
             "search_chunks_p95_ms": round(tool95, 1), "bare_p95_ms": round(bare95, 1),
             "hook_p95_ms": round(hook95, 1), "oneshot_search_s": round(oneshot, 2),
@@ -476,7 +478,17 @@ def main() -> int:
             "first_answer_cold_s": round(first_answer, 1),
             "server_rss_kept_mb": round(rss_kept_mb),
             "oneshot_local_first_s": round(alone_first, 2),
-        }))  # fmt: skip
+        }  # fmt: skip
+        print(json.dumps(figures))
+        if args.record:
+            record("recall_latency", {
+                "chunks": figures["chunks"],
+                "search_chunks p50 ms": figures["search_chunks_p50_ms"],
+                "search_chunks p95 ms": figures["search_chunks_p95_ms"],
+                "hook p50 ms": round(hook50, 1), "hook p95 ms": figures["hook_p95_ms"],
+                "one-shot s": figures["oneshot_search_s"],
+                "first answer s": figures["first_answer_s"], "server MB": figures["server_rss_mb"],
+            })  # fmt: skip
     finally:
         if server is not None:
             server.terminate()

@@ -36,6 +36,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from _results import add_record_option, record
+
 from librarian_dagster.core.assembly.providers import configured_embedder
 from librarian_dagster.core.assembly.store import Store
 from librarian_dagster.core.capture.files import SessionFiles
@@ -85,10 +87,10 @@ def _where_typed(path: Path) -> tuple[str | None, str | None]:
     """The cwd and branch of the transcript's first record that has a cwd: where the session
     began. Claude Code writes `gitBranch` empty outside a repository and `HEAD` when detached;
     the hook reads no branch there."""
-    for record in iter_records(path):
-        cwd = record.get("cwd")
+    for entry in iter_records(path):
+        cwd = entry.get("cwd")
         if isinstance(cwd, str) and cwd:
-            branch = record.get("gitBranch")
+            branch = entry.get("gitBranch")
             ok = isinstance(branch, str) and branch and branch != "HEAD"
             return cwd, branch if ok else None
     return None, None
@@ -234,6 +236,7 @@ def main() -> int:
     parser.add_argument("--branch-logit", type=_floats, default=[recall_module.SAME_BRANCH_LOGIT])
     parser.add_argument("--limit", type=int, default=hook.LIMIT, help="chunks asked for")
     parser.add_argument("--grid", action="store_true", help="one row per combination of the lists")
+    add_record_option(parser)
     args = parser.parse_args()
 
     # Settings from the environment, as the server reads them, with this home.
@@ -278,6 +281,13 @@ def main() -> int:
             "limit": args.limit,
         }
         print(json.dumps({**f, **constants, "by_project": by_project}))
+        if args.record:
+            record("replay", {
+                "asked": f["asked"], "injected": f["injected_share"],
+                "branch": f"{f['branch_hits']}/{f['branch_sessions']}",
+                "branch recall": f["branch_recall"], "of project": f["named_of_project"],
+                "chars mean": f["chars_mean"], "chars p95": f["chars_p95"],
+            })  # fmt: skip
     return 0
 
 
