@@ -105,6 +105,8 @@ class Notifier:
 
 
 class _Refused(Exception):
+    """Telegram answered with another status than 200: `_failure` judges whether to try again."""
+
     def __init__(self, response: httpx.Response) -> None:
         super().__init__(response.status_code)
         self.response = response
