@@ -5,12 +5,19 @@ files), and the partition keys. Other sessions that ran in the same runs keep th
 their run history in the UI goes with the runs, and is said.
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import dagster as dg
 
-from librarian_dagster.core.assembly.forgetting import Forgotten, RunsForgotten, forget_sessions
+from librarian_dagster.core.assembly.forgetting import (
+    Forgotten,
+    RunsForgotten,
+    forget_queued_run_history,
+    forget_sessions,
+)
+from librarian_dagster.core.assembly.store import Store
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.defs.partitions import SESSIONS, STAGES, session_id_of
 
@@ -33,12 +40,28 @@ class DagsterRunHistory:
             instance.delete_run(run_id)
         for key in keys:
             instance.delete_dynamic_partition(SESSIONS, key)
-        return RunsForgotten(tuple(sorted(runs)), len(keys), tuple(sorted(others)))
+        return RunsForgotten(
+            tuple(session_ids), tuple(sorted(runs)), len(keys), tuple(sorted(others))
+        )
+
+
+def forget_pending(settings: Settings) -> RunsForgotten:
+    """`librarian forget --pending`: Dagster's runs and partitions of the sessions the recall
+    server's page forgot, which the mirror sensor would delete at its next tick."""
+    with _opened(settings) as (store, instance):
+        return forget_queued_run_history(store.ledger, DagsterRunHistory(instance))
 
 
 def forget_everywhere(session_ids: Sequence[str], settings: Settings) -> Forgotten:
     """`librarian forget`: the sessions forgotten in the store and the Dagster instance the
-    settings point at, each opened for it and closed after."""
+    settings point at, and what the page left in Dagster too."""
+    with _opened(settings) as (store, instance):
+        return forget_sessions(session_ids, settings, store, DagsterRunHistory(instance))
+
+
+@contextmanager
+def _opened(settings: Settings) -> Iterator[tuple[Store, dg.DagsterInstance]]:
+    """The store and the Dagster instance the settings point at, closed after."""
     from librarian_dagster.core.assembly.store import open_store
     from librarian_dagster.dagster_internals import dispose_instance
     from librarian_dagster.ingest import open_instance
@@ -46,7 +69,7 @@ def forget_everywhere(session_ids: Sequence[str], settings: Settings) -> Forgott
     with open_store(settings) as store:
         instance = open_instance(settings)
         try:
-            return forget_sessions(session_ids, settings, store, DagsterRunHistory(instance))
+            yield store, instance
         finally:
             dispose_instance(instance)
 

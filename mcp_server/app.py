@@ -31,7 +31,7 @@ from mcp_server.tools import INSTRUCTIONS, add_tools
 
 class RecallServer(MCPServer):
     """The MCP server with its tools, and what its HTTP app serves beside them: the store they
-    read (`served`) and the page (`page`, whose tokens are the server's)."""
+    read (`served`), the page (`page`) and the tokens every route checks (`verifier`)."""
 
     def __init__(self, served: ServedSlot, page: Reader, issuer_url: str) -> None:
         verifier = page.verifier
@@ -43,6 +43,7 @@ class RecallServer(MCPServer):
         )
         self.served = served
         self.page = page
+        self.verifier = verifier
 
 
 def build_server(
@@ -57,7 +58,8 @@ def build_server(
     dagster_url: str | None = None,
 ) -> RecallServer:
     """The tools over what `source` is, or opens when the HTTP app starts (and closes when it
-    stops), and the page for people at the HTTP app's root. With `verifier`, the HTTP app demands
+    stops; elsewhere, as over stdio, `server.served.opened()` opens it), and the page for people
+    at the HTTP app's root. With `verifier`, the HTTP app demands
     a bearer token it accepts (`issuer_url`: where the tokens come from, this server).
     `private_without_token`: whether a request that carries no token (stdio, in-memory) sees the
     private domain. `forget`: how the page forgets sessions (None: it does not); `dagster_url`:
@@ -72,7 +74,8 @@ def build_server(
 def http_app(server: RecallServer, host: str) -> Starlette:
     """One ASGI app for `host`: streamable HTTP at /mcp, legacy SSE at /sse for older clients,
     the hooks' `POST /recall`, `/history` and `/touches`, and the page at /. A server built with a
-    verifier demands a token on all of them but the page's login."""
+    verifier demands a token on all of them but the page's login and its style sheet. Each
+    request's token is checked here, and again by the SDK's own apps for /mcp and /sse."""
     mcp = server.streamable_http_app(host=host)
     # Mounted last inside it, so /mcp matches first; the SSE app serves /sse and /messages/.
     mcp.mount("/", server.sse_app(host=host))
@@ -83,7 +86,7 @@ def http_app(server: RecallServer, host: str) -> Starlette:
             async with server.session_manager.run():
                 yield
 
-    middleware, verifier = [], server.page.verifier
+    middleware, verifier = [], server.verifier
     if verifier is not None:
         # The SDK's bearer backend, as its own apps put it before /mcp: the token's scopes for
         # the hooks' endpoints and the page (`get_access_token`), and none for a request without.

@@ -6,7 +6,9 @@ refusals), as plain JSON. Guarded by middleware on each route: Starlette's body 
 loopback guard (`LoopbackOnly`, the rule the SDK applies to /mcp on loopback) and, with tokens,
 the SDK's `RequireAuthMiddleware`. Left here: JSON only (a browser cannot send it cross-origin
 without a preflight we never allow), and pydantic's validation, said by location and reason only
-(its own message repeats the input, a prompt).
+(its own message repeats the input, a prompt). The middleware answers in its own words: the
+SDK's JSON for a 401, plain text for a 413 or a 421; the endpoints' own refusals are
+`{"error": ...}`. A hook reads the status alone.
 """
 
 import logging

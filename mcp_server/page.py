@@ -309,9 +309,7 @@ async def _forget(reader: Reader, http: Request, viewer: Viewer) -> Response:
         refused = "that form was not this server's: nothing was forgotten"
         return _html(http, "missing.html", 403, what=refused)
     done = await run_in_threadpool(reader.forget, [session_id])
-    shown = ", ".join(done.others[:SESSIONS_PER_PAGE])
-    others = f"{done.others_said()}: {shown}" if done.others else None
-    return _html(http, "forgotten.html", said=done.said(), others=others)
+    return _html(http, "forgotten.html", said=done.said())
 
 
 async def _projects(reader: Reader, http: Request, viewer: Viewer) -> Response:
@@ -359,9 +357,9 @@ def page_routes(reader: Reader) -> list[BaseRoute]:
     """The page's routes and its style sheet, for the recall server's app: each behind the
     security headers and, on an open server, the loopback guard (with tokens, the name does not
     matter: a page of another name has neither the token nor the cookie)."""
-    guards = [Middleware(SecurityHeaders)]
+    guards = [Middleware(SecurityHeaders)]  # outermost: a refusal carries the headers too
     if reader.verifier is None:
-        guards.insert(0, Middleware(LoopbackOnly))
+        guards.append(Middleware(LoopbackOnly))
     pages: dict[str, tuple[Callable[[Request], Awaitable[Response]], list[str]]] = {
         "/": (_page(reader, _search), ["GET"]),
         "/session/{session_id}": (_page(reader, _session), ["GET"]),

@@ -151,26 +151,28 @@ def _fast_starts_nothing(request: pytest.FixtureRequest) -> Iterator[None]:
     if not request.config.getoption(FAST):
         yield
         return
-    popen, bind = subprocess.Popen.__init__, socket.socket.bind
 
     def refused(what: str) -> StartedSomething:
         return StartedSomething(f"{request.node.nodeid} {what}: mark it @pytest.mark.process")
 
-    def no_process(self, *args, **kwargs):
+    def no_process(*args, **kwargs):
         raise refused("starts a process")
 
-    def no_server(self, address):
-        if self.family == socket.AF_UNIX:  # asyncio's own self-pipe, a local socket file
-            return bind(self, address)
+    def no_server(*args, **kwargs):
         raise refused("listens on a socket")
 
-    subprocess.Popen.__init__ = no_process  # type: ignore[method-assign]
-    socket.socket.bind = no_server  # type: ignore[method-assign]
+    guarded = [(subprocess.Popen, "__init__", no_process), (socket.socket, "bind", no_server)]
+    guarded += [
+        (os, name, no_process) for name in ("fork", "posix_spawn", "posix_spawnp", "system")
+    ]
+    kept = [(owner, name, getattr(owner, name)) for owner, name, _ in guarded]
+    for owner, name, guard in guarded:
+        setattr(owner, name, guard)
     try:
         yield
     finally:
-        subprocess.Popen.__init__ = popen  # type: ignore[method-assign]
-        socket.socket.bind = bind  # type: ignore[method-assign]
+        for owner, name, original in kept:
+            setattr(owner, name, original)
 
 
 # SIGTERM as the test process started with it, before any fixture ran Dagster.

@@ -31,6 +31,12 @@ def register(add_parser: AddParser) -> None:
     parser.add_argument(
         "--before", type=iso_date, metavar="DATE", help="every session that ended before DATE"
     )
+    parser.add_argument(
+        "--pending",
+        action="store_true",
+        help="only finish what forgetting from the page left: Dagster's runs and partitions of "
+        "the sessions it forgot (`librarian up`'s mirror sensor does it at its next tick)",
+    )
     parser.add_argument("--yes", action="store_true", help="do not ask first")
     parser.set_defaults(handler=cmd_forget)
 
@@ -40,10 +46,16 @@ def cmd_forget(args: argparse.Namespace) -> int:
     from librarian_dagster.core.capture.skips import valid_session_id
     from librarian_dagster.core.settings import Settings
 
-    if bool(args.session_ids) + (args.project is not None) + (args.before is not None) != 1:
-        print("librarian forget: give session ids, or one of --project P, --before DATE",
-              file=sys.stderr)  # fmt: skip
+    chosen_by = bool(args.session_ids) + (args.project is not None) + (args.before is not None)
+    if chosen_by + args.pending != 1:
+        print("librarian forget: give session ids, or one of --project P, --before DATE, "
+              "--pending", file=sys.stderr)  # fmt: skip
         return 2
+    if args.pending:
+        from librarian_dagster.forget import forget_pending
+
+        print(forget_pending(Settings.from_env()).said())
+        return 0
     bad = [s for s in args.session_ids if not valid_session_id(s)]
     if bad:
         print(f"librarian forget: not a session id: {bad[0]!r}", file=sys.stderr)

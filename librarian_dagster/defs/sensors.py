@@ -42,8 +42,7 @@ def mirror_sensor(
     settled; and for each whose run `librarian up` canceled when it was stopped. Deletes the
     runs and partitions of sessions the recall server's page forgot."""
     db = ledger.get()
-    # What the recall server's page forgot: its runs and partitions, deleted where Dagster is.
-    forget_queued_run_history(db, DagsterRunHistory(context.instance))
+    _forget_what_the_page_forgot(context, db)
     folders = {agent: root for agent, root in mirror.folders().items() if root.is_dir()}
     if not folders:
         return dg.SkipReason(
@@ -90,6 +89,19 @@ def mirror_sensor(
         else [],
         cursor=plan.cursor,
     )
+
+
+def _forget_what_the_page_forgot(context: dg.SensorEvaluationContext, db: Ledger) -> None:
+    """The runs and partitions of the sessions the recall server's page forgot, deleted where
+    Dagster is. A failure is logged and the sessions stay queued for the next tick: it must not
+    keep the mirror's new sessions from being ingested."""
+    try:
+        done = forget_queued_run_history(db, DagsterRunHistory(context.instance))
+    except Exception:
+        context.log.exception("could not delete the runs of sessions forgotten from the page")
+        return
+    if done.sessions:
+        context.log.info(done.said())
 
 
 def _partition_keys(db: Ledger, plan: IngestPlan, known: dict[str, str]) -> dict[str, str]:

@@ -23,6 +23,7 @@ from tests.helpers import make_settings, sensor_tick, write_transcript
 PRIVATE = "11111111-1111-1111-1111-111111111111"
 KEPT = ("22222222-2222-2222-2222-222222222222", "33333333-3333-3333-3333-333333333333")
 ALONE = "44444444-4444-4444-4444-444444444444"
+LATER = "55555555-5555-5555-5555-555555555555"
 WORD = "zanzibarquokka"  # in the private session only, so any trace of it is found
 QUESTION = f"How did we fix the {WORD} cache test that hangs on CI?"
 
@@ -81,6 +82,8 @@ def test_forget_leaves_nothing_readable_and_keeps_it_out(
     assert [o.status for o in outcomes] == ["ingested"] * 3  # one run for the three
     write_transcript(folder, ALONE, "Why is the login page slow on mobile?", "Big images.")
     ingest_sessions(session_files_for([folder / f"{ALONE}.jsonl"]), settings, instance)
+    write_transcript(folder, LATER, "Why does the export time out?", "The query had no index.")
+    ingest_sessions(session_files_for([folder / f"{LATER}.jsonl"]), settings, instance)
     assert _traces(database_url, PRIVATE)["dagster events"] > 0
     staged = [settings.home / "staging" / stage / f"{PRIVATE}.json" for stage in STAGES]
     assert any(p.exists() for p in staged)
@@ -111,7 +114,7 @@ def test_forget_leaves_nothing_readable_and_keeps_it_out(
     assert not list(settings.postings_dir.glob("*.postings"))  # the writers' lock file stays
     keys = instance.get_dynamic_partitions(SESSIONS)
     assert PRIVATE not in {session_id_of(k) for k in keys}
-    assert {session_id_of(k) for k in keys} == {*KEPT, ALONE}
+    assert {session_id_of(k) for k in keys} == {*KEPT, ALONE, LATER}
     with Store(database_url) as store:
         assert all(store.memories.get_memory(sid) is not None for sid in KEPT)
         assert PRIVATE in store.ledger.skip_list().session_ids
@@ -153,10 +156,22 @@ def test_forget_leaves_nothing_readable_and_keeps_it_out(
     with Store(database_url) as store:
         assert store.ledger.queued_run_history() == []
         assert all(store.memories.get_memory(sid) is not None for sid in KEPT)
+
+    # Without `librarian up`, `librarian forget --pending` finishes what the page left.
+    with Store(database_url, postings_dir=settings.postings_dir) as store:
+        forget_sessions([LATER], settings, store, history=None)
+    assert _traces(database_url, LATER)["dagster events"] > 0
+    pending = librarian_cli(["forget", "--pending"], _env(settings, database_url))
+    assert pending.returncode == 0, pending.stderr
+    assert "of 1 session(s) forgotten from the page: 1 run(s), 1 partition(s)" in pending.stdout
+    assert _traces(database_url, LATER) == dict.fromkeys(_traces(database_url, LATER), 0)
+    again = librarian_cli(["forget", "--pending"], _env(settings, database_url))
+    assert "nothing forgotten from the page is left in Dagster" in again.stdout
     memories = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey("memory")), limit=100
     ).records
-    assert not {session_id_of(r.partition_key or "") for r in memories} & {PRIVATE, ALONE}
+    forgotten = {PRIVATE, ALONE, LATER}
+    assert not {session_id_of(r.partition_key or "") for r in memories} & forgotten
     dispose_instance(instance)
 
 
@@ -165,6 +180,7 @@ def test_forget_by_project_asks_and_refuses_bad_input(tmp_path, database_url, li
     env = _env(settings, database_url)
     assert librarian_cli(["forget"], env).returncode == 2
     assert librarian_cli(["forget", "x", "--project", "p"], env).returncode == 2
+    assert librarian_cli(["forget", "x", "--pending"], env).returncode == 2
     bad = librarian_cli(["forget", "../etc/passwd"], env)
     assert bad.returncode == 2 and "not a session id" in bad.stderr
     nothing = librarian_cli(["forget", "--project", "nowhere", "--yes"], env)

@@ -5,11 +5,13 @@ import socket
 
 import pytest
 
-from librarian_dagster.core.service.telegram import ATTEMPTS, Notifier
+from librarian_dagster.core.service.telegram import RETRIES, Notifier
 from librarian_dagster.core.settings import Settings, SettingsError
 from tests.telegram_fake import CHAT_ID, TOKEN, fake_telegram
 
 pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier
+
+ATTEMPTS = RETRIES.attempts
 
 
 class Log:

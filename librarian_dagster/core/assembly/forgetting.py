@@ -15,8 +15,8 @@ removed, for each session:
   its partition, whose event metadata quotes its summary, its digest and its files, and its
   partition key. Those need Dagster, which neither core nor the recall server imports: the
   session is queued in the store first (`run_history_to_forget`), and the queue is emptied by
-  whoever holds Dagster: `librarian forget` at once, the mirror sensor of `librarian up` at its
-  next tick for what the page forgot.
+  whoever holds Dagster: `librarian forget` at once (`--pending`: the queue alone), the mirror
+  sensor of `librarian up` at its next tick for what the page forgot.
 
 The session goes on the skip list first, so the mirror sensor cannot take it again while it is
 being forgotten, or ever after (`librarian skip --undo` lets it back). A recall server running
@@ -37,13 +37,24 @@ from librarian_dagster.core.store.ledger import Ledger
 
 @dataclass(frozen=True)
 class RunsForgotten:
+    sessions: tuple[str, ...]
+    """Whose runs and partitions were looked for and deleted."""
     runs: tuple[str, ...]
     partitions: int
     others: tuple[str, ...]
     """Sessions of other partitions in the deleted runs: memories kept, run history gone."""
 
+    def said(self) -> str:
+        """What `librarian forget --pending` did, in one line."""
+        if not self.sessions:
+            return "nothing forgotten from the page is left in Dagster"
+        return (
+            f"deleted Dagster's runs and partitions of {len(self.sessions)} session(s) forgotten "
+            f"from the page: {len(self.runs)} run(s), {self.partitions} partition(s)"
+        )
 
-NO_RUNS = RunsForgotten((), 0, ())
+
+NO_RUNS = RunsForgotten((), (), 0, ())
 
 
 class RunHistory(Protocol):
@@ -72,13 +83,16 @@ class Forgotten:
         """What was removed, in one line (`librarian forget` prints it, the page shows it)."""
         if self.history is None:
             dagster = (
-                "their Dagster runs and partitions are deleted at the next tick of `librarian "
-                "up`'s mirror sensor, or by the next `librarian forget`"
+                "their Dagster runs and partitions go at the next tick of `librarian up`'s mirror "
+                "sensor, or with `librarian forget --pending`"
             )
         else:
             dagster = (
                 f"{len(self.history.runs)} Dagster run(s), {self.history.partitions} partition(s)"
             )
+            earlier = [s for s in self.history.sessions if s not in self.sessions]
+            if earlier:
+                dagster += f" (with those of {len(earlier)} session(s) forgotten from the page)"
         return (
             f"forgot {len(self.sessions)} session(s): {self.memories} memories with their "
             f"chunks, {self.staged_files} staged files, {self.search_caches} search cache "

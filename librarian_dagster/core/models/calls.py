@@ -38,11 +38,13 @@ class RetryBounds:
     """The first wait when the server does not say how long; doubled after each try."""
     max_wait_seconds: float = default("llm_max_wait_seconds")
     """The longest single wait; a server asking for longer ends the call now, with the reason."""
-    settings: str | None = "LIBRARIAN_LLM"
-    """The settings these bounds come from (their prefix), named when they end a call."""
+    env_prefix: str | None = "LIBRARIAN_LLM"
+    """The prefix of the settings these bounds come from, named when they end a call (None:
+    they are constants of the caller's)."""
 
-    def _named(self, suffix: str) -> str:
-        return f" ({self.settings}_{suffix})" if self.settings else ""
+    def named(self, suffix: str) -> str:
+        """` (LIBRARIAN_LLM_<suffix>)`: the setting to change, or nothing."""
+        return f" ({self.env_prefix}_{suffix})" if self.env_prefix else ""
 
 
 class ProviderError(RuntimeError):
@@ -109,7 +111,7 @@ def call_with_backoff(
             if asked is not None and asked > bounds.max_wait_seconds:
                 raise ProviderUnavailable(
                     f"{what}: {failed.reason}; the service asks to wait {asked:.0f}s, longer "
-                    f"than {bounds.max_wait_seconds:.0f}s{bounds._named('MAX_WAIT_SECONDS')}"
+                    f"than {bounds.max_wait_seconds:.0f}s{bounds.named('MAX_WAIT_SECONDS')}"
                 ) from None
             raise _Again(failed) from exc
 
@@ -132,7 +134,7 @@ def call_with_backoff(
     except tenacity.RetryError as exc:
         tries, last = exc.last_attempt.attempt_number, _failed(exc.last_attempt)
         raise ProviderUnavailable(
-            f"{what}: gave up after {tries} tries{bounds._named('ATTEMPTS')}; last: {last.reason}"
+            f"{what}: gave up after {tries} tries{bounds.named('ATTEMPTS')}; last: {last.reason}"
         ) from None
 
 

@@ -27,10 +27,9 @@ from librarian_dagster.core.models.calls import (
 )
 from librarian_dagster.core.redaction.scan import redact
 
-RETRIES = RetryBounds(attempts=3, backoff_seconds=0.5, max_wait_seconds=5.0, settings=None)
+RETRIES = RetryBounds(attempts=3, backoff_seconds=0.5, max_wait_seconds=5.0, env_prefix=None)
 """A blip is ridden out; an outage costs about 1.5 s plus timeouts, and a 429 that asks for more
 than 5 s ends the send: a sensor tick must end within Dagster's timeout."""
-ATTEMPTS = RETRIES.attempts
 TIMEOUT = httpx.Timeout(5.0, connect=3.0)
 MAX_CHARS = 4096
 """Telegram's limit for one message's text."""
