@@ -1,5 +1,6 @@
 """The recall server put together: the MCP tools (mcp_server/tools.py), the hooks' REST adapter
-(mcp_server/hooks_api.py) and the page for people (mcp_server/page.py) over one store.
+(mcp_server/hooks_api.py), the page for people (mcp_server/page.py) and the sessions pushed from
+other machines (mcp_server/push_api.py) over one store.
 
 `http_app` is the SDK's pattern for serving more than MCP: an outer Starlette app that owns the
 lifespan (what the tools read, opened once at start and closed at shutdown, and the streamable
@@ -25,6 +26,7 @@ from librarian_dagster.core.recall.relevance import DEFAULT_THRESHOLD
 from mcp_server.auth import auth_settings
 from mcp_server.hooks_api import hook_routes
 from mcp_server.page import Reader, page_routes
+from mcp_server.push_api import Intake, push_routes
 from mcp_server.served import Opener, Served, ServedSlot
 from mcp_server.tools import INSTRUCTIONS, add_tools
 
@@ -33,7 +35,9 @@ class RecallServer(MCPServer):
     """The MCP server with its tools, and what its HTTP app serves beside them: the store they
     read (`served`), the page (`page`) and the tokens every route checks (`verifier`)."""
 
-    def __init__(self, served: ServedSlot, page: Reader, issuer_url: str) -> None:
+    def __init__(
+        self, served: ServedSlot, page: Reader, issuer_url: str, intake: Intake | None
+    ) -> None:
         verifier = page.verifier
         super().__init__(
             "librarian",
@@ -44,6 +48,7 @@ class RecallServer(MCPServer):
         self.served = served
         self.page = page
         self.verifier = verifier
+        self.intake = intake
 
 
 def build_server(
@@ -56,6 +61,7 @@ def build_server(
     private_without_token: bool = False,
     forget: Callable[[Sequence[str]], Forgotten] | None = None,
     dagster_url: str | None = None,
+    intake: Intake | None = None,
 ) -> RecallServer:
     """The tools over what `source` is, or opens when the HTTP app starts (and closes when it
     stops; elsewhere, as over stdio, `server.served.opened()` opens it), and the page for people
@@ -63,10 +69,11 @@ def build_server(
     a bearer token it accepts (`issuer_url`: where the tokens come from, this server).
     `private_without_token`: whether a request that carries no token (stdio, in-memory) sees the
     private domain. `forget`: how the page forgets sessions (None: it does not); `dagster_url`:
-    the Dagster UI a session's page links to."""
+    the Dagster UI a session's page links to; `intake`: where `POST /push` stages sessions
+    pushed from other machines (None: it takes none)."""
     served = ServedSlot(source)
     page = Reader(served, min_relevance, boosts, verifier, forget, dagster_url)
-    server = RecallServer(served, page, issuer_url)
+    server = RecallServer(served, page, issuer_url, intake)
     add_tools(server, served, min_relevance, boosts, private_without_token)
     return server
 
@@ -94,5 +101,15 @@ def http_app(server: RecallServer, host: str) -> Starlette:
             Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
             Middleware(AuthContextMiddleware),
         ]
-    routes = [*hook_routes(server, host), *page_routes(server.page), Mount("/", app=mcp)]
+    pushes = (
+        push_routes(server.served, server.intake, host, authenticated=verifier is not None)
+        if server.intake is not None
+        else []
+    )
+    routes = [
+        *hook_routes(server, host),
+        *pushes,
+        *page_routes(server.page),
+        Mount("/", app=mcp),
+    ]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)

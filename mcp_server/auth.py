@@ -57,17 +57,33 @@ class TokenFileVerifier(TokenVerifier):
                 # Edited into something unreadable while we run: refuse its tokens, say why.
                 logger.error("refusing the token file's tokens: %s", exc)
         if entry is not None:
-            return _access(entry.name, entry.scopes)
+            return _access(entry.name, entry.scopes, entry.person)
         # compare_digest: the time taken does not tell how much of a guess was right.
         if self._shared is not None and hmac.compare_digest(token.encode("utf-8"), self._shared):
-            return _access(SHARED_TOKEN_NAME, (tokens.READ,))
+            return _access(SHARED_TOKEN_NAME, (tokens.READ,), None)
         return None
 
 
-def _access(name: str, scopes: tuple[str, ...]) -> AccessToken:
+class PersonAccess(AccessToken):
+    """The SDK's access token, with whose token it is."""
+
+    person: str | None = None
+    """The token's person (`librarian token add --person`); None: the server's own person."""
+
+
+def _access(name: str, scopes: tuple[str, ...], person: str | None) -> PersonAccess:
     # `token` holds the name, not the secret: the AccessToken lives on in the request's context,
     # and nothing needs the secret once it is checked.
-    return AccessToken(token=name, client_id=name, scopes=list(scopes))
+    return PersonAccess(token=name, client_id=name, scopes=list(scopes), person=person)
+
+
+def caller_person(own_person: str) -> str:
+    """Whose request this is: its token's person; a token of none, or no token, is the
+    server's own person's."""
+    access = get_access_token()
+    if isinstance(access, PersonAccess) and access.person:
+        return access.person
+    return own_person
 
 
 REBOUND = "this server answers requests to localhost only"

@@ -12,6 +12,7 @@ from librarian_dagster.core.models.embeddings import Embedder
 from librarian_dagster.core.recall.search import Search
 from librarian_dagster.core.store.files import Files
 from librarian_dagster.core.store.memories import Memories
+from librarian_dagster.core.store.pushes import Pushes
 
 
 @dataclass(frozen=True)
@@ -22,10 +23,12 @@ class Served:
     memories: Memories
     files: Files
     embedder: Embedder
+    pushes: Pushes | None = None
+    """Where pushed sessions are recorded (None: this server takes no pushes)."""
 
     @classmethod
     def of(cls, store: Store, embedder: Embedder) -> "Served":
-        return cls(store.search, store.memories, store.files, embedder)
+        return cls(store.search, store.memories, store.files, embedder, store.pushes)
 
 
 Opener = Callable[[], AbstractContextManager[Served]]

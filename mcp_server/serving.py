@@ -28,6 +28,7 @@ from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.pool import SEARCH_CONNECTIONS
 from mcp_server.app import build_server, http_app
 from mcp_server.auth import LOOPBACK_HOSTS, verifier_for
+from mcp_server.push_api import Intake
 from mcp_server.served import Served
 
 Transport = Literal["http", "stdio"]
@@ -118,6 +119,7 @@ def serve(
         private_without_token=transport == "stdio" and settings.stdio_private,
         forget=_forgetting(settings),
         dagster_url=settings.ui_url,
+        intake=Intake(settings.uploads, settings.own_person, int(settings.push_max_mb * 1e6)),
     )
     if transport == "stdio":
         with server.served.opened():

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "redact",
     "library",
     "connect",
+    "push",
     "tokens",
 )
 

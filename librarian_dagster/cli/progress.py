@@ -1,4 +1,4 @@
-"""Progress of `librarian ingest` and `librarian backfill`, on stderr while they run.
+"""Progress of `librarian ingest`, `backfill` and `push`, on stderr while they run.
 
 On a terminal, tqdm's bar: sessions done of the total, the rate, the time left, and the failures
 so far, each failure also said on a line of its own as it comes. Piped, or under CI (`CI` set),
@@ -46,7 +46,7 @@ class Progress:
         self.done += 1
         if outcome.status == "failed":
             self.failed += 1
-            self._say(f"failed   {outcome.session_id}  {outcome.detail}")
+            self.say(f"failed   {outcome.session_id}  {outcome.detail}")
         if self._bar is not None:
             self._bar.set_postfix_str(f"{self.failed} failed", refresh=False)
             self._bar.update(1)
@@ -65,7 +65,8 @@ class Progress:
             self._bar.close()
             self._bar = None
 
-    def _say(self, line: str) -> None:
+    def say(self, line: str) -> None:
+        """A line of its own, above the bar while there is one."""
         if self._bar is not None:
             self._bar.write(line, file=self.out)
         else:
@@ -78,7 +79,7 @@ class Progress:
         left = (self.total - self.done) / rate if rate > 0 else None
         share = 100 * self.done // max(1, self.total)
         when = f", {_duration(left)} left" if left is not None and self.done < self.total else ""
-        self._say(
+        self.say(
             f"{self.done}/{self.total} sessions ({share}%), {rate:.2f}/s{when}, "
             f"{self.failed} failed"
         )

@@ -20,6 +20,11 @@ def register(add_parser: AddParser) -> None:
         help="private: also the private domain; forget: that, and forgetting sessions from the "
         "recall server's page (default read: every domain but private)",
     )
+    add.add_argument(
+        "--person",
+        help="whose token it is: the sessions it pushes are that person's, and it reads that "
+        "person's private sessions (default: the server's own person)",
+    )
     add.set_defaults(handler=cmd_add)
     listing = actions.add_parser("list", help="names, scopes and dates (never the tokens)")
     listing.set_defaults(handler=cmd_list)
@@ -33,10 +38,13 @@ def cmd_add(args: argparse.Namespace) -> int:
 
     path = Settings.from_env().tokens_file
     try:
-        token, entry = tokens.add(path, args.name, args.scope)
+        token, entry = tokens.add(path, args.name, args.scope, args.person)
     except (tokens.TokenFileError, OSError) as exc:
         return _fail(exc)
-    print(f"token {entry.name!r} with scopes {', '.join(entry.scopes)} saved (hashed) in {path}")
+    of = f" of {entry.person}" if entry.person else ""
+    print(
+        f"token {entry.name!r}{of} with scopes {', '.join(entry.scopes)} saved (hashed) in {path}"
+    )
     print("It is shown once, below: the file keeps only a hash of it.")
     print(token)
     return 0
@@ -54,9 +62,11 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"no tokens in {path}")
         return 0
     width = max(len(e.name) for e in entries)
+    people = max(len(e.person or "-") for e in entries)
     for e in entries:
         created = e.created.isoformat(timespec="seconds")
-        print(f"{e.name:<{width}}  {','.join(e.scopes):<12}  {created}")
+        person = e.person or "-"
+        print(f"{e.name:<{width}}  {person:<{people}}  {','.join(e.scopes):<12}  {created}")
     return 0
 
 

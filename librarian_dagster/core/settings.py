@@ -10,6 +10,7 @@ pydantic parses and bounds the values; `from_env` reads them from any mapping of
 process's environment by default (decision 0023 says why not pydantic-settings).
 """
 
+import getpass
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -140,6 +141,11 @@ Globs = Annotated[
     BeforeValidator(_globs),
     Wording("must be globs", values="globs, comma-separated"),
 ]
+Names = Annotated[
+    tuple[str, ...],
+    BeforeValidator(_globs),
+    Wording("must be names", values="names, comma-separated"),
+]
 _CHOICE = Wording("must be one of {choices}", values="{choices}")
 DigestProvider = Annotated[
     Literal["offline", "gemini", "vertex", "anthropic", "claude-code"],
@@ -194,6 +200,17 @@ class Settings(BaseModel):
     """unset: the embedded server under `LIBRARIAN_HOME`. An external PostgreSQL with the `vector`
     extension, e.g. `postgresql://user:pw@host/db`; a server without pgvector is refused with a
     clear error"""
+    person: str | None = None
+    """unset: your login name. The person the sessions read on this machine are of (a pushed
+    session is of the person whose token pushed it)"""
+    push_exclude: Names = ()
+    """project names (or folder names) `librarian push` never sends"""
+    private_projects: Names = ()
+    """project names (or folder names) `librarian push` sends as private: only your own tokens
+    read them on the server"""
+    push_max_mb: Number = Field(256.0, ge=1)
+    """the largest session (its redacted files, in MB) the server takes from `librarian push`;
+    a larger one is refused (413) and said"""
     exclude: Globs = ()
     """globs over project folder names (e.g. `-Users-me-private`) or transcript paths
     (`*/scratch/*`): such sessions are never requested by the sensor, taken by `librarian ingest`,
@@ -405,6 +422,17 @@ class Settings(BaseModel):
             "copilot": self.copilot_sessions,
             "pi": self.pi_sessions,
         }
+
+    @property
+    def own_person(self) -> str:
+        """The person of the sessions read on this machine: LIBRARIAN_PERSON, else the login."""
+        return self.person or getpass.getuser()
+
+    @property
+    def uploads(self) -> Path:
+        """Where the sessions pushed to this server are staged for the sensor
+        (core/capture/uploads.py)."""
+        return self.home / "uploads"
 
     @property
     def pgdata(self) -> Path:

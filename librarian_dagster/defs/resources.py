@@ -31,6 +31,7 @@ from librarian_dagster.core.settings import ANTHROPIC_KEY_VARIABLE, Settings, de
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.core.store.memories import Memories
 from librarian_dagster.core.store.pool import Database
+from librarian_dagster.core.store.pushes import Pushes
 from librarian_dagster.dagster_internals import (
     keep_storage_connections,
     shares_instance_across_ticks,
@@ -94,6 +95,10 @@ class LedgerResource(dg.ConfigurableResource):
 
     def get(self) -> Ledger:
         return self.store.opened().ledger
+
+    def pushes(self) -> Pushes:
+        """The record of sessions pushed from other machines, and of those machines."""
+        return self.store.opened().pushes
 
 
 class SearchResource(dg.ConfigurableResource):
@@ -189,6 +194,12 @@ class MirrorResource(dg.ConfigurableResource):
     include_thinking: bool = default("include_thinking")
     exclude: list[str] | None = None
     """LIBRARIAN_EXCLUDE: globs over project folder names or paths, never ingested."""
+    uploads: str | None = None
+    """Where the sessions pushed to this server are staged (core/capture/uploads.py)."""
+    person: str | None = None
+    """The person of the sessions read on this machine (LIBRARIAN_PERSON, else the login)."""
+    private_projects: list[str] | None = None
+    """LIBRARIAN_PRIVATE_PROJECTS: projects (or folders) only their person reads."""
 
     def folders(self) -> dict[str, Path]:
         """Every agent's folder, Claude Code's first."""
@@ -356,6 +367,9 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | d
             unreadable_wait_seconds=settings.unreadable_wait_seconds,
             include_thinking=settings.include_thinking,
             exclude=list(settings.exclude),
+            uploads=str(settings.uploads),
+            person=settings.own_person,
+            private_projects=list(settings.private_projects),
         ),
         "digester": DigesterResource.from_config(
             digest_config(settings),

@@ -1,6 +1,7 @@
 import time
 from collections.abc import Collection
 from datetime import UTC, datetime
+from pathlib import Path
 
 import dagster as dg
 
@@ -13,6 +14,7 @@ from librarian_dagster.core.capture.mirror import (
     snapshot,
 )
 from librarian_dagster.core.capture.readers import discover
+from librarian_dagster.core.capture.uploads import staged_sessions
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.defs.jobs import ingest_session_job
 from librarian_dagster.defs.monitoring import RERUN_FOR_S, stopped_reruns
@@ -39,21 +41,23 @@ def mirror_sensor(
     memories: MemoriesResource,
 ):
     """Requests an ingest run for each session, of any agent, that is new or grew, once
-    settled; and for each whose run `librarian up` canceled when it was stopped. Deletes the
+    settled, whether written on this machine or pushed to it (`librarian push`); and for each
+    whose run `librarian up` canceled when it was stopped. Deletes the
     runs and partitions of sessions the recall server's page forgot."""
     db = ledger.get()
     _forget_what_the_page_forgot(context, db)
     folders = {agent: root for agent, root in mirror.folders().items() if root.is_dir()}
-    if not folders:
+    pushed = staged_sessions(Path(mirror.uploads)) if mirror.uploads else []
+    if not folders and not pushed:
         return dg.SkipReason(
             f"no agent's folder exists: Claude Code's {mirror.path} (set LIBRARIAN_MIRROR), "
-            "nor any other agent's (LIBRARIAN_CODEX_SESSIONS, ...)"
+            "nor any other agent's (LIBRARIAN_CODEX_SESSIONS, ...), and nothing was pushed"
         )
     skips = db.skip_list()
     plan = plan_ingest(
         snapshot(
             s
-            for s in discover(folders)
+            for s in [*discover(folders), *pushed]
             if not is_excluded(s, mirror.exclude or ()) and not skips.skips(s)
         ),
         context.cursor,

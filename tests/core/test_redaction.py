@@ -461,7 +461,16 @@ def test_every_text_field_of_a_session_is_redacted_and_no_identity_is():
     assert clean.turns[0].tool_uses[0].id == session.turns[0].tool_uses[0].id  # type: ignore[attr-defined]
 
 
-_IDENTITIES = {"session_id", "fingerprint", "agent", "id", "uuid", "agent_id"}
+_IDENTITIES = {
+    "session_id",
+    "fingerprint",
+    "agent",
+    "id",
+    "uuid",
+    "agent_id",
+    "person",
+    "repository",
+}
 
 
 def _leaves(value: object, where: str):

@@ -6,6 +6,7 @@ removed, for each session:
 - the store: its memory, chunks (their postings go with them), session vector, where its files
   were and a deferral waiting for tomorrow's budget;
 - the staged file of every stage (`LIBRARIAN_HOME/staging/<stage>/<session>.json`);
+- a pushed session's files as its laptop sent them (`LIBRARIAN_HOME/uploads/`) and its record;
 - the BM25 postings kept on this machine (`LIBRARIAN_HOME/cache/postings/`, decision 0032): they
   hold the words of every chunk, the session's too, and are a cache the next search rebuilds
   (deleted under each store's writers' lock, so a writer that read the store before the forget
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from librarian_dagster.core.assembly.store import Store
+from librarian_dagster.core.capture import uploads
 from librarian_dagster.core.capture.keys import staged_file, staging_dir
 from librarian_dagster.core.recall import postings_file
 from librarian_dagster.core.settings import Settings
@@ -118,6 +120,8 @@ def forget_sessions(
     store.ledger.queue_run_history(ids)  # and a forget cut short is finished by the next
     memories = sum(store.memories.delete_memory(s) for s in ids)
     store.ledger.forget_sources(ids)
+    # A pushed session's transcript, as its laptop sent it (redacted), goes too.
+    uploads.unstage(settings.uploads, store.pushes.forget(ids))
     staged = _delete_staged(settings, ids)
     caches = postings_file.delete_all(settings.postings_dir)
     forgotten = forget_queued_run_history(store.ledger, history) if history else None

@@ -18,6 +18,7 @@ from librarian_dagster.core.store.files import Files
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.core.store.memories import Memories
 from librarian_dagster.core.store.pool import MIN_CONNECTIONS, Database
+from librarian_dagster.core.store.pushes import Pushes
 from librarian_dagster.core.store.schema import migrate
 
 
@@ -41,6 +42,7 @@ class Store:
         self.files = Files(self.database)
         self.search = Search(self.database, postings_dir)
         self.ledger = Ledger(self.database)
+        self.pushes = Pushes(self.database)
 
     def close(self) -> None:
         self.search.close()

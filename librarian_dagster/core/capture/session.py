@@ -107,3 +107,12 @@ class Session:
     that grows while it is parsed then differs from it, and is taken again later."""
     agent: str = _identity("claude-code")
     """Which agent wrote the session: a reader's name in core/capture/readers.py."""
+    person: str | None = _identity()
+    """Whose session it is: who pushed it (`librarian push`), or the person of the machine it
+    was read on (core/capture/repository.py's `attribute`)."""
+    repository: str | None = _identity()
+    """The repository it worked in, named by its remote (`github.com/acme/cli`), where the
+    machine it ran on could read one."""
+    private: bool = False
+    """Its person keeps its project private (LIBRARIAN_PRIVATE_PROJECTS): no other person reads
+    it."""

@@ -47,19 +47,25 @@ class TokenEntry:
     created: datetime
     salt: bytes
     digest: bytes
+    person: str | None = None
+    """Whose token it is (`--person`): the person a session it pushes is of, and whose
+    private sessions it reads. None: a token of the server's own person."""
 
     def matches(self, token: str) -> bool:
         # compare_digest: the time taken does not tell how close a guess came.
         return hmac.compare_digest(_hash(self.salt, token), self.digest)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        entry = {
             "name": self.name,
             "scopes": list(self.scopes),
             "created": self.created.isoformat(timespec="seconds"),
             "salt": self.salt.hex(),
             "sha256": self.digest.hex(),
         }
+        if self.person is not None:
+            entry["person"] = self.person
+        return entry
 
 
 def _hash(salt: bytes, token: str) -> bytes:
@@ -99,6 +105,7 @@ def load(path: Path) -> list[TokenEntry]:
                 created=datetime.fromisoformat(t["created"]),
                 salt=bytes.fromhex(t["salt"]),
                 digest=bytes.fromhex(t["sha256"]),
+                person=str(t["person"]) if t.get("person") is not None else None,
             )
             for t in doc["tokens"]
         ]
@@ -123,21 +130,33 @@ def save(path: Path, entries: Sequence[TokenEntry]) -> None:
         raise
 
 
-def add(path: Path, name: str, scope: str | None = None) -> tuple[str, TokenEntry]:
-    """Make a token called `name`; returns it (the only time it exists in the clear) and its
-    entry. A name already in use is an error: revoke it first."""
+def check_name(name: str, what: str = "token name") -> str:
+    """`name` when it is 1 to 64 letters, digits, '.', '_' or '-' (a token's, a person's, a
+    machine's); else TokenFileError saying so."""
     if not _NAME.fullmatch(name):
         raise TokenFileError(
-            f"bad token name {name!r}: 1 to 64 letters, digits, '.', '_' or '-', "
+            f"bad {what} {name!r}: 1 to 64 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit"
         )
+    return name
+
+
+def add(
+    path: Path, name: str, scope: str | None = None, person: str | None = None
+) -> tuple[str, TokenEntry]:
+    """Make a token called `name`, of `person` (None: of the server's own person); returns it
+    (the only time it exists in the clear) and its entry. A name already in use is an error:
+    revoke it first."""
+    check_name(name)
+    if person is not None:
+        check_name(person, "person")
     scopes = scopes_for(scope)
     entries = load(path)
     if any(e.name == name for e in entries):
         raise TokenFileError(f"a token named {name!r} exists: revoke it first")
     token = new_token()
     salt = secrets.token_bytes(16)
-    entry = TokenEntry(name, scopes, datetime.now(UTC), salt, _hash(salt, token))
+    entry = TokenEntry(name, scopes, datetime.now(UTC), salt, _hash(salt, token), person)
     save(path, [*entries, entry])
     return token, entry
 

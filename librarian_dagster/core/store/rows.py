@@ -30,6 +30,16 @@ class SessionFacts(BaseModel):
         description="The coding agent that wrote the session: claude-code, codex, gemini, "
         "opencode, copilot or pi.",
     )
+    person: str | None = Field(
+        default=None,
+        description="Whose session it is: who pushed it from their machine, or the person of "
+        "the machine it was read on (None: stored before persons were kept).",
+    )
+    repository: str | None = Field(
+        default=None,
+        description="The repository it worked in, by its remote (github.com/acme/cli), where "
+        "one was known.",
+    )
     cwd: str | None
     git_branch: str | None
     started_at: datetime | None
@@ -60,6 +70,8 @@ class MemoryRecord(SessionFacts):
     session_output_tokens: int = 0
     digest_input_tokens: int = 0
     digest_output_tokens: int = 0
+    private: bool = False
+    """Its person keeps its project private: only that person's tokens read it."""
     source_fingerprint: str | None = None
     """The transcript files' fingerprint this memory was made from: the sensor does not ask
     for a session again while its files still have it (None: written before it was kept)."""
@@ -83,6 +95,9 @@ def memory_of(session: Session, digested: DigestRecord, embedding_model: str) ->
         session_id=session.session_id,
         project=session.project,
         agent=session.agent,
+        person=session.person,
+        repository=session.repository,
+        private=session.private,
         cwd=session.cwd,
         git_branch=session.git_branch,
         started_at=session.started_at,

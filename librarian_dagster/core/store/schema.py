@@ -312,6 +312,41 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         );
         """,
     ),
+    (
+        15,
+        """
+        -- Whose each session is (the person whose token pushed it, or the server's own person
+        -- for one read on its machine; NULL: stored before, the server's own), the repository
+        -- it worked in by its remote, and whether its person keeps its project private.
+        ALTER TABLE memories ADD COLUMN person text;
+        ALTER TABLE memories ADD COLUMN repository text;
+        ALTER TABLE memories ADD COLUMN private boolean NOT NULL DEFAULT false;
+        CREATE INDEX memories_person ON memories (person);
+        -- Sessions pushed from other machines (`POST /push`, mcp_server/push_api.py): whose
+        -- each is (never overwritten by another person), from which machine, the bytes staged
+        -- last, and what the laptop knew of it.
+        CREATE TABLE pushed_sessions (
+            session_id text PRIMARY KEY,
+            agent      text NOT NULL,
+            person     text NOT NULL,
+            machine    text NOT NULL,
+            sha256     text,
+            bytes      bigint NOT NULL DEFAULT 0,
+            remote     text,
+            folder     text,
+            private    boolean NOT NULL DEFAULT false,
+            pushed_at  timestamptz NOT NULL DEFAULT now()
+        );
+        -- Each machine that pushes, and when it last did: one quiet too long is a capture gap.
+        CREATE TABLE push_machines (
+            person     text NOT NULL,
+            machine    text NOT NULL,
+            first_push timestamptz NOT NULL DEFAULT now(),
+            last_push  timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (person, machine)
+        );
+        """,
+    ),
 )
 
 # Serialises migrations between processes that start together (webserver, daemon, MCP server).

@@ -9,6 +9,7 @@ this step's memory until it is redacted, and the one unredacted copy stays the f
 wrote.
 """
 
+import getpass
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -21,10 +22,12 @@ from pydantic import TypeAdapter
 from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.keys import session_id_of
 from librarian_dagster.core.capture.readers import known_cwds, parse_session
+from librarian_dagster.core.capture.repository import attribute, project_of_remote, remote_of
 from librarian_dagster.core.capture.session import UNREADABLE, Session
 from librarian_dagster.core.redaction.scan import find_secrets_many, redact_session
 from librarian_dagster.core.service.journal import skipped_text
 from librarian_dagster.core.store.ledger import Ledger
+from librarian_dagster.core.store.pushes import PushedSession
 from librarian_dagster.defs.assets._common import (
     EXCLUDED,
     GROUP,
@@ -103,6 +106,8 @@ def transcript(
     # A session whose files cannot be found fails on the first asset of the selection.
     asset = "transcript" if reported else "redacted_session"
 
+    pushed = ledger.pushes().pushed([session_id_of(k) for k in context.partition_keys])
+
     def read(key: str, _: str) -> tuple[_Read, dict[str, Any]]:
         files = source_files(db, key)
         reason = kept_out(files, mirror.exclude or (), skips)
@@ -110,7 +115,7 @@ def transcript(
             found = _Read(files, reason)
             metadata = {"files": [str(p) for p in files.paths], "skip_reason": reason}
         else:
-            session = _parsed(key, files, mirror, cwds)
+            session = _whose(_parsed(key, files, mirror, cwds), pushed, mirror)
             found, metadata = _Read(files, session), _counts(files, session)
         return found, metadata if reported else {}
 
@@ -140,6 +145,18 @@ def transcript(
     sessions = per_session(context, {k: k for k in read_by_key}, redact, asset="redacted_session")
     if sessions:
         yield dg.Output(sessions, output_name="redacted_session")
+
+
+def _whose(session: Session, pushed: dict[str, PushedSession], mirror: MirrorResource) -> Session:
+    """The session as its person's: who pushed it, with what their machine knew of it; else
+    this machine's person's, its repository read from its folder here."""
+    push = pushed.get(session.session_id)
+    if push is not None:
+        return attribute(session, push.person, push.remote, push.private)
+    remote = remote_of(session.cwd)
+    own = {session.project, *([project_of_remote(remote)] if remote else [])}
+    private = bool(own & set(mirror.private_projects or ()))
+    return attribute(session, mirror.person or getpass.getuser(), remote, private)
 
 
 def _absent(db: Ledger, files: SessionFiles, session: Session | str) -> str | None:

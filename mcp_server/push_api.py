@@ -1,0 +1,193 @@
+"""`POST /push`: sessions pushed from other machines (`librarian push`), staged for the sensor.
+
+One request is one whole session (gzip-compressed JSON: its redacted files and what the laptop
+knew of it) with the SHA-256 of its bytes. It is staged whole or not at all
+(core/capture/uploads.py); the sensor of `librarian up` finds it there and the same assets ingest
+it. Who pushed it is the token's person, never what the body says. The bytes are checked again
+here: the laptop redacted them, and the pipeline's blocking leak check reads every session anyway.
+
+Every refusal changes nothing and says why, as `{"error": ...}`: not gzip or not JSON (400), a
+format this server does not take (400, naming it), bytes that are not the ones their hash names
+(400), a body over LIBRARIAN_PUSH_MAX_MB (413), a session id another person pushed (409), files
+that are not a transcript of the agent named (422), the server's disk full (507). Each push is
+read and staged in a worker thread, so a slow upload holds up no other.
+"""
+
+import errno
+import logging
+import re
+import zlib
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import anyio
+from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.middleware import Middleware
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from librarian_dagster.core.capture import uploads
+from librarian_dagster.core.capture.uploads import StagedFile, UploadRefused
+from librarian_dagster.core.push.bundle import content_sha256
+from librarian_dagster.core.push.client import FORMAT, FORMAT_HEADER, PUSH_PATH
+from librarian_dagster.core.store.pushes import Owned, PushedSession
+from mcp_server.auth import LOOPBACK_HOSTS, LoopbackOnly, caller_person
+from mcp_server.served import ServedSlot
+
+__all__ = ["Intake", "PushRequest", "push_routes"]
+
+logger = logging.getLogger(__name__)
+
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+MAX_FILES = 2000
+
+
+@dataclass(frozen=True)
+class Intake:
+    """Where this server stages pushed sessions, whose a push without a person's token is, and
+    the most bytes one session may be."""
+
+    root: Path
+    own_person: str
+    max_bytes: int
+
+
+class PushedFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str = Field(min_length=1, max_length=512)
+    text: str
+    mtime: float = Field(ge=0)
+
+
+class PushRequest(BaseModel):
+    """The body of `POST /push` (core/push/client.py writes it)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    format: int
+    machine: str = Field(pattern=_NAME)
+    agent: str = Field(min_length=1, max_length=40)
+    session_id: str = Field(min_length=1, max_length=200)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    project: str = Field(min_length=1, max_length=200)
+    folder: str | None = Field(default=None, max_length=200)
+    cwd: str | None = Field(default=None, max_length=4096)
+    remote: str | None = Field(default=None, max_length=400)
+    private: bool = False
+    files: list[PushedFile] = Field(min_length=1, max_length=MAX_FILES)
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _unzipped(body: bytes, limit: int) -> bytes:
+    """The body, gunzipped, at most `limit` bytes (UploadRefused 413 past it: a small body may
+    unpack to a large one)."""
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        data = inflate.decompress(body, limit + 1)
+    except zlib.error:
+        raise UploadRefused(400, "send the body gzip-compressed (Content-Encoding: gzip)") from None
+    if len(data) > limit or inflate.unconsumed_tail:
+        raise UploadRefused(413, f"a session of more than {limit // 1_000_000} MB is not taken")
+    return data
+
+
+def _request(data: bytes) -> PushRequest:
+    try:
+        asked = PushRequest.model_validate_json(data)
+    except ValidationError as exc:
+        reasons = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise UploadRefused(400, f"not a push of a session: {reasons}") from None
+    if asked.format != FORMAT:
+        raise UploadRefused(
+            400, f"this server takes {FORMAT_HEADER} {FORMAT}, not {asked.format}: upgrade one side"
+        )
+    return asked
+
+
+def _take(intake: Intake, served: ServedSlot, person: str, body: bytes) -> dict[str, str]:
+    """Check, stage and record one pushed session; UploadRefused says why not."""
+    asked = _request(_unzipped(body, intake.max_bytes))
+    pushes = served().pushes
+    if pushes is None:
+        raise UploadRefused(404, "this server takes no pushes")
+    files = [StagedFile(f.name, f.text.encode("utf-8"), f.mtime) for f in asked.files]
+    if content_sha256(asked.agent, asked.session_id, files) != asked.sha256:
+        raise UploadRefused(400, "the files are not the bytes their sha256 names: send again")
+    status = "unchanged"
+    with pushes.claim(asked.session_id, person) as claim:
+        staged = uploads.staged_version(intake.root, asked.agent, asked.session_id)
+        if claim.sha256 != asked.sha256 or staged != asked.sha256:
+            uploads.stage(intake.root, asked.agent, asked.session_id, files, asked.sha256)
+            status = "stored"
+        pushes.record(claim, _record(asked, person, sum(len(f.data) for f in files)))
+    pushes.machine_pushed(person, asked.machine)
+    return {"status": status, "session_id": asked.session_id, "person": person}
+
+
+def _record(asked: PushRequest, person: str, size: int) -> PushedSession:
+    remote = asked.remote if asked.remote and re.fullmatch(r"[^\s@]{1,400}", asked.remote) else None
+    return PushedSession(
+        session_id=asked.session_id,
+        agent=asked.agent,
+        person=person,
+        machine=asked.machine,
+        sha256=asked.sha256,
+        bytes=size,
+        remote=remote,
+        folder=asked.folder,
+        private=asked.private,
+        pushed_at=datetime.now(UTC),
+    )
+
+
+def push_routes(served: ServedSlot, intake: Intake, host: str, authenticated: bool) -> list[Route]:
+    """`POST /push` for an app served on `host`; `authenticated`: the app checks tokens, and
+    this route then refuses a request without one."""
+    guards = [Middleware(LoopbackOnly)] if host in LOOPBACK_HOSTS else []
+    if authenticated:
+        guards.append(Middleware(RequireAuthMiddleware, required_scopes=[]))
+
+    async def endpoint(http: Request) -> Response:
+        if not http.headers.get("content-type", "").lower().startswith("application/json"):
+            return _error(415, "send the body as Content-Type: application/json")
+        try:
+            body = await http.body()
+        except ClientDisconnect:
+            return Response(status_code=400)
+        person = caller_person(intake.own_person)
+        try:
+            said = await anyio.to_thread.run_sync(_take, intake, served, person, body)
+        except UploadRefused as exc:
+            return _error(exc.status, str(exc))
+        except Owned:
+            return _error(409, "another person pushed a session with this id: not overwritten")
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                return _error(507, "no space left where the server stages pushed sessions")
+            logger.error("POST %s: staging failed: %s", PUSH_PATH, exc.strerror or exc)
+            return _error(503, "the server could not stage the session")
+        except Exception:
+            # The database is down or broken: the cause to the log, never to the client.
+            logger.exception("POST %s failed", PUSH_PATH)
+            return _error(503, "the server could not record the session")
+        return JSONResponse(said)
+
+    # The body limit counts compressed bytes; `_unzipped` bounds what they unpack to.
+    return [
+        Route(
+            PUSH_PATH,
+            endpoint,
+            methods=["POST"],
+            middleware=guards,
+            max_body_size=intake.max_bytes,
+        )
+    ]

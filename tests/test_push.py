@@ -1,0 +1,214 @@
+"""A laptop and a server as two LIBRARIAN_HOMEs on this machine: the real `librarian push` (a
+process of its own) against a real recall server (real PostgreSQL), the server's real sensor and
+ingest job. Two people push; every session is remembered once, with the right person."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from librarian_dagster.core.assembly.store import Store
+from librarian_dagster.core.models.minilm import local_embedder
+from librarian_dagster.core.service import tokens
+from librarian_dagster.dagster_internals import dispose_instance
+from librarian_dagster.definitions import defs as load_defs
+from librarian_dagster.defs.partitions import session_id_of
+from librarian_dagster.ingest import open_instance
+from mcp_server.app import Served, build_server, http_app
+from mcp_server.auth import TokenFileVerifier
+from mcp_server.push_api import Intake
+from tests.conftest import AGENTS_AWAY
+from tests.helpers import (
+    age,
+    append_prompt,
+    free_port,
+    sensor_tick,
+    serve_http,
+    settings_in_env,
+    write_transcript,
+)
+
+pytestmark = pytest.mark.process
+
+FIXTURES = Path(__file__).parent / "fixtures" / "agents"
+CODEX_ID = "019e0000-1111-7000-8000-000000000001"
+CODEX_FILE = "2026/05/01/rollout-2026-05-01T10-00-00-019e0000-1111-7000-8000-000000000001.jsonl"
+ALICE_CLAUDE = "a11ce000-0000-4000-8000-000000000001"
+BOB_CLAUDE = "b0b00000-0000-4000-8000-000000000002"
+# A GitHub token's shape: the leak-check's rule for it must keep it off the wire.
+SECRET = "ghp_" + "Zq8Lm2Np4Rt6Vx8Bz1Cd3Fg5Hj7Kl9Mn0Pq2"
+
+
+class Server:
+    """The recall server on 127.0.0.1 with two people's tokens, and its side's ingest."""
+
+    def __init__(self, settings, url: str, people: dict[str, str], instance, definitions):
+        self.settings, self.url, self.tokens = settings, url, people
+        self.instance, self.definitions = instance, definitions
+        self.cursor: str | None = None
+
+    def ingest(self) -> list[str]:
+        """One sensor tick and the runs it asks for; the sessions they were for."""
+        result = sensor_tick(self.definitions, self.instance, self.cursor)
+        self.cursor = getattr(result, "cursor", None) or self.cursor
+        requests = getattr(result, "run_requests", None) or []
+        for request in getattr(result, "dynamic_partitions_requests", None) or []:
+            self.instance.add_dynamic_partitions(
+                request.partitions_def_name, list(request.partition_keys)
+            )
+        job = self.definitions.resolve_job_def("ingest_session")
+        for request in requests:
+            outcome = job.execute_in_process(
+                partition_key=request.partition_key, instance=self.instance
+            )
+            assert outcome.success
+        return sorted(session_id_of(r.partition_key) for r in requests)
+
+    def people(self) -> dict[str, tuple[str | None, str]]:
+        with psycopg.connect(self.settings.database_url) as conn:
+            rows = conn.execute("SELECT session_id, person, agent FROM memories").fetchall()
+        return {sid: (person, agent) for sid, person, agent in rows}
+
+
+@pytest.fixture
+def server(tmp_path, database_url, monkeypatch):
+    settings = settings_in_env(monkeypatch, tmp_path / "server", database_url, tmp_path / "none")
+    people = {}
+    for person in ("alice", "bob"):
+        people[person], _ = tokens.add(settings.tokens_file, f"{person}-laptop", person=person)
+    intake = Intake(settings.uploads, "server-owner", 5_000_000)
+    store = Store(database_url)
+    recall = build_server(
+        Served.of(store, local_embedder()),
+        verifier=TokenFileVerifier(settings.tokens_file),
+        intake=intake,
+    )
+    definitions = load_defs()
+    instance = open_instance(settings)
+    try:
+        with serve_http(http_app(recall, "127.0.0.1"), free_port()) as url:
+            yield Server(settings, url, people, instance, definitions)
+    finally:
+        dispose_instance(instance)
+        store.close()
+
+
+def laptop(root: Path, claude_id: str, prompt: str, codex: bool = True) -> dict[str, str]:
+    """A laptop's home and agents' folders, with one Claude Code session and (`codex`) the
+    Codex fixture session, settled; its environment for `librarian push`."""
+    mirror = root / "claude"
+    path = write_transcript(mirror / "-home-me-app", claude_id, prompt, "Done: rotated it.")
+    age(path, 600)
+    codex_root = root / "codex"
+    if codex:
+        target = codex_root / CODEX_FILE
+        target.parent.mkdir(parents=True)
+        shutil.copy(FIXTURES / "codex" / "sessions" / CODEX_FILE, target)
+        age(target, 600)
+    return {
+        **AGENTS_AWAY,
+        "PATH": os.environ["PATH"],
+        "HOME": str(root),
+        "LIBRARIAN_HOME": str(root / "home"),
+        "LIBRARIAN_MIRROR": str(mirror),
+        "LIBRARIAN_CODEX_SESSIONS": str(codex_root),
+    }
+
+
+PUSH = [sys.executable, "-m", "librarian_dagster.cli.main", "push"]
+
+
+def push(env: dict[str, str], url: str, token: str, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*PUSH, url, "--machine", "lap", *extra],
+        env={**env, "LIBRARIAN_MCP_TOKEN": token},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def every_byte(folder: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file())
+
+
+def test_two_people_push_and_each_session_is_remembered_once_as_theirs(server, tmp_path):
+    alice = laptop(tmp_path / "alice", ALICE_CLAUDE, f"rotate the deploy token {SECRET} please")
+    assert SECRET.encode() in every_byte(tmp_path / "alice" / "claude")
+
+    first = push(alice, server.url, server.tokens["alice"])
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.count("pushed   ") == 2, first.stderr
+    assert "2 pushed, 0 unchanged, 0 refused" in first.stderr
+    assert SECRET.encode() not in every_byte(server.settings.uploads)
+    assert b"[REDACTED:" in every_byte(server.settings.uploads)
+
+    assert server.ingest() == sorted([ALICE_CLAUDE, CODEX_ID])
+    assert server.people() == {
+        ALICE_CLAUDE: ("alice", "claude-code"),
+        CODEX_ID: ("alice", "codex"),
+    }
+
+    # The same bytes again, even with the laptop's record of them gone: nothing new anywhere.
+    again = push(alice, server.url, server.tokens["alice"])
+    assert again.returncode == 0 and "0 pushed" in again.stderr, again.stderr
+    shutil.rmtree(Path(alice["LIBRARIAN_HOME"]) / "push")
+    forgot = push(alice, server.url, server.tokens["alice"])
+    assert "0 pushed, 2 unchanged" in forgot.stderr, forgot.stderr
+    assert server.ingest() == []
+
+    # Bob's laptop holds a copy of Alice's Codex session: never staged over hers.
+    bob = laptop(tmp_path / "bob", BOB_CLAUDE, "why does the billing test fail on CI?")
+    pushed = push(bob, server.url, server.tokens["bob"])
+    assert pushed.returncode == 1
+    assert "refused" in pushed.stderr and "another person" in pushed.stderr, pushed.stderr
+    assert "1 pushed, 0 unchanged, 1 refused" in pushed.stderr
+    assert server.ingest() == [BOB_CLAUDE]
+    assert server.people()[BOB_CLAUDE] == ("bob", "claude-code")
+    assert server.people()[CODEX_ID] == ("alice", "codex")
+
+    # Alice's session goes on: pushed again whole, remembered again once.
+    transcript = Path(alice["LIBRARIAN_MIRROR"]) / "-home-me-app" / f"{ALICE_CLAUDE}.jsonl"
+    append_prompt(transcript, ALICE_CLAUDE, "and the staging one too", "u9")
+    age(transcript, 600)
+    grown = push(alice, server.url, server.tokens["alice"])
+    assert "1 pushed, 0 unchanged" in grown.stderr, grown.stderr
+    assert server.ingest() == [ALICE_CLAUDE]
+    assert len(server.people()) == 3
+    versions = (server.settings.uploads / "versions" / "claude-code").glob(f"{ALICE_CLAUDE}.*")
+    assert len(list(versions)) == 1  # the old version is gone
+
+
+def test_a_bad_token_pushes_nothing_and_says_why(server, tmp_path):
+    alice = laptop(tmp_path / "alice", ALICE_CLAUDE, "hello", codex=False)
+    refused = push(alice, server.url, "lbr_not-a-token")
+    assert refused.returncode == 1
+    assert "refused the token" in refused.stderr
+    assert not (server.settings.uploads / "sessions").exists()
+
+
+def test_a_server_without_push_is_said_to_be_too_old(tmp_path, database_url):
+    store = Store(database_url)
+    try:
+        recall = build_server(Served.of(store, local_embedder()))  # no intake: no /push
+        with serve_http(http_app(recall, "127.0.0.1"), free_port()) as url:
+            alice = laptop(tmp_path / "alice", ALICE_CLAUDE, "hello", codex=False)
+            refused = push(alice, url, "")
+    finally:
+        store.close()
+    assert refused.returncode == 1
+    assert "too old" in refused.stderr, refused.stderr
+
+
+def test_push_state_names_what_was_sent(server, tmp_path):
+    alice = laptop(tmp_path / "alice", ALICE_CLAUDE, "hello", codex=False)
+    assert push(alice, server.url, server.tokens["alice"]).returncode == 0
+    (state,) = (Path(alice["LIBRARIAN_HOME"]) / "push").glob("*.json")
+    sessions = json.loads(state.read_text())["sessions"]
+    assert set(sessions) == {f"claude-code/{ALICE_CLAUDE}"}
