@@ -103,17 +103,28 @@ class TantivyLists:
     def refresh(self, conn, generation) -> None:
         self.ours.refresh(conn, generation)
 
-    def private_sessions(self) -> list[str]:
-        return self.ours.private_sessions()
+    def private_sessions(self, viewer: str | None = None) -> list[str]:
+        return self.ours.private_sessions(viewer)
 
     def session_facts(self, sessions):
         return self.ours.session_facts(sessions)
 
     def score(
-        self, terms, avgdl, model, sessions=None, include_private=True, pool=None, agent=None
+        self,
+        terms,
+        avgdl,
+        model,
+        sessions=None,
+        include_private=True,
+        pool=None,
+        agent=None,
+        viewer=None,
     ):
-        ours = self.ours.score(terms, avgdl, model, sessions, include_private, pool, agent)
-        hidden = set() if include_private else set(self.ours.private_sessions())
+        ours = self.ours.score(terms, avgdl, model, sessions, include_private, pool, agent, viewer)
+        if include_private:
+            hidden = set(self.ours.private_sessions(viewer)) if viewer is not None else set()
+        else:
+            hidden = set(self.ours.private_sessions())
         if agent is not None:  # the benchmark's questions filter no agent: not measured here
             raise NotImplementedError("tantivy's lists take no agent filter")
         return _Lists(self, self.question, model, sessions, hidden, ours.best_covered)

@@ -189,7 +189,7 @@ def _line(item: dict) -> str | None:
     since = recall.clean(item.get("changed_since"), 60)
     if since:
         where.append(f"the file {since}")
-    word = recall.session_word(item.get("agent"))
+    word = recall.session_word(item.get("agent"), item.get("person"))
     head = f"- {word} {sid} (" + "; ".join(w for w in where if w) + ")"
     title = recall.clean(item.get("title"), 200).replace('"', "'")
     summary = recall.clean(item.get("summary"), 400)

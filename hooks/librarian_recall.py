@@ -403,15 +403,33 @@ def clean(value, limit: int = 2000) -> str:
     return "".join(c for c in text[:limit] if c.isprintable())
 
 
-def session_word(agent) -> str:
+def session_word(agent, person=None) -> str:
     """How a line names a session: "session" for Claude Code's, "Codex session" for another
-    agent's (a name this copy does not know as it is, when it looks like a name)."""
+    agent's (a name this copy does not know as it is, when it looks like a name); a teammate's
+    says whose: "alice's Codex session", "alice's session"."""
     name = agent if isinstance(agent, str) else ""
     if name in AGENT_LABELS:
-        return "session" if name == HOME_AGENT else f"{AGENT_LABELS[name]} session"
-    if 0 < len(name) <= 40 and name.isascii() and name.replace("-", "").isalnum():
-        return f"{name} session"
-    return "session"
+        word = "session" if name == HOME_AGENT else f"{AGENT_LABELS[name]} session"
+    elif 0 < len(name) <= 40 and name.isascii() and name.replace("-", "").isalnum():
+        word = f"{name} session"
+    else:
+        word = "session"
+    who = clean(person, 64)
+    return f"{who}'s {word}" if who and who != own_person() else word
+
+
+def own_person() -> str:
+    """Whose this machine's sessions are: LIBRARIAN_PERSON, else the login name (a session of
+    theirs is not named for them)."""
+    named = os.environ.get("LIBRARIAN_PERSON", "").strip()
+    if named:
+        return named
+    import getpass  # only for a line that names a person: the hook's start stays as it was
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return ""
 
 
 def sessions_of(answer: dict) -> list[dict]:
@@ -438,6 +456,7 @@ def sessions_of(answer: dict) -> list[dict]:
                 "id": sid,
                 "project": clean(item.get("project"), 100),
                 "agent": item.get("agent"),
+                "person": item.get("person"),
                 # ISO instants: the days are shown, git reads the end whole (--since).
                 "started": clean(item.get("started_at"), 40),
                 "ended": clean(item.get("date"), 40),
@@ -525,7 +544,7 @@ def _head(session: dict, with_summary: bool) -> str:
         where += (", " if where else "") + "branch " + session["branch"]
     if session["stale"]:
         where += f"; {session['stale']}"
-    head = f"- {session_word(session.get('agent'))} {session['id']}" + (
+    head = f"- {session_word(session.get('agent'), session.get('person'))} {session['id']}" + (
         f" ({where})" if where else ""
     )
     if session["title"]:

@@ -8,6 +8,7 @@ HTTP session manager) and mounts the SDK's own apps (streamable HTTP at /mcp, le
 With tokens, every route of it passes the SDK's bearer backend (mcp_server/auth.py).
 """
 
+import getpass
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
@@ -62,6 +63,7 @@ def build_server(
     forget: Callable[[Sequence[str]], Forgotten] | None = None,
     dagster_url: str | None = None,
     intake: Intake | None = None,
+    own_person: str | None = None,
 ) -> RecallServer:
     """The tools over what `source` is, or opens when the HTTP app starts (and closes when it
     stops; elsewhere, as over stdio, `server.served.opened()` opens it), and the page for people
@@ -70,11 +72,13 @@ def build_server(
     `private_without_token`: whether a request that carries no token (stdio, in-memory) sees the
     private domain. `forget`: how the page forgets sessions (None: it does not); `dagster_url`:
     the Dagster UI a session's page links to; `intake`: where `POST /push` stages sessions
-    pushed from other machines (None: it takes none)."""
+    pushed from other machines (None: it takes none); `own_person`: whose the sessions read on
+    the server's own machine are (default: the login name), and a token's of no person."""
     served = ServedSlot(source)
-    page = Reader(served, min_relevance, boosts, verifier, forget, dagster_url)
+    own = own_person or getpass.getuser()
+    page = Reader(served, min_relevance, boosts, verifier, forget, dagster_url, own)
     server = RecallServer(served, page, issuer_url, intake)
-    add_tools(server, served, min_relevance, boosts, private_without_token)
+    add_tools(server, served, min_relevance, boosts, private_without_token, own)
     return server
 
 

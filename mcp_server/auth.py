@@ -7,13 +7,16 @@ Over HTTP, with tokens configured, every request (/mcp, /sse, /recall) passes th
 add`, core/service/tokens.py), or if it equals `LIBRARIAN_MCP_TOKEN`, which counts as a token of the
 default scope: the plugin's .mcp.json and the prompt hook send that variable.
 
-The tools read the caller's scopes with the SDK's `get_access_token()`: the `private` domain
-goes only to a token with the `private` scope. Without a token (stdio, the in-memory client, an
-open loopback server) the server's `private_without_token` decides.
+The tools read the caller's scopes with the SDK's `get_access_token()`: a private session (of the
+`private` domain, or of a project its person keeps private) goes only to a token with the
+`private` scope of that session's person (a token made without `--person` is the server's own
+person's). Without a token (stdio, the in-memory client, an open loopback server) the server's
+`private_without_token` decides.
 """
 
 import hmac
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -131,10 +134,23 @@ def auth_settings(issuer_url: str) -> AuthSettings:
     return AuthSettings(issuer_url=AnyHttpUrl(issuer_url), resource_server_url=None)
 
 
-def may_read_private(private_without_token: bool) -> bool:
-    """Whether this request may see the private domain: its token's scopes decide; without a
-    token, the server's own setting."""
+@dataclass(frozen=True)
+class Reading:
+    """What one request may read of the private sessions (the `private` domain, and projects
+    their person keeps private)."""
+
+    include_private: bool
+    """Whether any: its token has the `private` scope (without a token, the server's own
+    setting)."""
+    viewer: str | None
+    """Whose: the token's person reads their own alone (a token of no person is the server's
+    own person's); None, without a token, everyone's (stdio, an open loopback server)."""
+
+
+def reading(private_without_token: bool, own_person: str) -> Reading:
+    """What this request may read of the private sessions: its token decides."""
     access = get_access_token()
     if access is None:
-        return private_without_token
-    return tokens.PRIVATE in access.scopes
+        return Reading(private_without_token, None)
+    person = access.person if isinstance(access, PersonAccess) and access.person else own_person
+    return Reading(tokens.PRIVATE in access.scopes, person)

@@ -38,6 +38,7 @@ from mcp_server.parameters import (
     MAX_TASK,
     AgentFilter,
     DomainFilter,
+    PersonFilter,
     ProjectFilter,
     Tag,
     Text,
@@ -70,6 +71,7 @@ class RecallRequest(BaseModel):
     git_branch: Text | None = Field(default=None, max_length=200)
     project: ProjectFilter = None
     agent: AgentFilter = None
+    person: PersonFilter = None
     domain: DomainFilter = None
     tags: list[Tag] | None = Field(default=None, max_length=50)
     any_tags: list[Tag] | None = Field(default=None, max_length=50)
@@ -79,7 +81,7 @@ class RecallRequest(BaseModel):
 
 _RECALL_SHAPE = (
     '{"query": str, "limit": 1..10} and optionally "cwd", "git_branch", "project", "agent", '
-    '"domain", "tags", "any_tags", "since", "until"'
+    '"person", "domain", "tags", "any_tags", "since", "until"'
 )
 
 

@@ -53,7 +53,7 @@ from librarian_dagster.core.recall.ranking import Boosts
 from librarian_dagster.core.service.tokens import FORGET, PRIVATE
 from librarian_dagster.core.store.memories import InvalidCursor
 from librarian_dagster.core.store.queries import SearchFilters
-from mcp_server.auth import LoopbackOnly
+from mcp_server.auth import LoopbackOnly, PersonAccess
 
 if TYPE_CHECKING:
     from librarian_dagster.core.assembly.forgetting import Forgotten
@@ -139,6 +139,8 @@ class Reader:
     """`librarian forget` of these sessions (None: the page offers no forgetting)."""
     dagster_url: str | None = None
     """The Dagster UI the session page links to (None: no links)."""
+    own_person: str = ""
+    """Whose the server's own sessions are, and a token's of no person."""
     _csrf_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
 
     def csrf(self, session_id: str, viewer: "Viewer") -> str:
@@ -153,14 +155,19 @@ class Viewer:
     who: str
     """Whose request: the token's name, or "" on an open server."""
     open: bool
+    person: str | None = None
+    """The token's person (None on an open server): the private sessions it reads are theirs
+    alone."""
 
     @property
     def private(self) -> bool:
         return PRIVATE in self.scopes
 
-    @property
-    def may_forget(self) -> bool:
-        return self.open or FORGET in self.scopes
+    def may_forget(self, memory: "SessionDigest") -> bool:
+        """Whether this viewer may forget the session: their own, or anyone's with the `forget`
+        scope (or on an open server)."""
+        own = self.person is not None and memory.person == self.person
+        return self.open or FORGET in self.scopes or own
 
 
 async def _viewer(http: Request, reader: Reader) -> Viewer | None:
@@ -174,7 +181,10 @@ async def _viewer(http: Request, reader: Reader) -> Viewer | None:
         access = await reader.verifier.verify_token(cookie) if cookie else None
         if access is None:
             return None
-    return Viewer(frozenset(access.scopes), access.client_id, open=False)
+    person = access.person if isinstance(access, PersonAccess) and access.person else None
+    return Viewer(
+        frozenset(access.scopes), access.client_id, open=False, person=person or reader.own_person
+    )
 
 
 def _html(http: Request, template: str, status: int = 200, /, **values: object) -> Response:
@@ -221,22 +231,30 @@ async def _search(reader: Reader, http: Request, viewer: Viewer) -> Response:
     """`/?q=...&project=&agent=&branch=&since=&until=`: the answer as session cards, or "nothing
     relevant" when recall abstains; the box alone without `q`. The agent select offers the
     agents the store holds sessions of (an agent not known is no filter: no one typed it)."""
-    asked = {k: http.query_params.get(k, "").strip() for k in ("q", "project", "branch", "agent")}
+    fields = ("q", "project", "branch", "agent", "person")
+    asked = {k: http.query_params.get(k, "").strip() for k in fields}
     days = {k: http.query_params.get(k, "").strip() for k in ("since", "until")}
     served = reader.served()
-    held = await run_in_threadpool(served.memories.agents_held, AGENTS, viewer.private)
+    held = await run_in_threadpool(
+        served.memories.agents_held, AGENTS, viewer.private, viewer.person
+    )
     if asked["agent"] not in AGENTS:
         asked["agent"] = ""
     if asked["agent"] and asked["agent"] not in held:
         held.append(asked["agent"])
     # One agent held: nothing to choose between, no select.
     agents = [(a, label(a)) for a in held] if len(held) > 1 else []
-    values: dict[str, object] = {**asked, **days, "agents": agents, "cards": None, "note": None}
+    people = await run_in_threadpool(served.memories.people, viewer.private, viewer.person)
+    people = [p.person for p in people] if len(people) > 1 else []
+    values: dict[str, object] = {
+        **asked, **days, "agents": agents, "people": people, "cards": None, "note": None,
+    }  # fmt: skip
     if asked["q"]:
         filters = SearchFilters(
             project=asked["project"] or None, agent=asked["agent"] or None,
-            git_branch=asked["branch"] or None, since=_day(days["since"]),
-            until=_end_of(_day(days["until"])), include_private=viewer.private,
+            person=asked["person"] or None, git_branch=asked["branch"] or None,
+            since=_day(days["since"]), until=_end_of(_day(days["until"])),
+            include_private=viewer.private, viewer=viewer.person,
         )  # fmt: skip
         result = await run_in_threadpool(
             recall, served.search, served.embedder, asked["q"][:QUERY_CHARS], filters, RESULTS,
@@ -251,7 +269,7 @@ async def _remembered(reader: Reader, session_id: str, viewer: Viewer) -> "Sessi
     if not valid_session_id(session_id):
         return None
     memories = reader.served().memories
-    return await run_in_threadpool(memories.get_memory, session_id, viewer.private)
+    return await run_in_threadpool(memories.get_memory, session_id, viewer.private, viewer.person)
 
 
 def _missing(http: Request, session_id: str) -> Response:
@@ -274,7 +292,7 @@ async def _session(reader: Reader, http: Request, viewer: Viewer) -> Response:
         http, "session.html", memory=memory, chunks=chunks, files=files, sections=SECTIONS,
         whole=bool(http.query_params.get("whole")),
         cut=any(len(t) > FIELD_CHARS for t in texts), dagster=_dagster_links(reader, memory),
-        may_forget=reader.forget is not None and viewer.may_forget,
+        may_forget=reader.forget is not None and viewer.may_forget(memory),
     )  # fmt: skip
 
 
@@ -294,11 +312,10 @@ async def _forget(reader: Reader, http: Request, viewer: Viewer) -> Response:
     """GET: the confirmation, with the form's token. POST (from this server's page, with that
     token): `librarian forget` of the session, and what it removed."""
     session_id = http.path_params["session_id"]
-    if reader.forget is None or not viewer.may_forget:
-        return _html(
-            http, "missing.html", 403, what="forgetting needs a token with the forget scope"
-        )
     memory = await _remembered(reader, session_id, viewer)
+    if reader.forget is None or (memory is not None and not viewer.may_forget(memory)):
+        refused = "forgetting another person's session needs a token with the forget scope"
+        return _html(http, "missing.html", 403, what=refused)
     if memory is None:
         return _missing(http, session_id)
     if http.method == "GET":
@@ -313,7 +330,8 @@ async def _forget(reader: Reader, http: Request, viewer: Viewer) -> Response:
 
 
 async def _projects(reader: Reader, http: Request, viewer: Viewer) -> Response:
-    found = await run_in_threadpool(reader.served().memories.projects, viewer.private)
+    memories = reader.served().memories
+    found = await run_in_threadpool(memories.projects, viewer.private, 500, viewer.person)
     return _html(http, "projects.html", projects=found)
 
 
@@ -321,7 +339,7 @@ async def _project(reader: Reader, http: Request, viewer: Viewer) -> Response:
     """A project's sessions, newest first, SESSIONS_PER_PAGE at a time (a cursor, not offsets:
     a page costs the same however deep)."""
     name = http.path_params["project"]
-    filters = SearchFilters(project=name, include_private=viewer.private)
+    filters = SearchFilters(project=name, include_private=viewer.private, viewer=viewer.person)
     memories = reader.served().memories
     try:
         listed = await run_in_threadpool(

@@ -32,6 +32,10 @@ ProjectFilter = Annotated[
     Text | None,
     Field(max_length=200, description="Only this project (the last folder name of its cwd)."),
 ]
+PersonFilter = Annotated[
+    Text | None,
+    Field(max_length=64, description="Only sessions of this person (who pushed them)."),
+]
 Tag = Annotated[Text, Field(max_length=200)]
 AgentFilter = Annotated[
     Annotated[Text, AfterValidator(check_agent)] | None,

@@ -8,8 +8,9 @@ here: the laptop redacted them, and the pipeline's blocking leak check reads eve
 
 Every refusal changes nothing and says why, as `{"error": ...}`: not gzip or not JSON (400), a
 format this server does not take (400, naming it), bytes that are not the ones their hash names
-(400), a body over LIBRARIAN_PUSH_MAX_MB (413), a session id another person pushed (409), files
-that are not a transcript of the agent named (422), the server's disk full (507). Each push is
+(400), a body over LIBRARIAN_PUSH_MAX_MB (413), a session id another person pushed (409), one
+forgotten on the server (410), files that are not a transcript of the agent named (422), the
+server's disk full (507). Each push is
 read and staged in a worker thread, so a slow upload holds up no other.
 """
 
@@ -33,7 +34,7 @@ from librarian_dagster.core.capture import uploads
 from librarian_dagster.core.capture.uploads import StagedFile, UploadRefused
 from librarian_dagster.core.push.bundle import content_sha256
 from librarian_dagster.core.push.client import FORMAT, FORMAT_HEADER, PUSH_PATH
-from librarian_dagster.core.store.pushes import Owned, PushedSession
+from librarian_dagster.core.store.pushes import Forgotten, Owned, PushedSession
 from mcp_server.auth import LOOPBACK_HOSTS, LoopbackOnly, caller_person
 from mcp_server.served import ServedSlot
 
@@ -170,6 +171,8 @@ def push_routes(served: ServedSlot, intake: Intake, host: str, authenticated: bo
             return _error(exc.status, str(exc))
         except Owned:
             return _error(409, "another person pushed a session with this id: not overwritten")
+        except Forgotten:
+            return _error(410, "this session was forgotten on the server: it is not taken again")
         except OSError as exc:
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 return _error(507, "no space left where the server stages pushed sessions")

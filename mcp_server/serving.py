@@ -120,6 +120,7 @@ def serve(
         forget=_forgetting(settings),
         dagster_url=settings.ui_url,
         intake=Intake(settings.uploads, settings.own_person, int(settings.push_max_mb * 1e6)),
+        own_person=settings.own_person,
     )
     if transport == "stdio":
         with server.served.opened():

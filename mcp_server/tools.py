@@ -29,7 +29,7 @@ from librarian_dagster.core.store.rows import (
     SessionDigest,
     SessionList,
 )
-from mcp_server.auth import may_read_private
+from mcp_server.auth import Reading, reading
 from mcp_server.parameters import (
     AgentFilter,
     AllTags,
@@ -44,6 +44,7 @@ from mcp_server.parameters import (
     HistoryLimit,
     OwnSession,
     PageLimit,
+    PersonFilter,
     ProjectFilter,
     Query,
     RepositoryCwd,
@@ -71,13 +72,15 @@ def add_tools(
     min_relevance: float,
     boosts: Boosts,
     private_without_token: bool,
+    own_person: str,
 ) -> None:
     """The tools, on `server`, over what `served` holds. `private_without_token`: whether a
-    request that carries no token (stdio, in-memory) sees the private domain."""
+    request that carries no token (stdio, in-memory) sees the private domain; `own_person`:
+    whose the server's own sessions are (and a token's of no person)."""
 
-    def private_allowed(domain: str | None) -> bool:
-        allowed = may_read_private(private_without_token)
-        if domain == PRIVATE_DOMAIN and not allowed:
+    def private_allowed(domain: str | None) -> Reading:
+        allowed = reading(private_without_token, own_person)
+        if domain == PRIVATE_DOMAIN and not allowed.include_private:
             # Said, not an empty answer: the caller learns why, and nothing about the sessions.
             raise ToolError(PRIVATE_REFUSED)
         return allowed
@@ -89,7 +92,7 @@ def add_tools(
 def _add_search(
     server: MCPServer,
     served: ServedSlot,
-    private_allowed: Callable[[str | None], bool],
+    private_allowed: "Callable[[str | None], Reading]",
     min_relevance: float,
     boosts: Boosts,
 ) -> None:
@@ -98,6 +101,7 @@ def _add_search(
         query: Query,
         project: ProjectFilter = None,
         agent: AgentFilter = None,
+        person: PersonFilter = None,
         domain: DomainFilter = None,
         tags: AllTags = None,
         any_tags: AnyTags = None,
@@ -113,16 +117,19 @@ def _add_search(
         Each result's score is its session's relevance (0 to 1); when no session is relevant
         enough the results are empty and `note` says so: then nothing was remembered about it.
         """
+        allowed = private_allowed(domain)
         filters = SearchFilters(
             project=project,
             agent=agent,
+            person=person,
             domain=domain,
             tags=tuple(tags or ()),
             any_tags=tuple(any_tags or ()),
             git_branch=git_branch,
             since=since,
             until=until,
-            include_private=private_allowed(domain),
+            include_private=allowed.include_private,
+            viewer=allowed.viewer,
         )
         context = RecallContext(cwd, current_branch) if cwd or current_branch else None
         opened = served()
@@ -136,14 +143,14 @@ def _add_search(
 
 
 def _add_readers(
-    server: MCPServer, served: ServedSlot, private_allowed: Callable[[str | None], bool]
+    server: MCPServer, served: ServedSlot, private_allowed: "Callable[[str | None], Reading]"
 ) -> None:
     @server.tool()
     def get_digest(session_id: SessionId) -> SessionDigest:
         """The whole digest of one session: what, problem, solution, what is left open."""
         # A private session the caller may not read is answered like one that does not exist.
-        memories = served().memories
-        memory = memories.get_memory(session_id, include_private=private_allowed(None))
+        memories, allowed = served().memories, private_allowed(None)
+        memory = memories.get_memory(session_id, allowed.include_private, allowed.viewer)
         if memory is None:
             raise ToolError(f"no session {session_id!r} in memory")
         return memory
@@ -161,9 +168,10 @@ def _add_readers(
         why: the most recent first, then those nearest the task. Each names its session,
         dates, branch, what it did, the digest lines that name the file and, where the
         repository is on the server's machine, whether the file changed since."""
+        allowed = private_allowed(None)
         question = FileQuestion(
             path=path, cwd=cwd, root=root, task=task, session_id=session_id, limit=limit,
-            include_private=private_allowed(None),
+            include_private=allowed.include_private, viewer=allowed.viewer,
         )  # fmt: skip
         opened = served()
         try:
@@ -175,15 +183,17 @@ def _add_readers(
     def list_sessions(
         project: ProjectFilter = None,
         agent: AgentFilter = None,
+        person: PersonFilter = None,
         domain: DomainFilter = None,
         since: SinceFilter = None,
         limit: PageLimit = 20,
         cursor: Cursor = None,
     ) -> SessionList:
         """Remembered sessions, newest first, a page at a time."""
+        allowed = private_allowed(domain)
         filters = SearchFilters(
-            project=project, agent=agent, domain=domain, since=since,
-            include_private=private_allowed(domain),
+            project=project, agent=agent, person=person, domain=domain, since=since,
+            include_private=allowed.include_private, viewer=allowed.viewer,
         )  # fmt: skip
         try:
             return served().memories.list_sessions(filters, limit=limit, cursor=cursor)

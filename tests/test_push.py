@@ -30,6 +30,7 @@ from tests.helpers import (
     sensor_tick,
     serve_http,
     settings_in_env,
+    transcript_line,
     write_transcript,
 )
 
@@ -40,6 +41,7 @@ CODEX_ID = "019e0000-1111-7000-8000-000000000001"
 CODEX_FILE = "2026/05/01/rollout-2026-05-01T10-00-00-019e0000-1111-7000-8000-000000000001.jsonl"
 ALICE_CLAUDE = "a11ce000-0000-4000-8000-000000000001"
 BOB_CLAUDE = "b0b00000-0000-4000-8000-000000000002"
+SCRATCH = "5c7a0000-0000-4000-8000-000000000003"
 # A GitHub token's shape: the leak-check's rule for it must keep it off the wire.
 SECRET = "ghp_" + "Zq8Lm2Np4Rt6Vx8Bz1Cd3Fg5Hj7Kl9Mn0Pq2"
 
@@ -185,6 +187,33 @@ def test_two_people_push_and_each_session_is_remembered_once_as_theirs(server, t
     assert len(list(versions)) == 1  # the old version is gone
 
 
+def test_a_revoked_token_pushes_nothing_more_and_a_forgotten_session_is_not_taken_again(
+    server, tmp_path
+):
+    from librarian_dagster.core.assembly.forgetting import forget_sessions
+
+    alice = laptop(tmp_path / "alice", ALICE_CLAUDE, "hello", codex=True)
+    assert push(alice, server.url, server.tokens["alice"]).returncode == 0
+    assert server.ingest() == sorted([ALICE_CLAUDE, CODEX_ID])
+    store = Store(server.settings.database_url)
+    try:
+        forget_sessions([CODEX_ID], server.settings, store, history=None)
+    finally:
+        store.close()
+    assert not list((server.settings.uploads / "versions" / "codex").iterdir())
+    shutil.rmtree(Path(alice["LIBRARIAN_HOME"]) / "push")  # the laptop sends all again
+    again = push(alice, server.url, server.tokens["alice"])
+    assert "forgotten on the server" in again.stderr, again.stderr
+    assert not list((server.settings.uploads / "versions" / "codex").iterdir())
+    tokens.revoke(server.settings.tokens_file, "alice-laptop")
+    transcript = Path(alice["LIBRARIAN_MIRROR"]) / "-home-me-app" / f"{ALICE_CLAUDE}.jsonl"
+    append_prompt(transcript, ALICE_CLAUDE, "one more thing", "u7")
+    age(transcript, 600)
+    refused = push(alice, server.url, server.tokens["alice"])
+    assert refused.returncode == 1 and "refused the token" in refused.stderr
+    assert set(server.people()) == {ALICE_CLAUDE}  # what it pushed stays
+
+
 def test_a_bad_token_pushes_nothing_and_says_why(server, tmp_path):
     alice = laptop(tmp_path / "alice", ALICE_CLAUDE, "hello", codex=False)
     refused = push(alice, server.url, "lbr_not-a-token")
@@ -204,6 +233,25 @@ def test_a_server_without_push_is_said_to_be_too_old(tmp_path, database_url):
         store.close()
     assert refused.returncode == 1
     assert "too old" in refused.stderr, refused.stderr
+
+
+def test_a_private_project_is_pushed_private_and_an_excluded_one_never_leaves(server, tmp_path):
+    alice = laptop(tmp_path / "alice", ALICE_CLAUDE, "hello there", codex=False)
+    scratch = Path(alice["LIBRARIAN_MIRROR"]) / "-work-scratch" / f"{SCRATCH}.jsonl"
+    scratch.parent.mkdir(parents=True)
+    scratch.write_bytes(
+        transcript_line(SCRATCH, "user", "try the scratch idea", "u1", cwd="/work/scratch")
+        + transcript_line(SCRATCH, "assistant", "tried it", "a1", cwd="/work/scratch")
+    )
+    age(scratch, 600)
+    env = {**alice, "LIBRARIAN_PRIVATE_PROJECTS": "app", "LIBRARIAN_PUSH_EXCLUDE": "scratch"}
+    done = push(env, server.url, server.tokens["alice"])
+    assert "1 pushed" in done.stderr, done.stderr
+    assert SCRATCH.encode() not in every_byte(server.settings.uploads)
+    assert server.ingest() == [ALICE_CLAUDE]
+    with psycopg.connect(server.settings.database_url) as conn:
+        rows = conn.execute("SELECT session_id, person, private FROM memories").fetchall()
+    assert rows == [(ALICE_CLAUDE, "alice", True)]
 
 
 def test_push_state_names_what_was_sent(server, tmp_path):

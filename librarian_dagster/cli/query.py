@@ -22,6 +22,7 @@ def register(add_parser: AddParser) -> None:
         help="only sessions of this coding agent: claude-code, codex, gemini, opencode, "
         "copilot or pi",
     )
+    search.add_argument("--person", help="only sessions of this person (who pushed them)")
     search.add_argument("--domain", help="only sessions of this domain, e.g. technical")
     search.add_argument("--tag", action="append", default=[], help="repeatable: all must match")
     search.add_argument(
@@ -101,6 +102,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     filters = SearchFilters(
         project=args.project,
         agent=agent,
+        person=args.person,
         domain=args.domain,
         tags=tuple(args.tag),
         any_tags=tuple(args.any_tag),
@@ -112,7 +114,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     result = None if args.local else _from_server(settings, args.query, filters, args.limit)
     if result is not None:
-        return _print(result, args.json)
+        return _print(result, args.json, settings.own_person)
     try:
         with open_store(settings) as store:
             result = recall(
@@ -127,7 +129,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     except EmbeddingSpaceMismatch as exc:
         print(f"librarian search: {exc}", file=sys.stderr)
         return 1
-    return _print(result, args.json)
+    return _print(result, args.json, settings.own_person)
 
 
 def _from_server(
@@ -149,7 +151,7 @@ def _from_server(
         return None
 
 
-def _print(result: "SearchResult", as_json: bool) -> int:
+def _print(result: "SearchResult", as_json: bool, own_person: str) -> int:
     from librarian_dagster.core.recall.cards import render_cards
 
     if as_json:
@@ -157,7 +159,7 @@ def _print(result: "SearchResult", as_json: bool) -> int:
     elif not result.results:
         print(result.note or "nothing relevant")
     else:
-        print(render_cards(result.results))
+        print(render_cards(result.results, own_person))
     return 0
 
 
@@ -218,5 +220,5 @@ def cmd_history(args: argparse.Namespace) -> int:
     elif not result.results:
         print(f"{result.path}: {result.note}")
     else:
-        print(render_history(result))
+        print(render_history(result, settings.own_person))
     return 0

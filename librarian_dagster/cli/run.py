@@ -109,6 +109,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     with open_store(settings) as store:
         stats, spaces = store.memories.stats(), store.search.embedding_spaces()
         agents = store.memories.agents(include_private=True)
+        people = store.memories.people(include_private=True)
+        machines = store.pushes.machines()
     last = stats.last_ingest
     providers = describe(settings)
     print(f"database:    {describe_location(settings)}")
@@ -116,6 +118,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"sessions:    {stats.sessions} in {stats.projects} project(s)")
     if agents:
         print("by agent:    " + ", ".join(f"{label(a.agent)} {a.sessions}" for a in agents))
+    if people:
+        print("by person:   " + ", ".join(f"{p.person} {p.sessions}" for p in people))
+    for machine in machines:
+        when = machine.last_push.isoformat(timespec="seconds")
+        print(f"pushes:      {machine.person}'s {machine.machine}, last at {when}")
     print(f"chunks:      {stats.chunks}")
     print(f"last ingest: {last.isoformat(timespec='seconds') if last else 'never'}")
     print(f"digests:     {providers['digests']}")

@@ -23,7 +23,7 @@
 
 import { execFile } from "node:child_process"
 import { appendFileSync, closeSync, constants, fstatSync, openSync, readSync, renameSync, statSync } from "node:fs"
-import { homedir } from "node:os"
+import { homedir, userInfo } from "node:os"
 import path from "node:path"
 
 const DEFAULT_URL = "http://127.0.0.1:3201/recall"
@@ -234,12 +234,25 @@ function skipReason(prompt) {
   return null
 }
 
-function sessionWord(agent) {
+// A teammate's session says whose ("alice's Codex session"); this machine's person's does not.
+function sessionWord(agent, person) {
   const name = typeof agent === "string" ? agent : ""
-  if (name in AGENT_LABELS) return name === HOME_AGENT ? "session" : `${AGENT_LABELS[name]} session`
-  if (name.length > 0 && name.length <= 40 && /^[A-Za-z0-9-]+$/.test(name) && /[A-Za-z0-9]/.test(name))
-    return `${name} session`
-  return "session"
+  let word = "session"
+  if (name in AGENT_LABELS) word = name === HOME_AGENT ? "session" : `${AGENT_LABELS[name]} session`
+  else if (name.length > 0 && name.length <= 40 && /^[A-Za-z0-9-]+$/.test(name) && /[A-Za-z0-9]/.test(name))
+    word = `${name} session`
+  const who = clean(person, 64)
+  return who && who !== ownPerson() ? `${who}'s ${word}` : word
+}
+
+function ownPerson() {
+  const named = (process.env.LIBRARIAN_PERSON || "").trim()
+  if (named) return named
+  try {
+    return userInfo().username
+  } catch {
+    return ""
+  }
 }
 
 function dates(started, ended) {
@@ -369,6 +382,7 @@ function sessionsOf(answer) {
         id: sid,
         project: clean(item.project, 100),
         agent: item.agent,
+        person: item.person,
         started: clean(item.started_at, 40),
         ended: clean(item.date, 40),
         files: filesOf(item.files),
@@ -400,7 +414,7 @@ function recallHead(session, withSummary) {
   let where = [session.project, dates(session.started, session.ended)].filter(Boolean).join(", ")
   if (session.branch) where += (where ? ", " : "") + "branch " + session.branch
   if (session.stale) where += `; ${session.stale}`
-  let head = `- ${sessionWord(session.agent)} ${session.id}` + (where ? ` (${where})` : "")
+  let head = `- ${sessionWord(session.agent, session.person)} ${session.id}` + (where ? ` (${where})` : "")
   if (session.title) head += ` "${session.title}"`
   return head + (withSummary && session.summary ? `: ${session.summary}` : "")
 }
@@ -521,7 +535,7 @@ function historyLine(item) {
   where.push(item.changed ? `changed it (${edits} edit${edits !== 1 ? "s" : ""})` : "read it")
   const since = clean(item.changed_since, 60)
   if (since) where.push(`the file ${since}`)
-  const head = `- ${sessionWord(item.agent)} ${sid} (` + where.filter(Boolean).join("; ") + ")"
+  const head = `- ${sessionWord(item.agent, item.person)} ${sid} (` + where.filter(Boolean).join("; ") + ")"
   const title = clean(item.title, 200).replaceAll('"', "'")
   const summary = clean(item.summary, 400)
   return head + (title ? ` "${title}"` : "") + (summary ? `: ${summary}` : "")

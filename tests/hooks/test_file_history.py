@@ -41,7 +41,12 @@ def _context(proc) -> str | None:
 
 
 def _on(url: str, **extra) -> dict:
-    return {"LIBRARIAN_RECALL": "on", "LIBRARIAN_MCP_URL": url + "/mcp", **extra}
+    return {
+        "LIBRARIAN_RECALL": "on",
+        "LIBRARIAN_MCP_URL": url + "/mcp",
+        "LIBRARIAN_PERSON": "bob",
+        **extra,
+    }
 
 
 @pytest.fixture
@@ -68,7 +73,7 @@ def served(store):
             days_ago=days_ago,
             embedding_model=FakeEmbedder.model_name,
             agent="codex" if sid == OLDER else "claude-code",
-        )
+        ).model_copy(update={"person": "alice" if sid == OLDER else "bob"})
         digest = memory.digest.model_copy(update={"solution": ["Made main.go read the flag once"]})
         memory = memory.model_copy(update={"cwd": cwd, "digest": digest, "git_branch": "feat/x"})
         store.memories.replace_memory(memory, [], [FileTouch(path, 2, 1)])
@@ -89,8 +94,8 @@ def test_the_first_read_names_the_sessions_that_changed_the_file(hooks, served, 
     assert "beta-session" not in text
     assert "branch feat/x" in text and "changed it (2 edits)" in text
     assert "Made main.go read the flag once" in text
-    # Codex changed it too: a Claude Code user is told whose session that was.
-    assert f"\n- Codex session {OLDER} (" in text and f"\n- session {NEWEST} (" in text
+    # Alice's Codex changed it too: Bob, in Claude Code, is told whose session that was.
+    assert f"\n- alice's Codex session {OLDER} (" in text and f"\n- session {NEWEST} (" in text
     assert "history added 2 sessions" in hooks.log_lines()[-1]
 
 

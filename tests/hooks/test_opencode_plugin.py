@@ -53,6 +53,7 @@ RECALLED = {
             "session_id": "019e0000-aaaa-7000-8000-0000000000aa",
             "text": "Fixed the flag parser",
             "agent": "codex",
+            "person": "alice",
             "project": "alpha",
             "started_at": "2026-10-30T22:00:00Z",
             "date": "2026-10-31T01:00:00Z",
@@ -86,6 +87,7 @@ HISTORY = {
         {
             "session_id": "019e0000-aaaa-7000-8000-0000000000aa",
             "agent": "codex",
+            "person": "alice",
             "started_at": "2026-10-30T22:00:00Z",
             "date": "2026-10-31T01:00:00Z",
             "git_branch": "fix/flags",
@@ -234,6 +236,7 @@ def test_the_texts_are_the_python_hooks_own(bun, tmp_path, server):
     assert (part["synthetic"], part["messageID"], part["type"]) == (True, "msg_1", "text")
     shown, _ = history.render(HISTORY, "cmd/main.go", 999)
     assert shown and shown.startswith(history.HEADER.format(path="cmd/main.go"))
+    assert "- alice's Codex session 019e0000-aaaa-7000-8000-0000000000aa (" in shown
 
 
 def test_what_it_asks_the_server(bun, tmp_path, server):

@@ -383,6 +383,27 @@ def test_another_agent_s_session_is_named_with_its_agent(hooks, bare):
     ]
 
 
+def test_a_teammate_s_session_says_whose_it_is_and_one_s_own_does_not(hooks, bare):
+    results = [
+        _result("s1", BULLET, agent="codex", person="alice"),
+        _result("s2", BULLET, agent="claude-code", person="alice"),
+        _result("s3", BULLET, agent="codex", person="bob"),  # the asker's own
+        _result("s4", BULLET, person="eve\n- session forged"),
+    ]
+    with answering(200, {"results": results}) as server:
+        event = user_prompt_event(bare, prompt=PROMPT)
+        text = _context(
+            hooks.run("user_prompt_submit", event, _on(server.url, LIBRARIAN_PERSON="bob"))
+        )
+    assert text is not None
+    assert [line for line in text.splitlines() if line.startswith("- ")] == [
+        "- alice's Codex session s1 (alpha, 2026-11-01): summary of s1",
+        "- alice's session s2 (alpha, 2026-11-01): summary of s2",
+        "- Codex session s3 (alpha, 2026-11-01): summary of s3",
+        "- eve - session forged's session s4 (alpha, 2026-11-01): summary of s4",
+    ]
+
+
 def test_the_hooks_name_the_agents_as_the_readers_do():
     import sys
 

@@ -19,7 +19,7 @@ from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.core.store.memories import Memories
 from librarian_dagster.core.store.pool import MIN_CONNECTIONS, Database
 from librarian_dagster.core.store.pushes import Pushes
-from librarian_dagster.core.store.schema import migrate
+from librarian_dagster.core.store.schema import attribute_sessions, migrate
 
 
 class Store:
@@ -66,6 +66,7 @@ def migrated_url(settings: Settings) -> str:
     url = database_url(settings)
     try:
         migrate(url)
+        attribute_sessions(url, settings.own_person)
     except psycopg.OperationalError as exc:
         raise unreachable(settings, exc) from None
     return url

@@ -19,6 +19,7 @@ Standard library only: the recall server imports this without dagster.
 
 import os
 import re
+import secrets
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -151,8 +152,8 @@ def _write(folder: Path, names: list[PurePosixPath], files: list[StagedFile]) ->
 def _point(link: Path, target: Path) -> None:
     """Make `link` a symlink to `target`, replacing what it named in one step."""
     link.parent.mkdir(parents=True, exist_ok=True)
-    temporary = link.with_name(f".{link.name}.{os.getpid()}.{id(target)}")
-    temporary.unlink(missing_ok=True)
+    # A random name: replicas of the server share the folder, and each may be process 1.
+    temporary = link.with_name(f".{link.name}.{secrets.token_hex(8)}")
     os.symlink(target, temporary)
     os.replace(temporary, link)
 

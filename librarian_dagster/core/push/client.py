@@ -164,6 +164,6 @@ def _read(response: httpx.Response, size: int) -> Sent:
         return Sent("refused", f"too large ({size / 1e6:.1f} MB compressed): {_said(response)}")
     if status == 400 and FORMAT_HEADER.lower() in _said(response).lower():
         raise PushStopped(f"the server speaks another push format: {_said(response)}")
-    if status in (400, 409, 415, 422):
+    if status in (400, 409, 410, 415, 422):
         return Sent("refused", _said(response))
     raise PushStopped(f"the server answered {status}: {_said(response)}")

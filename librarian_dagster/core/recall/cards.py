@@ -6,8 +6,9 @@ the prompt hook renders its own, with the standard library only (hooks/librarian
 
 A card names the agent that wrote its session beside the project ("git-sync · Codex") when that
 is not Claude Code: the sessions of most stores are mostly Claude Code's, and a name on every card
-would say the usual thing each time; the name that is there then stands out. `--json` and the
-tools always carry the field.
+would say the usual thing each time; the name that is there then stands out. So with the person:
+a teammate's session says whose it is ("alice's Codex"), the asker's own does not. `--json` and
+the tools always carry the fields.
 """
 
 from collections.abc import Sequence
@@ -29,7 +30,15 @@ def agent_named(agent: str) -> str | None:
     return None if agent == USUAL_AGENT else label(agent)
 
 
-def render_history(history: FileHistory) -> str:
+def whose(person: str | None, agent: str, own_person: str | None) -> str | None:
+    """Who wrote the session, as a card names it: "alice's Codex", "alice's Claude Code"; the
+    agent alone (or nothing, for the usual one) when it is the asker's own or no one's."""
+    if person is None or person == own_person:
+        return agent_named(agent)
+    return f"{person}'s {label(agent)}"
+
+
+def render_history(history: FileHistory, own_person: str | None = None) -> str:
     """One card per earlier session of a file, in the answer's order (`librarian history`)."""
     title = f"{history.path}"
     if history.former_names:
@@ -41,7 +50,7 @@ def render_history(history: FileHistory) -> str:
         where = " · ".join(
             part
             for part in (
-                entry.project, agent_named(entry.agent), entry.git_branch,
+                entry.project, whose(entry.person, entry.agent, own_person), entry.git_branch,
                 dates(entry.started_at, entry.date), touched,
                 entry.changed_since,
             )
@@ -77,12 +86,14 @@ def session_cards(results: Sequence[ChunkResult]) -> list[SessionCard]:
     return [SessionCard(hits[0], hits) for hits in by_session.values()]
 
 
-def render_cards(results: Sequence[ChunkResult]) -> str:
-    """One card per session, best first; a session's matched chunks under its card."""
+def render_cards(results: Sequence[ChunkResult], own_person: str | None = None) -> str:
+    """One card per session, best first; a session's matched chunks under its card. A session
+    of another person than `own_person` names them."""
     cards = []
     for rank, card in enumerate(session_cards(results), 1):
         first = card.first
-        parts = (first.project, agent_named(first.agent), first.git_branch, card.dates)
+        who = whose(first.person, first.agent, own_person)
+        parts = (first.project, who, first.git_branch, card.dates)
         where = " · ".join(part for part in parts if part)
         lines = [f"{rank}. {where} · relevance {first.score:.2f}"]
         lines.append(f"   {first.title or first.summary}")

@@ -14,10 +14,11 @@ lies below its root (or below a folder above it of that name, for a root inferre
 `/a/cli/cmd/x.go` in a session of `/a/cli` and `/b/cli/.worktrees/2/cmd/x.go` in one of
 `/b/cli/.worktrees/2` agree on `cmd/x.go`. Another project's `README.md` differs by
 its repository's name; `docs/README.md` and `README.md` of one repository differ below the root.
-The same absolute path is the same file, whatever its sessions' roots.
+The same absolute path is the same file, whatever its sessions' roots. Where a session named
+its repository's remote, that repository's name stands for its root's folder name.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from librarian_dagster.core.capture.files import project_from, worktrees_of
 from librarian_dagster.core.capture.touches import components
@@ -62,9 +63,13 @@ def below(path: tuple[str, ...], root: tuple[str, ...]) -> int | None:
     return len(path) - len(root)
 
 
-def same_file(path: str, root: str, other: str, other_root: str) -> bool:
+def same_file(
+    path: str, root: str, other: str, other_root: str, known: Mapping[str, str] | None = None
+) -> bool:
     """Whether `path` (of a session whose root is `root`) and `other` (of `other_root`) are one
-    file of one repository; see the module's docstring.
+    file of one repository; see the module's docstring. `known`: the repository's name of roots
+    whose remote a session named (`cli` for `/b/20260205-cli`): two people's checkouts of one
+    repository, in folders named apart, are one repository by it.
 
     A root that no session showed may be too deep (a session that only ever ran in `apps/api`):
     the folders above it are tried too, by name, and from there the paths must agree the whole
@@ -80,15 +85,20 @@ def same_file(path: str, root: str, other: str, other_root: str) -> bool:
         common += 1
     if common == 0:
         return False
+    known = known or {}
+
+    def name(folder: str) -> str:
+        return known.get(folder) or repository_name(folder)
+
     named = {}
     for folder in [root, *ancestors(root)[1:]]:
         depth = below(mine, components(folder))
         if depth is not None and depth <= common:
-            named.setdefault(repository_name(folder), depth)
+            named.setdefault(name(folder), depth)
     for folder in [other_root, *ancestors(other_root)[1:]]:
         depth = below(theirs, components(folder))
         if depth is None or depth > common:
             continue
-        if repository_name(folder) in named:
+        if name(folder) in named:
             return True
     return False

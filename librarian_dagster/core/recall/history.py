@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from librarian_dagster.core.capture.repository import project_of_remote
 from librarian_dagster.core.capture.touches import components, file_name, normal_path
 from librarian_dagster.core.digest.distil import cut
 from librarian_dagster.core.models.embeddings import Embedder
@@ -66,6 +67,8 @@ class FileQuestion:
     """The asker's own session, never an answer."""
     limit: int = DEFAULT_SESSIONS
     include_private: bool = False
+    viewer: str | None = None
+    """With `include_private`, whose private sessions (None: everyone's)."""
 
 
 @dataclass(frozen=True)
@@ -112,9 +115,12 @@ def file_history(
     former = log.former_names(rel) if log else []
     asked = [path, *(f"{root}/{name}" for name in former)]
     rows = files.touching(
-        sorted({file_name(p) for p in asked}), question.include_private, question.session_id
+        sorted({file_name(p) for p in asked}),
+        question.include_private,
+        question.session_id,
+        question.viewer,
     )
-    sessions = _matching(rows, asked, root, worked_in)
+    sessions = _matching(rows, asked, root, worked_in, _known_repositories(files, worked_in))
     if not sessions:
         return FileHistory(path=rel, results=[], former_names=former, note=NOTHING_TOUCHED)
     closeness = _closeness(files, embedder, question.task, list(sessions))
@@ -127,16 +133,31 @@ def file_history(
     )
 
 
+def _known_repositories(files: Files, worked_in: set[str]) -> dict[str, str]:
+    """The repository's name at each root where a session named its remote."""
+    known = {}
+    for cwd, remote in files.repositories():
+        folder = normal_path(cwd)
+        if folder:
+            known[root_of(folder, worked_in)] = project_of_remote(remote).casefold()
+    return known
+
+
 def _matching(
-    rows: Sequence[dict[str, Any]], asked: Sequence[str], root: str, worked_in: set[str]
+    rows: Sequence[dict[str, Any]],
+    asked: Sequence[str],
+    root: str,
+    worked_in: set[str],
+    known: dict[str, str],
 ) -> dict[str, dict[str, Any]]:
-    """The sessions whose touches are one of `asked`, newest first, their touches added up."""
+    """The sessions whose touches are one of `asked`, newest first, their touches added up;
+    `known`: the repository's name of the roots whose remote is known."""
     sessions: dict[str, dict[str, Any]] = {}
     for row in rows:
         cwd = normal_path(row["cwd"]) if row["cwd"] else None
         # Without a cwd nothing says where its repository is: only the same path is the file.
         their_root = root_of(cwd, worked_in) if cwd else row["path"]
-        if not any(same_file(p, root, row["path"], their_root) for p in asked):
+        if not any(same_file(p, root, row["path"], their_root, known) for p in asked):
             continue
         found = sessions.get(row["session_id"])
         if found is None:
@@ -197,6 +218,7 @@ def _card(
         session_id=row["session_id"],
         project=row["project"],
         agent=row["agent"],
+        person=row["person"],
         started_at=row["started_at"],
         date=row["date"],
         git_branch=row["git_branch"],

@@ -107,15 +107,18 @@ class SessionFacts:
     known: np.ndarray
     """Whether the session had a memory in the snapshot (numbers of deleted ones stay taken)."""
     private: np.ndarray
+    """Of the private domain, or of a project its person keeps private."""
     agent: np.ndarray
     """The agent that wrote it, numbered by the index's agent `Names` (-1: no memory)."""
     importance: np.ndarray
     dated: np.ndarray
     """When the session happened (ended, else started, else ingested), in seconds since 1970."""
+    person: np.ndarray
+    """Whose it is, numbered by the index's person `Names` (-1: no memory or no person)."""
 
 
 _NO_FACTS = SessionFacts(
-    *(np.zeros(0, dtype=t) for t in (bool, bool, np.int32, np.float64, np.float64))
+    *(np.zeros(0, dtype=t) for t in (bool, bool, np.int32, np.float64, np.float64, np.int32))
 )
 
 
@@ -176,9 +179,10 @@ class LexicalLists(Protocol):
         include_private: bool = True,
         pool: int | None = None,
         agent: str | None = None,
+        viewer: str | None = None,
     ) -> BM25Lists: ...
 
-    def private_sessions(self) -> list[str]: ...
+    def private_sessions(self, viewer: str | None = None) -> list[str]: ...
 
     def session_facts(self, sessions: Collection[str]) -> dict[str, tuple[float, float]]:
         """(importance, date in seconds since 1970) of those of `sessions` with a memory."""
@@ -197,6 +201,7 @@ class LexicalIndex:
         self._sessions = Names()
         self._models = Names()
         self._agents = Names()
+        self._persons = Names()
         self._folder = folder
         self._store: str | None = None  # the store's identity, once read: the files' names
         # Each segment's length normalisation at the last mean length, by id of its lengths
@@ -254,7 +259,7 @@ class LexicalIndex:
                     # Nothing known yet: all there is, without naming 100,000 ids.
                     only = new if segments else None
                     segments.append(_load_segment(cur, only, self._sessions, self._models))
-                facts = _load_facts(cur, self._sessions, self._agents)
+                facts = _load_facts(cur, self._sessions, self._agents, self._persons)
             segments = [s for s in segments if s.live.any()]
             if self._folder is None or keep:
                 # Merged here only: a reader merging mapped files would hold on its heap what
@@ -413,10 +418,20 @@ class LexicalIndex:
         mapped = self._mapped(path, (path.name, stat.st_ino, stat.st_mtime_ns, stat.st_size))
         return segment if mapped is None else mapped
 
-    def private_sessions(self) -> list[str]:
-        """The sessions of the private domain, as of the last refresh."""
+    def private_sessions(self, viewer: str | None = None) -> list[str]:
+        """The private sessions, as of the last refresh; with a `viewer`, those not theirs."""
         names = self._sessions.names
-        return [names[i] for i in np.flatnonzero(self._facts.private)]
+        return [names[i] for i in np.flatnonzero(self._private_of_others(viewer))]
+
+    def _private_of_others(self, viewer: str | None) -> np.ndarray:
+        """By session number: private, and (with a `viewer`) not the viewer's own."""
+        facts = self._facts
+        if viewer is None:
+            return facts.private
+        codes = self._persons.codes({viewer})
+        # A session of no person (-1) is read as before persons were kept (queries.VISIBLE).
+        own = (facts.person == (int(codes[0]) if len(codes) else -2)) | (facts.person == -1)
+        return facts.private & ~own
 
     def session_facts(self, sessions: Collection[str]) -> dict[str, tuple[float, float]]:
         """(importance, date in seconds since 1970) of those of `sessions` with a memory."""
@@ -437,10 +452,12 @@ class LexicalIndex:
         include_private: bool = True,
         pool: int | None = None,
         agent: str | None = None,
+        viewer: str | None = None,
     ) -> Scored:
         """BM25 of every chunk of `model` (of `sessions`, when given) holding one of `terms`;
-        without the private sessions unless `include_private`; of `agent`'s sessions alone,
-        when given. With a `pool`, only the chunks
+        without the private sessions unless `include_private` (and then, with a `viewer`,
+        without those not the viewer's); of `agent`'s sessions alone, when given. With a
+        `pool`, only the chunks
         that can be among the `pool` best of their layer are kept (`Scored.top` of that pool
         is the same, and a million chunks' worth of rows is not carried along).
 
@@ -449,7 +466,11 @@ class LexicalIndex:
         models = self._models.codes({model})
         allowed = self._sessions.codes(sessions) if sessions is not None else None
         # By session number; sessions numbered after the snapshot are not private in it.
-        private = self._facts.private if not include_private else None
+        private = None
+        if not include_private:
+            private = self._facts.private
+        elif viewer is not None:
+            private = self._private_of_others(viewer)
         if agent is not None:
             # Another agent's sessions are left out as the private ones are: by number, from
             # the facts, with no list of names (an agent the store does not hold: every one).
@@ -672,14 +693,14 @@ def _load_segment(
 
 
 def _load_facts(
-    cur: psycopg.Cursor[tuple[Any, ...]], sessions: Names, agents: Names
+    cur: psycopg.Cursor[tuple[Any, ...]], sessions: Names, agents: Names, persons: Names
 ) -> SessionFacts:
-    """Every memory's importance, date, privacy and agent, numbered as the postings number
-    sessions."""
+    """Every memory's importance, date, privacy, agent and person, numbered as the postings
+    number sessions."""
     rows = cur.execute(
-        "SELECT session_id, domain = %s, importance,"
-        " EXTRACT(EPOCH FROM COALESCE(ended_at, started_at, ingested_at))::float8, agent"
-        " FROM memories",
+        "SELECT session_id, domain = %s OR private, importance,"
+        " EXTRACT(EPOCH FROM COALESCE(ended_at, started_at, ingested_at))::float8, agent,"
+        " person FROM memories",
         (PRIVATE_DOMAIN,),
     ).fetchall()
     codes = np.array([sessions.code(r[0]) for r in rows], dtype=np.int64)
@@ -692,7 +713,9 @@ def _load_facts(
     importance[codes] = [float(r[2]) for r in rows]
     dated[codes] = [float(r[3]) for r in rows]
     agent[codes] = [agents.code(r[4]) for r in rows]
-    return SessionFacts(known, private, agent, importance, dated)
+    person = np.full(size, -1, dtype=np.int32)
+    person[codes] = [persons.code(r[5]) if r[5] is not None else -1 for r in rows]
+    return SessionFacts(known, private, agent, importance, dated, person)
 
 
 def _merge(segments: Sequence[Segment]) -> Segment:

@@ -47,7 +47,7 @@ def ask_server(
     Raises ServerRefused when one answers with an error: the caller says so and searches itself.
     """
     body: dict[str, object] = {"query": query, "limit": limit}
-    for name in ("project", "agent", "domain", "since", "until"):
+    for name in ("project", "agent", "person", "domain", "since", "until"):
         value = getattr(filters, name)
         if value is not None:
             body[name] = value.isoformat() if isinstance(value, datetime) else value

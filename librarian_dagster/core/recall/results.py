@@ -11,7 +11,7 @@ from librarian_dagster.core.digest.chunking import EXCHANGE
 from librarian_dagster.core.digest.distil import cut
 from librarian_dagster.core.recall.ranking import Relation
 from librarian_dagster.core.recall.relevance import Evidence, SpaceCalibration, relevance
-from librarian_dagster.core.store.queries import ours
+from librarian_dagster.core.store.queries import VISIBLE, ours
 from librarian_dagster.core.store.rows import ChunkResult
 
 HIGHLIGHTS = 3
@@ -51,7 +51,8 @@ def session_facts(
     (the relevance's evidence), by session."""
     rows = conn.execute(
         ours(f"""
-        SELECT m.session_id, m.project, m.agent, COALESCE(m.ended_at, m.started_at) AS date,
+        SELECT m.session_id, m.project, m.agent, m.person,
+               COALESCE(m.ended_at, m.started_at) AS date,
                m.summary, m.domain, m.tags, e.exchange_cosine, e.digest_cosine,
                1 - (v.embedding::vector({dim}) <=> %(vector)s::vector({dim}))
                    AS session_cosine,
@@ -73,7 +74,7 @@ def session_facts(
                AND v.embedding_dim = {dim}
         WHERE m.session_id = ANY(%(top)s)
               -- Written private since the facts were read: still never shown.
-              AND (%(private_ok)s OR m.domain <> %(private_domain)s)
+              AND {VISIBLE}
         """),
         params,
     )
@@ -120,7 +121,8 @@ def session_results(
             results.append(ChunkResult(
                 text=chunk["text"], score=score, session_id=session_id,
                 section=chunk["section"], position=chunk["position"],
-                project=session["project"], agent=session["agent"], date=session["date"],
+                project=session["project"], agent=session["agent"], person=session["person"],
+                date=session["date"],
                 summary=session["summary"],
                 domain=session["domain"], tags=session["tags"], title=session["title"],
                 git_branch=session["git_branch"], highlights=lines,

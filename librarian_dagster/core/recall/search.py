@@ -17,7 +17,6 @@ from pathlib import Path
 
 from psycopg.rows import class_row
 
-from librarian_dagster.core.digest.schema import PRIVATE_DOMAIN
 from librarian_dagster.core.recall.calibration import Calibrations
 from librarian_dagster.core.recall.candidates import (
     Candidates,
@@ -53,6 +52,7 @@ from librarian_dagster.core.store.queries import (
     filter_sql,
     ours,
     vector_literal,
+    visible,
 )
 from librarian_dagster.core.store.rows import ChunkResult, EmbeddingSpace
 
@@ -162,11 +162,14 @@ class Search:
     ) -> tuple[QuestionTerms, Scope, set[str] | None]:
         """The question's terms, what the search may read, and the sessions the caller's
         filters allow (None: any), with the postings brought up to the store's generation."""
-        # The private domain and the agent are left out of the BM25 lists through the in-memory
-        # session facts (no join, no list of every other session); the caller's other filters,
-        # when any, in SQL. The vector lists take them all in SQL.
-        where, params = filter_sql(replace(filters, include_private=True))
-        others, others_params = filter_sql(replace(filters, include_private=True, agent=None))
+        # Private sessions (those not the viewer's) and the agent are left out of the BM25 lists
+        # through the in-memory session facts (no join, no list of every other session); the
+        # caller's other filters, when any, in SQL. The vector lists take them all in SQL, the
+        # private sessions as the `hidden` list.
+        where, params = filter_sql(replace(filters, include_private=True, viewer=None))
+        others, others_params = filter_sql(
+            replace(filters, include_private=True, viewer=None, agent=None)
+        )
         with self._db.connection() as conn:
             terms = question_terms(conn, query_text)
             self._lexical.refresh(conn, terms.generation)
@@ -174,11 +177,11 @@ class Search:
             if others:  # our own text (fixed clauses, values as named parameters)
                 chosen = ours(f"SELECT m.session_id FROM memories m WHERE TRUE {others}")
                 allowed = {r["session_id"] for r in conn.execute(chosen, others_params)}
+        hidden = _hidden(self._lexical, filters)
         params |= {
             "model": model,
-            "hidden": [] if filters.include_private else self._lexical.private_sessions(),
-            "private_ok": filters.include_private,
-            "private_domain": PRIVATE_DOMAIN,
+            "hidden": hidden,
+            **visible(filters.include_private, filters.viewer),
         }
         return terms, Scope(where, params, layers), allowed
 
@@ -207,6 +210,7 @@ class Search:
                 filters.include_private,
                 pool=CANDIDATES,
                 agent=filters.agent,
+                viewer=filters.viewer,
             )
         return gather(vector, scored, terms, scope, mode)
 
@@ -250,3 +254,11 @@ class Search:
                 ORDER BY COUNT(*) DESC, embedding_model
                 """
             ).fetchall()
+
+
+def _hidden(lexical: LexicalLists, filters: SearchFilters) -> list[str]:
+    """The private sessions the caller may not read: every one without the private scope,
+    none for this machine's own reading, those of other people for a token's person."""
+    if not filters.include_private:
+        return lexical.private_sessions()
+    return lexical.private_sessions(filters.viewer) if filters.viewer is not None else []

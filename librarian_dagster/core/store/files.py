@@ -4,9 +4,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from librarian_dagster.core.digest.schema import PRIVATE_DOMAIN
 from librarian_dagster.core.store.pool import Database
-from librarian_dagster.core.store.queries import ours, vector_literal
+from librarian_dagster.core.store.queries import VISIBLE, ours, vector_literal, visible
 
 
 class Files:
@@ -17,27 +16,31 @@ class Files:
         self._db = database
 
     def touching(
-        self, names: Sequence[str], include_private: bool, leave_out: str | None = None
+        self,
+        names: Sequence[str],
+        include_private: bool,
+        leave_out: str | None = None,
+        viewer: str | None = None,
     ) -> list[dict[str, Any]]:
         """Every touch of a file with one of these names (`file_name`), with its session's facts
-        and digest, newest session first; `leave_out`: a session never to return (the asker)."""
+        and digest, newest session first; `leave_out`: a session never to return (the asker).
+        Private sessions as `VISIBLE` says (`include_private`, `viewer`)."""
         with self._db.connection() as conn:
             return conn.execute(
-                """
-                SELECT f.session_id, f.path, f.edits, f.reads, m.project, m.agent, m.cwd,
-                       m.git_branch, m.started_at, COALESCE(m.ended_at, m.started_at) AS date,
+                ours(f"""
+                SELECT f.session_id, f.path, f.edits, f.reads, m.project, m.agent, m.person,
+                       m.repository, m.cwd, m.git_branch, m.started_at,
+                       COALESCE(m.ended_at, m.started_at) AS date,
                        m.title, m.summary, m.domain, m.tags, m.files, m.digest
                 FROM session_files f JOIN memories m USING (session_id)
-                WHERE f.name = ANY(%(names)s)
-                      AND (%(private_ok)s OR m.domain <> %(private_domain)s)
+                WHERE f.name = ANY(%(names)s) AND {VISIBLE}
                       AND m.session_id IS DISTINCT FROM %(leave_out)s
                 ORDER BY COALESCE(m.ended_at, m.started_at, m.ingested_at) DESC, m.session_id
-                """,
+                """),
                 {
                     "names": list(names),
-                    "private_ok": include_private,
-                    "private_domain": PRIVATE_DOMAIN,
                     "leave_out": leave_out,
+                    **visible(include_private, viewer),
                 },
             ).fetchall()
 
@@ -48,6 +51,15 @@ class Files:
                 "SELECT DISTINCT cwd FROM memories WHERE cwd IS NOT NULL AND cwd <> ''"
             ).fetchall()
         return [r["cwd"] for r in rows]
+
+    def repositories(self) -> list[tuple[str, str]]:
+        """(folder, repository remote) of every stored session that named its remote."""
+        with self._db.connection() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT cwd, repository FROM memories"
+                " WHERE cwd IS NOT NULL AND cwd <> '' AND repository IS NOT NULL"
+            ).fetchall()
+        return [(r["cwd"], r["repository"]) for r in rows]
 
     def earliest(self) -> datetime | None:
         """When the oldest stored session began: how far back a file's git history matters."""

@@ -22,12 +22,14 @@ from pydantic import BaseModel
 
 from librarian_dagster.core.capture.touches import FileTouch, file_name
 from librarian_dagster.core.digest.chunking import EXCHANGE
-from librarian_dagster.core.digest.schema import PRIVATE_DOMAIN
 from librarian_dagster.core.store.pool import Database
 from librarian_dagster.core.store.queries import (
     NO_FILTERS,
+    VISIBLE,
     SearchFilters,
     filter_sql,
+    ours,
+    visible,
 )
 from librarian_dagster.core.store.rows import (
     MemoryRecord,
@@ -56,6 +58,12 @@ class ProjectCount:
 @dataclass(frozen=True)
 class AgentCount:
     agent: str
+    sessions: int
+
+
+@dataclass(frozen=True)
+class PersonCount:
+    person: str
     sessions: int
 
 
@@ -127,6 +135,7 @@ class Memories:
             # the inserts before it, most of a write (the HNSW and GIN indexes), run beside
             # another session's (decision 0044).
             conn.execute("DELETE FROM memories WHERE session_id = %s", (memory.session_id,))
+            memory = _of_known_repository(conn, memory)
             params = memory.model_dump()
             # A dict has no default PostgreSQL type in psycopg: name the column's.
             params["digest"] = Jsonb(params["digest"])
@@ -184,16 +193,20 @@ class Memories:
             ).fetchall()
         return {r["session_id"] for r in rows}
 
-    def get_memory(self, session_id: str, include_private: bool = False) -> SessionDigest | None:
-        """One session's digest; a private one is None unless `include_private`, as if absent."""
+    def get_memory(
+        self, session_id: str, include_private: bool = False, viewer: str | None = None
+    ) -> SessionDigest | None:
+        """One session's digest; a private one is None unless `include_private` (and then, with
+        a `viewer`, only the viewer's own), as if absent."""
         query = sql.SQL(
-            "SELECT {fields} FROM memories m WHERE m.session_id = %s AND (%s OR m.domain <> %s)"
-        ).format(fields=_select_fields(SessionDigest))
+            "SELECT {fields} FROM memories m WHERE m.session_id = %(session_id)s AND {visible}"
+        ).format(fields=_select_fields(SessionDigest), visible=sql.SQL(VISIBLE))
+        params = {"session_id": session_id, **visible(include_private, viewer)}
         with (
             self._db.connection() as conn,
             conn.cursor(row_factory=class_row(SessionDigest)) as cur,
         ):
-            return cur.execute(query, (session_id, include_private, PRIVATE_DOMAIN)).fetchone()
+            return cur.execute(query, params).fetchone()
 
     def list_sessions(
         self,
@@ -276,40 +289,58 @@ class Memories:
             texts.setdefault(r["session_id"], []).append(r["text"])
         return texts
 
-    def projects(self, include_private: bool = False, limit: int = 500) -> list[ProjectCount]:
+    def projects(
+        self, include_private: bool = False, limit: int = 500, viewer: str | None = None
+    ) -> list[ProjectCount]:
         """The projects with remembered sessions, the most recently active first."""
         with (
             self._db.connection() as conn,
             conn.cursor(row_factory=class_row(ProjectCount)) as cur,
         ):
             return cur.execute(
-                """
+                ours(f"""
                 SELECT project, COUNT(*) AS sessions,
                        MAX(COALESCE(ended_at, ingested_at)) AS last_active
-                FROM memories WHERE %s OR domain <> %s
-                GROUP BY project ORDER BY last_active DESC, project LIMIT %s
-                """,
-                (include_private, PRIVATE_DOMAIN, limit),
+                FROM memories m WHERE {VISIBLE}
+                GROUP BY project ORDER BY last_active DESC, project LIMIT %(limit)s
+                """),
+                {**visible(include_private, viewer), "limit": limit},
             ).fetchall()
 
-    def agents(self, include_private: bool = False) -> list[AgentCount]:
+    def agents(self, include_private: bool = False, viewer: str | None = None) -> list[AgentCount]:
         """The agents whose sessions are remembered, with how many each, the most first."""
-        with self._db.connection() as conn, conn.cursor(row_factory=class_row(AgentCount)) as cur:
-            return cur.execute(
-                "SELECT agent, COUNT(*) AS sessions FROM memories WHERE %s OR domain <> %s"
-                " GROUP BY agent ORDER BY sessions DESC, agent",
-                (include_private, PRIVATE_DOMAIN),
-            ).fetchall()
+        counted = self._counts("agent", include_private, viewer)
+        return [AgentCount(name, sessions) for name, sessions in counted]
 
-    def agents_held(self, agents: Sequence[str], include_private: bool = False) -> list[str]:
+    def people(self, include_private: bool = False, viewer: str | None = None) -> list[PersonCount]:
+        """The people whose sessions are remembered, with how many each, the most first."""
+        counted = self._counts("person", include_private, viewer)
+        return [PersonCount(name, sessions) for name, sessions in counted]
+
+    def _counts(
+        self, column: str, include_private: bool, viewer: str | None
+    ) -> list[tuple[str, int]]:
+        query = sql.SQL(
+            "SELECT m.{column} AS name, COUNT(*) AS sessions FROM memories m WHERE {visible}"
+            " AND m.{column} IS NOT NULL GROUP BY m.{column} ORDER BY sessions DESC, m.{column}"
+        ).format(column=sql.Identifier(column), visible=sql.SQL(VISIBLE))
+        with self._db.connection() as conn:
+            rows = conn.execute(query, visible(include_private, viewer)).fetchall()
+        return [(r["name"], r["sessions"]) for r in rows]
+
+    def agents_held(
+        self, agents: Sequence[str], include_private: bool = False, viewer: str | None = None
+    ) -> list[str]:
         """Those of `agents` with a remembered session, in their order: an index probe each,
         where counting them all (`agents`) reads every row."""
         with self._db.connection() as conn:
             rows = conn.execute(
-                "SELECT a.agent FROM unnest(%s::text[]) WITH ORDINALITY AS a (agent, place)"
-                " WHERE EXISTS (SELECT 1 FROM memories m WHERE m.agent = a.agent"
-                " AND (%s OR m.domain <> %s)) ORDER BY a.place",
-                (list(agents), include_private, PRIVATE_DOMAIN),
+                ours(
+                    "SELECT a.agent FROM unnest(%(agents)s::text[]) WITH ORDINALITY"
+                    " AS a (agent, place) WHERE EXISTS (SELECT 1 FROM memories m"
+                    f" WHERE m.agent = a.agent AND {VISIBLE}) ORDER BY a.place"
+                ),
+                {"agents": list(agents), **visible(include_private, viewer)},
             ).fetchall()
         return [r["agent"] for r in rows]
 
@@ -334,6 +365,35 @@ class Memories:
                 (limit,),
             ).fetchall()
         return [r["tag"] for r in rows]
+
+
+def _of_known_repository(conn: psycopg.Connection[Any], memory: MemoryRecord) -> MemoryRecord:
+    """One project across a person's sessions of one folder, whenever its remote is known: a
+    memory written with its repository gives it to that person's earlier sessions of the same
+    folder that had none (pushed before the laptop could read a remote); one written without
+    takes the repository such a session named."""
+    if not memory.cwd:
+        return memory
+    where = {"cwd": memory.cwd, "person": memory.person, "session_id": memory.session_id}
+    if memory.repository:
+        conn.execute(
+            "UPDATE memories SET repository = %(repository)s, project = %(project)s"
+            " WHERE repository IS NULL AND cwd = %(cwd)s"
+            " AND person IS NOT DISTINCT FROM %(person)s AND session_id <> %(session_id)s",
+            {**where, "repository": memory.repository, "project": memory.project},
+        )
+        return memory
+    known = conn.execute(
+        "SELECT repository, project FROM memories WHERE repository IS NOT NULL"
+        " AND cwd = %(cwd)s AND person IS NOT DISTINCT FROM %(person)s"
+        " ORDER BY ingested_at DESC LIMIT 1",
+        where,
+    ).fetchone()
+    if known is None:
+        return memory
+    return memory.model_copy(
+        update={"repository": known["repository"], "project": known["project"]}
+    )
 
 
 def _ensure_vector_index(conn: psycopg.Connection[Any], dim: int) -> None:

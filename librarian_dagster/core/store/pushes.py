@@ -1,7 +1,9 @@
 """What the server records of pushed sessions (`POST /push`) and of the machines that push them.
 
 A session id belongs to the person who first pushed it: a second person's push of the same id is
-refused, never staged over theirs nor merged into it (`Owned`). One push of a session holds its
+refused, never staged over theirs nor merged into it (`Owned`); a session forgotten here (on the
+skip list) is refused too (`Forgotten`): forgetting it from the server is not undone by the
+laptop's next push. One push of a session holds its
 row's lock (an advisory lock on its id) from the check to the record, so two pushes of one
 session, from any replicas of the server, are staged one after the other; pushes of other
 sessions go on beside it.
@@ -18,7 +20,7 @@ from psycopg.rows import class_row
 
 from librarian_dagster.core.store.pool import Database
 
-__all__ = ["Claim", "Owned", "PushMachine", "PushedSession", "Pushes"]
+__all__ = ["Claim", "Forgotten", "Owned", "PushMachine", "PushedSession", "Pushes"]
 
 
 class Owned(Exception):
@@ -27,6 +29,10 @@ class Owned(Exception):
     def __init__(self, person: str) -> None:
         super().__init__(person)
         self.person = person
+
+
+class Forgotten(Exception):
+    """The session was forgotten on this server (it is on the skip list): not taken again."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,8 @@ class Pushes:
         stages it; `record` within the block writes what was staged."""
         with self._db.connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))", (session_id,))
+            if conn.execute("SELECT 1 FROM skip_list WHERE entry = %s", (session_id,)).fetchone():
+                raise Forgotten(session_id)
             row = conn.execute(
                 "SELECT person, sha256 FROM pushed_sessions WHERE session_id = %s", (session_id,)
             ).fetchone()

@@ -14,6 +14,8 @@ class SearchFilters:
     project: str | None = None
     agent: str | None = None
     """Only sessions of this agent (claude-code, codex, ...: core/capture/readers.py)."""
+    person: str | None = None
+    """Only sessions of this person (who pushed them, or of the machine they were read on)."""
     domain: Domain | None = None
     tags: Sequence[str] = ()
     """Only sessions carrying all of these tags."""
@@ -23,11 +25,29 @@ class SearchFilters:
     since: datetime | None = None
     until: datetime | None = None
     include_private: bool = False
-    """Whether sessions of the `private` domain may be returned: only when the caller may read
-    them (a token with the `private` scope, `--include-private`); see SECURITY.md."""
+    """Whether private sessions (of the `private` domain, or of a project their person keeps
+    private) may be returned: only when the caller may read them (a token with the `private`
+    scope, `--include-private`); see SECURITY.md."""
+    viewer: str | None = None
+    """With `include_private`, whose private sessions: a token's person reads their own alone.
+    None: everyone's (this machine's own reading: `librarian search --include-private`)."""
 
 
 NO_FILTERS = SearchFilters()
+
+VISIBLE = (
+    "(NOT (m.domain = %(private_domain)s OR m.private) OR (%(private_ok)s"
+    " AND (%(viewer)s::text IS NULL OR m.person IS NULL OR m.person = %(viewer)s)))"
+)
+"""Whether a memory `m` may be shown: not private, or private and the reader may read it (see
+`visible`). A session of no person (stored before persons were kept, until a process of this
+machine names them its own) is read as it was then: by any reader of private sessions."""
+
+
+def visible(include_private: bool, viewer: str | None) -> dict[str, Any]:
+    """The parameters of VISIBLE: a private session is shown only with `include_private`, and
+    then, with a `viewer`, only if it is the viewer's own."""
+    return {"private_ok": include_private, "viewer": viewer, "private_domain": PRIVATE_DOMAIN}
 
 
 def filter_sql(filters: SearchFilters) -> tuple[str, dict[str, Any]]:
@@ -40,6 +60,9 @@ def filter_sql(filters: SearchFilters) -> tuple[str, dict[str, Any]]:
     if filters.agent:
         clauses.append("m.agent = %(agent)s")
         params["agent"] = filters.agent
+    if filters.person:
+        clauses.append("m.person = %(person)s")
+        params["person"] = filters.person
     if filters.domain:
         clauses.append("m.domain = %(domain)s")
         params["domain"] = filters.domain
@@ -58,9 +81,9 @@ def filter_sql(filters: SearchFilters) -> tuple[str, dict[str, Any]]:
     if filters.until:
         clauses.append("COALESCE(m.started_at, m.ended_at, m.ingested_at) <= %(until)s")
         params["until"] = filters.until
-    if not filters.include_private:
-        clauses.append("m.domain <> %(private_domain)s")
-        params["private_domain"] = PRIVATE_DOMAIN
+    if not filters.include_private or filters.viewer is not None:
+        clauses.append(VISIBLE)
+        params |= visible(filters.include_private, filters.viewer)
     return "".join(" AND " + c for c in clauses), params
 
 

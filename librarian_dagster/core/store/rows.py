@@ -167,6 +167,9 @@ class ChunkResult(BaseModel):
         description="The coding agent that wrote the session: claude-code, codex, gemini, "
         "opencode, copilot or pi.",
     )
+    person: str | None = Field(
+        default=None, description="Whose session it is: who pushed it, or of this machine."
+    )
     date: datetime | None = Field(description="When the session ended.")
     started_at: datetime | None = Field(default=None, description="When the session began.")
     summary: str = Field(description="One-sentence summary of the whole session.")
@@ -238,6 +241,9 @@ class FileSession(BaseModel):
         default="claude-code",
         description="The coding agent that wrote the session: claude-code, codex, gemini, "
         "opencode, copilot or pi.",
+    )
+    person: str | None = Field(
+        default=None, description="Whose session it is: who pushed it, or of this machine."
     )
     started_at: datetime | None
     date: datetime | None = Field(description="When the session ended.")

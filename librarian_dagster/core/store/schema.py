@@ -379,3 +379,12 @@ def migrate(url: str) -> int:
                 conn.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))
                 current = version
         return current
+
+
+def attribute_sessions(url: str, person: str) -> int:
+    """The sessions stored before each recorded its person (migration 15), as `person`'s: they
+    were read on the machine whose settings name `person`. How many there were."""
+    with psycopg.connect(url, **with_connect_timeout(url)) as conn:
+        return conn.execute(
+            "UPDATE memories SET person = %s WHERE person IS NULL", (person,)
+        ).rowcount
