@@ -1,5 +1,6 @@
 """deploy/k8s: the Helm values and manifests name what the code really has, and mirror
-deploy/dagster.yaml; the recall server's command is one the CLI accepts and needs its tokens."""
+deploy/dagster.yaml; the recall server's command is one the CLI accepts and needs its tokens; its
+replicas stage pushes where the code location's sensor and runs read them; no secret is written."""
 
 import os
 import re
@@ -12,7 +13,7 @@ import yaml
 
 from librarian_dagster.cli.main import build_parser
 from librarian_dagster.cli.run import cmd_mcp
-from librarian_dagster.core.settings import VARIABLES
+from librarian_dagster.core.settings import SETTINGS, VARIABLES, Settings
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "deploy" / "k8s"
@@ -132,17 +133,109 @@ def test_every_librarian_variable_named_is_a_real_setting():
     assert used - names == set()
 
 
-def test_the_shared_volume_is_mounted_where_home_and_mirror_point():
+def _uploads_of(env: list[dict], mounts: list[dict], volumes: list[dict]) -> tuple[str, str, Path]:
+    """Where a pod's Librarian stages or finds pushed sessions (Settings.uploads, from its
+    LIBRARIAN_HOME), as (the claim, the mount path it is under, the path itself)."""
+    values = {e["name"]: e["value"] for e in env if "value" in e}
+    uploads = Settings.from_env({"LIBRARIAN_HOME": values["LIBRARIAN_HOME"]}).uploads
+    under = [m for m in mounts if uploads.is_relative_to(m["mountPath"])]
+    mount = max(under, key=lambda m: len(m["mountPath"]))  # the innermost mount holds it
+    assert "subPath" not in mount
+    (volume,) = [v for v in volumes if v["name"] == mount["name"]]
+    return volume["persistentVolumeClaim"]["claimName"], mount["mountPath"], uploads
+
+
+def test_every_pod_that_reads_uploads_mounts_the_same_claim_at_the_same_path():
+    """The recall replicas stage each pushed session in uploads/; the code location's sensor
+    finds it there and its run pods (the same volumes: includeConfigInLaunchedRuns) read it.
+    One claim, at one path, in all of them: else a push is staged where no sensor looks."""
+    location = _code_location()
+    deployment = _kind(_load("recall-server.yaml"), "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    seen = {
+        "code location and runs": _uploads_of(
+            location["env"], location["volumeMounts"], location["volumes"]
+        ),
+        "recall server": _uploads_of(
+            _recall_container()["env"], _recall_container()["volumeMounts"], pod["volumes"]
+        ),
+    }
+    assert len(set(seen.values())) == 1, seen
+    assert location["includeConfigInLaunchedRuns"] == {"enabled": True}
+    claim = _kind(_load("librarian-data.yaml"), "PersistentVolumeClaim")
+    assert seen["recall server"][0] == claim["metadata"]["name"]
+    # Mounted by the code server's pod, every run's pod and every replica, on any node.
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    # The image's user (uid 10001) writes it in every pod.
+    assert pod["securityContext"]["fsGroup"] == location["podSecurityContext"]["fsGroup"] == 10001
+
+
+def test_the_mirror_is_an_empty_folder_of_the_image_never_the_shared_volume():
+    """No agent runs in a pod: every session comes pushed. A mirror on the shared volume would
+    have Claude Code's reader find the staged uploads a second time."""
     location = _code_location()
     env = {e["name"]: e["value"] for e in location["env"]}
-    (mount,) = location["volumeMounts"]
-    for name in ("LIBRARIAN_HOME", "LIBRARIAN_MIRROR"):
-        assert env[name].startswith(mount["mountPath"] + "/")
-    (volume,) = location["volumes"]
-    claim = _kind(_load("librarian-data.yaml"), "PersistentVolumeClaim")
-    assert volume["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
-    # Mounted by the code server's pod and every run's pod, on any node.
-    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    mirror = Path(env["LIBRARIAN_MIRROR"])
+    assert not any(mirror.is_relative_to(m["mountPath"]) for m in location["volumeMounts"])
+    # It must exist: the capture-gap check alerts when the mirror folder is missing.
+    dockerfile = (K8S / "Dockerfile").read_text(encoding="utf-8")
+    assert re.search(rf"mkdir (-m \d+ )?{re.escape(str(mirror))}\b", dockerfile)
+    # Its quiet hours read this folder alone, never the pushes: off, or it alerts every day.
+    assert float(env["LIBRARIAN_QUIET_HOURS"]) == 0
+
+
+def test_the_recall_server_runs_several_replicas_each_client_kept_on_one():
+    documents = _load("recall-server.yaml")
+    deployment = _kind(documents, "Deployment")
+    replicas = deployment["spec"]["replicas"]
+    assert replicas >= 2
+    # An MCP session, an SSE stream and the page's forget form live in one replica's memory.
+    assert _kind(documents, "Service")["spec"]["sessionAffinity"] == "ClientIP"
+    budget = _kind(documents, "PodDisruptionBudget")
+    assert 1 <= budget["spec"]["minAvailable"] < replicas
+    assert budget["spec"]["selector"] == deployment["spec"]["selector"]
+
+
+_SECRET_NAME = re.compile(r"(TOKEN|PASSWORD|SECRET|_KEY)$", re.I)
+_SECRET_SETTINGS = {v for v, name in VARIABLES.items() if SETTINGS[name].repr is False}
+"""The settings declared secret (never in a repr): LIBRARIAN_DATABASE_URL, the tokens, keys."""
+_SECRET_TEXT = re.compile(
+    r"lbr_[A-Za-z0-9_-]{8,}|Bearer\s+\S|postgres(?:ql)?(?:\+\w+)?://[^/\s:@]+:[^@\s]+@"
+)
+
+
+def _named_values(node):
+    """Every {"name": ..., "value": ...} pair (an env entry) anywhere in a YAML document."""
+    if isinstance(node, dict):
+        if isinstance(node.get("name"), str) and "value" in node:
+            yield node["name"], node["value"]
+        for child in node.values():
+            yield from _named_values(child)
+    elif isinstance(node, list):
+        for child in node:
+            yield from _named_values(child)
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in (REPO / "deploy").rglob("*") if p.is_file() and p.name != "README.md"),
+    ids=lambda p: str(p.relative_to(REPO / "deploy")),
+)
+def test_no_token_or_password_is_written_in_any_manifest_or_unit(path):
+    """Secrets come from Secrets, and on a machine from the env file (mode 600): never from a
+    file of the repository, which every pod's reader and every local user may read."""
+    assert {
+        "LIBRARIAN_DATABASE_URL",
+        "LIBRARIAN_MCP_TOKEN",
+        "TELEGRAM_BOT_TOKEN",
+    } <= _SECRET_SETTINGS
+    text = path.read_text(encoding="utf-8")
+    assert not _SECRET_TEXT.search(text), path
+    if path.suffix == ".yaml":
+        for document in yaml.safe_load_all(text):
+            for name, value in _named_values(document):
+                secret = _SECRET_NAME.search(name) or name in _SECRET_SETTINGS
+                assert not secret, f"{path.name}: {name}={value!r}"
 
 
 def test_the_recall_server_command_is_one_the_cli_accepts():

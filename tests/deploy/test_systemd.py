@@ -1,9 +1,12 @@
-"""deploy/systemd: every unit carries the guards the lost-week incident taught, and works.
+"""deploy/systemd and deploy/launchd: every unit carries the guards the lost-week incident
+taught, and works; the laptop's unit runs `librarian push URL --watch` at login, its token only in
+the env file.
 
 The incident: a service failed to start after a reboot and nothing said so, for six days.
 """
 
 import os
+import plistlib
 import re
 import shutil
 import socket
@@ -13,11 +16,15 @@ from pathlib import Path
 import pytest
 
 from librarian_dagster.cli.main import build_parser
+from librarian_dagster.cli.push import cmd_push
 from librarian_dagster.cli.run import cmd_up
 from tests.telegram_fake import CHAT_ID, TOKEN, fake_telegram
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEMD = REPO / "deploy" / "systemd"
+AGENT = REPO / "deploy" / "launchd" / "local.librarian.push.plist"
+WITH_ENV = REPO / "deploy" / "with-env"
+URL = "https://memory.example:3201"
 UNITS = sorted(p for p in SYSTEMD.iterdir() if p.suffix in (".service", ".timer"))
 SERVICES = [p for p in UNITS if p.suffix == ".service"]
 WATCHED = [p for p in SERVICES if not p.name.startswith("librarian-alert@")]
@@ -64,12 +71,9 @@ def one(unit: dict[str, dict[str, list[str]]], section: str, key: str) -> str:
 
 def test_the_units_exist():
     names = {p.name for p in UNITS}
-    assert {
-        "librarian.service",
-        "librarian-alert@.service",
-        "librarian-mirror.service",
-        "librarian-mirror.timer",
-    } <= names
+    assert {"librarian.service", "librarian-alert@.service", "librarian-push.service"} <= names
+    # The rsync of ~/.claude/projects is gone: `librarian push` carries every agent's sessions.
+    assert not [n for n in names if "mirror" in n]
 
 
 @pytest.mark.parametrize("path", WATCHED, ids=lambda p: p.name)
@@ -110,7 +114,9 @@ def test_settings_come_from_the_env_file_never_from_the_unit(path):
     assert unit["EnvironmentFile"] == ["%h/.config/librarian/librarian.env"]
     assert "Environment" not in unit
     # No secret is written into a unit, which any local user may read.
-    assert not re.search(r"TELEGRAM_BOT_TOKEN\s*=", path.read_text(encoding="utf-8"))
+    text = path.read_text(encoding="utf-8")
+    assert not re.search(r"(TELEGRAM_BOT_TOKEN|LIBRARIAN_MCP_TOKEN)\s*=", text)
+    assert "lbr_" not in text and "Bearer" not in text
 
 
 def test_the_alert_template_cannot_loop_and_runs_the_script():
@@ -133,31 +139,134 @@ def test_the_server_starts_at_boot_without_a_login():
     assert "systemctl --user enable --now librarian.service" in installer
 
 
-def test_the_timer_starts_the_mirror_push():
-    timer = parse_unit(SYSTEMD / "librarian-mirror.timer")
-    assert "Unit" not in timer["Timer"]  # so it starts librarian-mirror.service, same name
-    assert seconds(one(timer, "Timer", "OnUnitActiveSec")) <= 15 * 60
-    assert one(timer, "Install", "WantedBy") == "timers.target"
-    push = one(parse_unit(SYSTEMD / "librarian-mirror.service"), "Service", "ExecStart")
-    assert "--delete" not in push  # the mirror keeps what Claude Code cleans up
-    assert "BatchMode=yes" in push
+def _push_args(command: str):
+    program, *args = command.split()
+    assert program == "%h/librarian/.venv/bin/librarian"
+    return build_parser().parse_args(args)  # flags the real CLI has
+
+
+def test_the_laptop_pushes_every_agent_from_login():
+    unit = parse_unit(SYSTEMD / "librarian-push.service")
+    # At login (default.target of the user's manager), not at boot: a laptop's user is there.
+    assert one(unit, "Install", "WantedBy") == "default.target"
+    args = _push_args(one(unit, "Service", "ExecStart"))
+    assert args.handler is cmd_push and args.watch is True
+    assert args.url == "@SERVER_URL@"  # the installer writes the server's URL here
+    assert one(unit, "Service", "Type") == "simple"
+
+
+def test_the_launch_agent_runs_what_the_systemd_unit_runs():
+    """macOS: the same command from login on, restarted when it fails, its settings from the
+    same env file (through with-env, as launchd reads none)."""
+    agent = plistlib.loads(AGENT.read_bytes())
+    assert agent["Label"] == AGENT.stem
+    assert agent["RunAtLoad"] is True
+    # Restarted when it exits with an error, as Restart=on-failure; a stop stays a stop.
+    assert agent["KeepAlive"] == {"SuccessfulExit": False}
+    assert agent["ThrottleInterval"] >= 30
+    shell, with_env, env_file, *command = agent["ProgramArguments"]
+    assert shell == "/bin/sh" and with_env == "%h/librarian/deploy/with-env"
+    unit = parse_unit(SYSTEMD / "librarian-push.service")
+    assert [env_file] == unit["Service"]["EnvironmentFile"]
+    assert " ".join(command) == one(unit, "Service", "ExecStart")
+    # launchd's own PATH lacks Homebrew's, where the git the push asks for a repository may be.
+    assert {"/opt/homebrew/bin", "/usr/bin"} <= set(
+        agent["EnvironmentVariables"]["PATH"].split(":")
+    )
+    assert set(agent["EnvironmentVariables"]) == {"PATH"}  # no secret, no setting here
+
+
+def _installer(name: str, *args: str, home: Path | None = None) -> subprocess.CompletedProcess:
+    env = {"PATH": os.environ["PATH"], "HOME": str(home or Path.home())}
+    return subprocess.run(
+        ["bash", str(REPO / "deploy" / name), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _rendered(tmp_path: Path) -> Path:
     out = tmp_path / "units"
-    for installer in ("install-server.sh", "install-laptop.sh"):
-        subprocess.run(["bash", str(REPO / "deploy" / installer), "--render", str(out)], check=True)
+    for installer, args in (("install-server.sh", []), ("install-laptop.sh", [URL])):
+        done = _installer(installer, "--render", str(out), *args, home=tmp_path)
+        assert done.returncode == 0, done.stderr
     return out
 
 
 @pytest.mark.process
 def test_the_installers_render_every_unit_with_this_checkout(tmp_path):
     out = _rendered(tmp_path)
-    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in UNITS)
+    assert sorted(p.name for p in out.iterdir()) == sorted([AGENT.name, *(p.name for p in UNITS)])
     for path in out.iterdir():
         text = path.read_text(encoding="utf-8")
-        assert "%h/librarian/" not in text
-        assert f"{REPO}/deploy/README.md" in text
+        assert "%h/librarian/" not in text and "@SERVER_URL@" not in text
+        assert f"{REPO}/deploy/" in text
+    push = parse_unit(out / "librarian-push.service")
+    program, *args = one(push, "Service", "ExecStart").split()
+    assert program == f"{REPO}/.venv/bin/librarian"
+    assert build_parser().parse_args(args).url == URL
+    # launchd expands no %h: the agent names the home, and the checkout's own with-env.
+    agent = plistlib.loads((out / AGENT.name).read_bytes())
+    assert "%h" not in (out / AGENT.name).read_text(encoding="utf-8")
+    assert agent["ProgramArguments"] == [
+        "/bin/sh",
+        str(WITH_ENV),
+        f"{tmp_path}/.config/librarian/librarian.env",
+        f"{REPO}/.venv/bin/librarian",
+        "push",
+        URL,
+        "--watch",
+    ]
+    assert agent["StandardErrorPath"].startswith(f"{tmp_path}/Library/Logs/")
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://alice:secret@memory.example:3201",  # a password written into the unit
+        "memory.example:3201",  # no scheme: `librarian push` would refuse it at every start
+        "https://memory.example/%41",  # systemd would read %4 as its own specifier
+        "",
+    ],
+)
+def test_the_laptop_installer_refuses_a_url_it_cannot_write_as_is(tmp_path, url):
+    done = _installer("install-laptop.sh", "--render", str(tmp_path / "units"), url, home=tmp_path)
+    assert done.returncode != 0
+    assert not (tmp_path / "units").exists()
+
+
+@pytest.mark.process
+def test_the_laptop_installer_wants_the_token_in_the_env_file_before_anything(tmp_path):
+    done = _installer("install-laptop.sh", URL, home=tmp_path)
+    assert done.returncode != 0 and "librarian.env first" in done.stderr
+    env_file = tmp_path / ".config" / "librarian" / "librarian.env"
+    env_file.parent.mkdir(parents=True)
+    env_file.write_text("LIBRARIAN_PUSH_EXCLUDE=scratch\n", encoding="utf-8")
+    env_file.chmod(0o644)
+    done = _installer("install-laptop.sh", URL, home=tmp_path)
+    assert done.returncode != 0 and "no LIBRARIAN_MCP_TOKEN" in done.stderr
+    assert "librarian token add" in done.stderr
+    assert env_file.stat().st_mode & 0o777 == 0o600  # it will hold the token
+    assert not (tmp_path / ".config" / "systemd").exists()  # nothing installed
+
+
+@pytest.mark.process
+def test_the_server_installer_stops_until_a_laptop_has_a_token(tmp_path):
+    """The recall server takes pushes, and serves beyond 127.0.0.1, only with tokens: without
+    one, librarian.service would fail at every start."""
+    if not (REPO / ".venv" / "bin" / "librarian").exists():
+        pytest.skip("no .venv in this checkout")
+    env_file = tmp_path / ".config" / "librarian" / "librarian.env"
+    env_file.parent.mkdir(parents=True)
+    home = tmp_path / "librarian-home"
+    env_file.write_text(f"LIBRARIAN_HOME={home}\nLIBRARIAN_MCP_HOST=0.0.0.0\n", encoding="utf-8")
+    done = _installer("install-server.sh", home=tmp_path)
+    assert done.returncode != 0, done.stdout
+    assert "token add alice-laptop --person alice" in done.stderr
+    assert not (tmp_path / ".config" / "systemd").exists()  # nothing installed
 
 
 @pytest.mark.parametrize("name", [p.name for p in UNITS])
@@ -223,8 +332,8 @@ def test_the_alert_sends_one_telegram_message_naming_the_unit():
 
         # A Telegram hiccup (a 503) is tried again, and the message still arrives once.
         fake.fail_with, fake.failures = 503, 1
-        assert _alert("librarian-mirror.service", env).returncode == 0
-        assert len(fake.messages) == 3 and "librarian-mirror.service" in fake.texts[-1]
+        assert _alert("librarian-push.service", env).returncode == 0
+        assert len(fake.messages) == 3 and "librarian-push.service" in fake.texts[-1]
 
 
 @pytest.mark.process
@@ -248,10 +357,10 @@ def test_an_alert_that_cannot_be_sent_fails_its_unit():
         assert fake.calls == 1
 
 
-def _reachable(host: str) -> subprocess.CompletedProcess:
+def _with_env(env_file: Path, *command: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["sh", str(SYSTEMD / "librarian-mirror-reachable")],
-        env={"PATH": os.environ["PATH"], "MIRROR_HOST": host},
+        ["sh", str(WITH_ENV), str(env_file), *command],
+        env={"PATH": os.environ["PATH"], "HOME": "/home/me"},
         capture_output=True,
         text=True,
         timeout=60,
@@ -259,44 +368,38 @@ def _reachable(host: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.process
-def test_the_push_is_skipped_away_from_the_server_and_fails_when_broken():
-    if shutil.which("ssh") is None:
-        pytest.skip("no ssh client here: the reachability check resolves hosts through ssh -G")
-    with socket.socket() as listening:
-        listening.bind(("127.0.0.1", 0))
-        listening.listen()
-        port = listening.getsockname()[1]
-        assert _reachable(f"ssh://127.0.0.1:{port}").returncode == 0
-    # Closed now: away from the server is a skip (1..254), not a failure.
-    assert _reachable(f"ssh://127.0.0.1:{port}").returncode == 1
-    # No server named is a broken setup: 255 fails the unit, and so alerts.
-    unset = _reachable("")
-    assert unset.returncode == 255 and "MIRROR_HOST" in unset.stderr
+def test_with_env_reads_the_env_file_as_systemd_does_and_expands_nothing(tmp_path):
+    """launchd's push gets the settings systemd's gets from the same file: a token with `$`, a
+    value with spaces, comments and quotes as systemd's EnvironmentFile= reads them."""
+    env_file = tmp_path / "librarian.env"
+    env_file.write_text(
+        "# the token from `librarian token add alice-laptop --person alice`\n"
+        "LIBRARIAN_MCP_TOKEN=lbr_a$HOME`id`b\n"
+        "\n"
+        "  LIBRARIAN_PUSH_EXCLUDE = scratch,dotfiles\n"
+        '; a comment too\nLIBRARIAN_PRIVATE_PROJECTS="diary, taxes"\n'
+        "TELEGRAM_CHAT_ID='42'",  # no newline at the end: still read
+        encoding="utf-8",
+    )
+    done = _with_env(env_file, "env")
+    assert done.returncode == 0, done.stderr
+    got = dict(line.split("=", 1) for line in done.stdout.splitlines())
+    assert got["LIBRARIAN_MCP_TOKEN"] == "lbr_a$HOME`id`b"
+    assert got["LIBRARIAN_PUSH_EXCLUDE"] == "scratch,dotfiles"
+    assert got["LIBRARIAN_PRIVATE_PROJECTS"] == "diary, taxes"
+    assert got["TELEGRAM_CHAT_ID"] == "42"
+    assert got["HOME"] == "/home/me"  # the rest of the environment stays
 
 
 @pytest.mark.process
-def test_the_push_keeps_what_the_laptop_deleted_and_keeps_it_private(tmp_path):
-    """The unit's own rsync arguments, run locally (no ssh): a second push after Claude Code
-    removed a transcript leaves the mirror's copy, and the mirror is readable by its owner only."""
-    if shutil.which("rsync") is None:
-        pytest.skip("rsync is not installed here")
-    push = one(parse_unit(SYSTEMD / "librarian-mirror.service"), "Service", "ExecStart")
-    args = push.split()
-    options = [a for a in args[1:] if a.startswith("--")]
-    source = tmp_path / "home" / ".claude" / "projects"
-    (source / "-home-me-proj").mkdir(parents=True)
-    (source / "-home-me-proj" / "a.jsonl").write_text('{"type":"user"}\n', encoding="utf-8")
-    (source / "-home-me-proj" / "b.jsonl").write_text('{"type":"user"}\n', encoding="utf-8")
-    mirror = tmp_path / "mirror"
-    mirror.mkdir()
-    command = ["rsync", *options, f"{source}/", f"{mirror}/"]
-    subprocess.run(command, check=True)
-    (source / "-home-me-proj" / "a.jsonl").unlink()
-    subprocess.run(command, check=True)
-    copied = mirror / "-home-me-proj"
-    assert sorted(p.name for p in copied.iterdir()) == ["a.jsonl", "b.jsonl"]
-    assert (copied / "b.jsonl").stat().st_mode & 0o777 == 0o600
-    assert copied.stat().st_mode & 0o777 == 0o700
+def test_with_env_fails_on_a_line_it_cannot_read_without_showing_it(tmp_path):
+    env_file = tmp_path / "librarian.env"
+    env_file.write_text("LIBRARIAN_MCP_TOKEN lbr_secret\n", encoding="utf-8")
+    done = _with_env(env_file, "true")
+    assert done.returncode != 0 and "not a NAME=value line" in done.stderr
+    assert "lbr_secret" not in done.stderr
+    missing = _with_env(tmp_path / "nowhere.env", "true")
+    assert missing.returncode != 0 and "nowhere.env" in missing.stderr
 
 
 @pytest.mark.process
@@ -307,8 +410,8 @@ def test_the_shell_scripts_are_shellcheck_clean():
         REPO / "deploy" / "install-server.sh",
         REPO / "deploy" / "install-laptop.sh",
         REPO / "deploy" / "lib.sh",
+        WITH_ENV,
         SYSTEMD / "librarian-alert",
-        SYSTEMD / "librarian-mirror-reachable",
     ]
     # -x: follow the installers into the lib.sh they source.
     command = ["shellcheck", "-x", *map(str, scripts)]
