@@ -9,10 +9,10 @@ folder, so that the agent's reader finds it as it finds a session on this machin
 
 A version is written beside the others and then named by the symlink, which `os.replace` swaps
 in one step: a reader sees the old session or the new one, never half of either; a push cut
-anywhere before the swap leaves the old one staged and a folder that the next push of the same
-bytes finishes. The session's path through the symlink stays the same across versions, so the
-fingerprint (sizes and mtimes, core/capture/files.py) tells a grown session from an unchanged
-one, as it does on this machine.
+anywhere before the swap (the server killed) leaves the old one staged and what it wrote beside
+it, which the next push of that session clears. The session's path through the symlink stays the
+same across versions, so the fingerprint (sizes and mtimes, core/capture/files.py) tells a grown
+session from an unchanged one, as it does on this machine.
 
 Standard library only: the recall server imports this without dagster.
 """
@@ -46,6 +46,8 @@ _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
 _MAX_NAME = 512
 _MAX_DEPTH = 8
 _SHA = re.compile(r"[0-9a-f]{64}")
+_INCOMING = ".incoming-"
+"""A version being written: `.incoming-<session>~<random>` (`~` is in no session id)."""
 
 
 class UploadRefused(ValueError):
@@ -117,7 +119,10 @@ def stage(
         raise UploadRefused(400, "a session is one or more files, each named once")
     versions = root / VERSIONS / agent
     versions.mkdir(parents=True, exist_ok=True)
-    incoming = Path(tempfile.mkdtemp(dir=versions, prefix=".incoming-"))
+    # The caller holds this session's claim (core/store/pushes.py): no other push of it is
+    # writing now, so what is here of it beside the staged version a killed server left.
+    _clear(versions, session_id, keep=staged_version(root, agent, session_id))
+    incoming = Path(tempfile.mkdtemp(dir=versions, prefix=f"{_INCOMING}{session_id}~"))
     try:
         _write(incoming, names, files)
         found = [s for s in reader.discover(incoming) if s.session_id == session_id]
@@ -131,11 +136,18 @@ def stage(
     except BaseException:
         shutil.rmtree(incoming, ignore_errors=True)
         raise
-    before = staged_version(root, agent, session_id)
     _point(_link(root, agent, session_id), Path("..", "..", VERSIONS, agent, version.name))
-    if before is not None and before != sha256:
-        shutil.rmtree(versions / f"{session_id}.{before}", ignore_errors=True)
+    _clear(versions, session_id, keep=sha256)
     return _found_at(_link(root, agent, session_id), agent, session_id)
+
+
+def _clear(versions: Path, session_id: str, keep: str | None) -> None:
+    """Remove this session's versions but `keep`, and any folder of it left half-written."""
+    for path in versions.iterdir():
+        name, _, sha = path.name.rpartition(".")
+        half = path.name.startswith(f"{_INCOMING}{session_id}~")
+        if half or (name == session_id and _SHA.fullmatch(sha) and sha != keep):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _write(folder: Path, names: list[PurePosixPath], files: list[StagedFile]) -> None:

@@ -1,0 +1,29 @@
+"""Staging a pushed session (core/capture/uploads.py) after a server was killed while staging."""
+
+from librarian_dagster.core.capture.uploads import SESSIONS, VERSIONS, StagedFile, stage
+from tests.helpers import transcript_line
+
+SESSION = "a11ce000-0000-4000-8000-000000000001"
+
+
+def _files(*prompts: str) -> list[StagedFile]:
+    lines = b"".join(transcript_line(SESSION, "user", p, f"u{i}") for i, p in enumerate(prompts))
+    return [StagedFile(f"-work-app/{SESSION}.jsonl", lines, 1_000_000.0)]
+
+
+def test_what_a_killed_server_left_of_a_session_is_cleared_by_its_next_push(tmp_path):
+    versions = tmp_path / VERSIONS / "claude-code"
+    stage(tmp_path, "claude-code", SESSION, _files("first"), "a" * 64)
+    # Killed while writing a version, and after writing one but before naming it.
+    (versions / f".incoming-{SESSION}~x1y2").mkdir()
+    (versions / f"{SESSION}.{'b' * 64}").mkdir()
+    # Another session's, whose id starts with this one's: not this session's to clear.
+    other = versions / f"{SESSION}.old.{'c' * 64}"
+    other.mkdir()
+
+    stage(tmp_path, "claude-code", SESSION, _files("first", "second"), "d" * 64)
+
+    assert sorted(p.name for p in versions.iterdir()) == sorted(
+        [f"{SESSION}.{'d' * 64}", other.name]
+    )
+    assert (tmp_path / SESSIONS / "claude-code" / SESSION).resolve().name.endswith("d" * 64)
