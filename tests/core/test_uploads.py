@@ -1,6 +1,13 @@
 """Staging a pushed session (core/capture/uploads.py) after a server was killed while staging."""
 
-from librarian_dagster.core.capture.uploads import SESSIONS, VERSIONS, StagedFile, stage
+from librarian_dagster.core.capture.uploads import (
+    SESSIONS,
+    VERSIONS,
+    StagedFile,
+    stage,
+    staged_sessions,
+    unstage,
+)
 from tests.helpers import transcript_line
 
 SESSION = "a11ce000-0000-4000-8000-000000000001"
@@ -27,3 +34,14 @@ def test_what_a_killed_server_left_of_a_session_is_cleared_by_its_next_push(tmp_
         [f"{SESSION}.{'d' * 64}", other.name]
     )
     assert (tmp_path / SESSIONS / "claude-code" / SESSION).resolve().name.endswith("d" * 64)
+
+
+def test_unstaging_a_session_leaves_another_whose_id_starts_with_its_own(tmp_path):
+    versions = tmp_path / VERSIONS / "claude-code"
+    stage(tmp_path, "claude-code", SESSION, _files("first"), "a" * 64)
+    other = versions / f"{SESSION}.old.{'c' * 64}"
+    other.mkdir()
+    unstage(tmp_path, {SESSION: "claude-code"})
+    assert [p.name for p in versions.iterdir()] == [other.name]
+    assert not (tmp_path / SESSIONS / "claude-code" / SESSION).exists()
+    assert staged_sessions(tmp_path) == []

@@ -200,9 +200,4 @@ def unstage(root: Path, sessions: Mapping[str, str]) -> None:
         _link(root, agent, session_id).unlink(missing_ok=True)
         versions = root / VERSIONS / agent
         if versions.is_dir():
-            for version in versions.glob(f"{glob_escape(session_id)}.*"):
-                shutil.rmtree(version, ignore_errors=True)
-
-
-def glob_escape(text: str) -> str:
-    return re.sub(r"([*?\[])", r"[\1]", text)
+            _clear(versions, session_id, keep=None)
