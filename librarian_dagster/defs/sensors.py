@@ -47,7 +47,8 @@ def mirror_sensor(
     db = ledger.get()
     _forget_what_the_page_forgot(context, db)
     folders = {agent: root for agent, root in mirror.folders().items() if root.is_dir()}
-    pushed = staged_sessions(Path(mirror.uploads)) if mirror.uploads else []
+    uploads = Path(mirror.uploads) if mirror.uploads else None
+    pushed = staged_sessions(uploads, ledger.pushes().recorded()) if uploads else []
     if not folders and not pushed:
         return dg.SkipReason(
             f"no agent's folder exists: Claude Code's {mirror.path} (set LIBRARIAN_MIRROR), "

@@ -45,3 +45,14 @@ def test_unstaging_a_session_leaves_another_whose_id_starts_with_its_own(tmp_pat
     assert [p.name for p in versions.iterdir()] == [other.name]
     assert not (tmp_path / SESSIONS / "claude-code" / SESSION).exists()
     assert staged_sessions(tmp_path) == []
+
+
+def test_a_session_staged_but_not_recorded_waits_for_its_record(tmp_path):
+    stage(tmp_path, "claude-code", SESSION, _files("first"), "a" * 64)
+    assert [s.session_id for s in staged_sessions(tmp_path)] == [SESSION]
+    # The server was killed after staging, before its record (whose person it is) committed.
+    assert staged_sessions(tmp_path, recorded={}) == []
+    assert staged_sessions(tmp_path, recorded={SESSION: None}) == []
+    assert staged_sessions(tmp_path, recorded={SESSION: "b" * 64}) == []
+    recorded = staged_sessions(tmp_path, recorded={SESSION: "a" * 64})
+    assert [s.session_id for s in recorded] == [SESSION]

@@ -177,8 +177,13 @@ def _found_at(link: Path, agent: str, session_id: str) -> SessionFiles:
     return found[0]
 
 
-def staged_sessions(root: Path) -> list[SessionFiles]:
-    """Every session staged under `root` (LIBRARIAN_HOME/uploads), through its symlink."""
+def staged_sessions(
+    root: Path, recorded: Mapping[str, str | None] | None = None
+) -> list[SessionFiles]:
+    """Every session staged under `root` (LIBRARIAN_HOME/uploads), through its symlink; with
+    `recorded` ({session id: SHA-256 the server recorded}), only those staged as recorded: a
+    server killed between staging a push and recording it (its person among what it records)
+    leaves a session that waits for the laptop's next push rather than one of no one's."""
     sessions: list[SessionFiles] = []
     top = root / SESSIONS
     if not top.is_dir():
@@ -190,6 +195,10 @@ def staged_sessions(root: Path) -> list[SessionFiles]:
         for link in sorted(agent_folder.iterdir()):
             if link.name.startswith(".") or not link.is_dir():
                 continue
+            if recorded is not None:
+                sha = recorded.get(link.name)
+                if sha is None or sha != staged_version(root, agent_folder.name, link.name):
+                    continue
             sessions.extend(s for s in reader.discover(link) if s.session_id == link.name)
     return sessions
 

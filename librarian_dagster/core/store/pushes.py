@@ -134,6 +134,12 @@ class Pushes:
             )
             return {row.session_id: row for row in cur.fetchall()}
 
+    def recorded(self) -> dict[str, str | None]:
+        """Every pushed session's id, with the SHA-256 of the bytes last recorded staged."""
+        with self._db.connection() as conn:
+            rows = conn.execute("SELECT session_id, sha256 FROM pushed_sessions").fetchall()
+        return {r["session_id"]: r["sha256"] for r in rows}
+
     def machines(self) -> list[PushMachine]:
         with self._db.connection() as conn, conn.cursor(row_factory=class_row(PushMachine)) as cur:
             cur.execute(
