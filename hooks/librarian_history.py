@@ -159,6 +159,9 @@ def request_body(event: dict, path: str) -> bytes:
     root = recall.git_root(os.path.dirname(path))
     if root and recall.sendable(root, MAX_PATH_CHARS):
         body["root"] = root
+        remote = recall.git_remote(root)
+        if remote:
+            body["remote"] = remote
     # The task (the latest prompt, or a subagent's own) is the server's to read from the live
     # transcript, by the agent's reader: no hook parses a transcript.
     transcript = event.get("transcript_path")

@@ -26,6 +26,7 @@ file system costs the context, never the prompt.
 
 import json
 import os
+import re
 import stat
 import time
 
@@ -248,6 +249,44 @@ def git_branch(cwd: str) -> str | None:
         return _branch_in(os.path.join(folder, gitdir, "HEAD"))
     except ValueError:  # a NUL in the gitdir line
         return None
+
+
+def git_remote(cwd: str) -> str | None:
+    """The `origin` remote (else the first) of the repository holding `cwd`, as its git config
+    says, without a user or password in it; None where there is none. Never raises.
+
+    For a worktree, the config is the main repository's (`commondir` beside its gitdir). Sent
+    with a file's history question, it tells the server a teammate's checkout of the same
+    repository in a folder named otherwise."""
+    found = _dotgit(cwd)
+    if found is None:
+        return None
+    folder, gitdir, mode = found
+    if not stat.S_ISDIR(mode):
+        line = (_read_start(gitdir) or "").split("\n")[0]
+        if not line.startswith("gitdir:"):
+            return None
+        gitdir = os.path.join(folder, line.removeprefix("gitdir:").strip())
+    common = (_read_start(os.path.join(gitdir, "commondir")) or "").strip()
+    if common:
+        gitdir = os.path.join(gitdir, common)
+    return _remote_in(_read_start(os.path.join(gitdir, "config")) or "")
+
+
+def _remote_in(config: str) -> str | None:
+    urls: dict[str, str] = {}
+    section = ""
+    for raw in config.splitlines():
+        line = raw.strip()
+        if line.startswith("["):
+            section = line
+        elif section.startswith("[remote ") and line.partition("=")[0].strip() == "url":
+            urls.setdefault(section, line.partition("=")[2].strip())
+    url = urls.get('[remote "origin"]') or next(iter(urls.values()), None)
+    if not url or not sendable(url, 400):
+        return None
+    # `https://user:token@host/...`: the credential stays on this machine.
+    return re.sub(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", r"\1", url, flags=re.I)
 
 
 def request_body(query: str, cwd: str | None) -> bytes:

@@ -105,11 +105,14 @@ class HistoryRequest(BaseModel):
     transcript itself; the server's readers do, on this machine)."""
     subagent: Text | None = Field(default=None, max_length=MAX_SESSION_ID)
     """The subagent asking, whose own task is then the task."""
+    remote: Text | None = Field(default=None, max_length=400)
+    """The remote of the asker's repository, as its git config says (without user or password):
+    a teammate's checkout of it, in a folder named otherwise, is the same repository."""
 
 
 _HISTORY_SHAPE = (
     '{"path": str} and optionally "cwd", "root", "task", "session_id", "limit", '
-    '"transcript_path", "subagent"'
+    '"transcript_path", "subagent", "remote"'
 )
 
 HOOKED = tuple(agent for agent, reader in READERS.items() if reader.live_tool is not None)

@@ -104,6 +104,14 @@ HistoryLimit = Annotated[int, Field(ge=1, le=MAX_SESSIONS, description="How many
 Root = Annotated[
     Text | None, Field(max_length=MAX_PATH, description="The repository's root, if you know it.")
 ]
+Remote = Annotated[
+    Text | None,
+    Field(
+        max_length=400,
+        description="The repository's remote (git remote get-url origin), if you know it: "
+        "sessions of another checkout of it, in a folder named otherwise, are found too.",
+    ),
+]
 OwnSession = Annotated[
     Text | None,
     Field(max_length=MAX_SESSION_ID, description="Your own session's id: never returned."),

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from librarian_dagster.core.capture.repository import normal_remote
 from librarian_dagster.core.digest.schema import PRIVATE_DOMAIN
 from librarian_dagster.core.recall.answer import EmbeddingSpaceMismatch, recall
 from librarian_dagster.core.recall.history import (
@@ -47,6 +48,7 @@ from mcp_server.parameters import (
     PersonFilter,
     ProjectFilter,
     Query,
+    Remote,
     RepositoryCwd,
     Root,
     SessionId,
@@ -163,6 +165,7 @@ def _add_readers(
         limit: HistoryLimit = DEFAULT_SESSIONS,
         root: Root = None,
         session_id: OwnSession = None,
+        remote: Remote = None,
     ) -> FileHistory:
         """The earlier sessions of this repository that changed the file (or read it), and
         why: the most recent first, then those nearest the task. Each names its session,
@@ -172,6 +175,7 @@ def _add_readers(
         question = FileQuestion(
             path=path, cwd=cwd, root=root, task=task, session_id=session_id, limit=limit,
             include_private=allowed.include_private, viewer=allowed.viewer,
+            repository=normal_remote(remote) if remote else None,
         )  # fmt: skip
         opened = served()
         try:

@@ -308,6 +308,33 @@ function gitRoot(cwd) {
   return found ? found[0] : null
 }
 
+// The `origin` remote (else the first) of the repository holding `cwd`, from its git config (a
+// worktree's is the main repository's), without a user or password: with a file's history
+// question it tells the server a teammate's checkout of it in a folder named otherwise.
+function gitRemote(cwd) {
+  const found = dotgit(cwd)
+  if (!found) return null
+  let [folder, gitdir, isFolder] = found
+  if (!isFolder) {
+    const line = (readStart(gitdir) || "").split(/\r?\n/)[0]
+    if (!line.startsWith("gitdir:") || line.includes("\0")) return null
+    gitdir = path.resolve(folder, line.replace(/^gitdir:/, "").trim())
+  }
+  const common = (readStart(path.join(gitdir, "commondir")) || "").trim()
+  if (common && !common.includes("\0")) gitdir = path.resolve(gitdir, common)
+  const urls = new Map()
+  let section = ""
+  for (const raw of (readStart(path.join(gitdir, "config")) || "").split(/\r?\n/)) {
+    const line = raw.trim()
+    if (line.startsWith("[")) section = line
+    else if (section.startsWith("[remote ") && line.split("=")[0].trim() === "url" && !urls.has(section))
+      urls.set(section, line.slice(line.indexOf("=") + 1).trim())
+  }
+  const url = urls.get('[remote "origin"]') || urls.values().next().value
+  if (!url || !sendable(url, 400)) return null
+  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/@]*@/i, "$1")
+}
+
 function branchIn(head) {
   const text = readStart(head)
   if (!text) return null
@@ -598,7 +625,11 @@ async function historyContext(file, sessionID, cwd, env) {
   const body = { path: file, limit: LIMIT }
   if (cwd) body.cwd = cwd
   const root = gitRoot(path.dirname(file))
-  if (root && sendable(root, MAX_PATH_CHARS)) body.root = root
+  if (root && sendable(root, MAX_PATH_CHARS)) {
+    body.root = root
+    const remote = gitRemote(root)
+    if (remote) body.remote = remote
+  }
   // The task at hand: the session's latest prompt (no hook here hands the server a transcript).
   const task = sessionID ? tasks.get(sessionID) : undefined
   if (task) body.task = task

@@ -64,8 +64,11 @@ def test_another_person_s_change_is_found_whatever_their_folder_is_called(store)
     )  # fmt: skip
     bob = "/Users/bob/20260205-cli"
     question = FileQuestion(path=f"{bob}/src/billing.ts", cwd=bob)
-    # Bob's folder is known to no session yet: by its name it is another repository.
+    # Bob's folder is known to no session yet: by its name it is another repository...
     assert file_history(store.files, None, question).results == []
+    # ...unless his hook says its remote, as it reads it from his checkout's git config.
+    said = FileQuestion(path=f"{bob}/src/billing.ts", cwd=bob, repository=CLI)
+    assert [s.session_id for s in file_history(store.files, None, said).results] == ["alice-change"]
     _write(store, "bob-earlier", "bob", bob, CLI, [FileTouch(f"{bob}/README.md", 1, 0)])
     found = file_history(store.files, None, question).results
     assert [(s.session_id, s.person, s.edits) for s in found] == [("alice-change", "alice", 3)]

@@ -334,3 +334,46 @@ def test_a_codex_hook_with_the_server_down_adds_nothing(hooks, repo):
     proc = hooks.run("pre_tool_use", _codex(repo, "Bash", "cat cmd/main.go"), env, args=["codex"])
     assert _context(proc) is None
     assert "touches failed (ConnectionRefusedError)" in hooks.log_lines()[-1]
+
+
+def test_a_checkout_named_otherwise_is_its_repository_by_the_remote_in_its_git_config(
+    hooks, served, tmp_path
+):
+    """Bob's checkout of `alpha` is `20260205-alpha`: its name alone is another repository's;
+    the remote its git config names (sent without the credential in it) is alpha's."""
+    folder = tmp_path / "20260205-alpha"
+    (folder / "cmd").mkdir(parents=True)
+    assert _context(hooks.run("pre_tool_use", _read(folder), _on(served))) is None
+    (folder / ".git").mkdir()
+    (folder / ".git" / "config").write_text(
+        '[core]\n\tbare = false\n[remote "origin"]\n'
+        "\turl = https://bob:ghp_notsent@github.com/acme/alpha.git\n"
+        "\tfetch = +refs/heads/*:refs/remotes/origin/*\n"
+    )
+    text = _context(hooks.run("pre_tool_use", _read(folder, session="s-2"), _on(served)))
+    assert text is not None and f"\n- alice's Codex session {OLDER} (" in text
+
+
+def test_the_remote_sent_is_the_origin_without_a_user_or_password(tmp_path):
+    import sys
+
+    from hookutil import HOOKS
+
+    sys.path.insert(0, str(HOOKS))
+    try:
+        import librarian_recall as recall
+    finally:
+        sys.path.remove(str(HOOKS))
+    main = tmp_path / "main"
+    (main / ".git" / "worktrees" / "w").mkdir(parents=True)
+    (main / ".git" / "config").write_text(
+        '[remote "upstream"]\n url = git@github.com:other/alpha.git\n'
+        '[remote "origin"]\n url = https://bob:tok@github.com/acme/alpha.git\n'
+    )
+    (main / ".git" / "worktrees" / "w" / "commondir").write_text("../..\n")
+    worktree = tmp_path / "w"
+    worktree.mkdir()
+    (worktree / ".git").write_text(f"gitdir: {main / '.git' / 'worktrees' / 'w'}\n")
+    assert recall.git_remote(str(main)) == "https://github.com/acme/alpha.git"
+    assert recall.git_remote(str(worktree)) == "https://github.com/acme/alpha.git"
+    assert recall.git_remote(str(tmp_path)) is None

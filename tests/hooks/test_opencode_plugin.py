@@ -243,6 +243,10 @@ def test_what_it_asks_the_server(bun, tmp_path, server):
     server.answers = {"/recall": Reply(body={"results": []}), "/history": Reply(body=HISTORY)}
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / "HEAD").write_text("ref: refs/heads/fix/flags\n", encoding="utf-8")
+    (tmp_path / ".git" / "config").write_text(
+        '[remote "origin"]\n\turl = https://me:tok@github.com/acme/alpha.git\n', encoding="utf-8"
+    )
+    remote = "https://github.com/acme/alpha.git"  # the credential stays on the laptop
     file = str(tmp_path / "cmd" / "main.go")
     steps = [
         prompt("how did we fix the verbose flag"),
@@ -269,9 +273,9 @@ def test_what_it_asks_the_server(bun, tmp_path, server):
     # Once per file in a session (the relative path is the same file); the task is the prompt.
     assert server.asked("/history") == [
         {"path": file, "limit": 3, "cwd": str(tmp_path), "root": str(tmp_path),
-         "task": "how did we fix the verbose flag", "session_id": "ses_1"},
+         "remote": remote, "task": "how did we fix the verbose flag", "session_id": "ses_1"},
         {"path": file, "limit": 3, "cwd": str(tmp_path), "root": str(tmp_path),
-         "session_id": "ses_2"},
+         "remote": remote, "session_id": "ses_2"},
     ]  # fmt: skip
     assert [s["output"]["output"] != "1: package main" for s in said[1:]] == [
         True, False, False, True,

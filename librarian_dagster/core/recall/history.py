@@ -69,6 +69,8 @@ class FileQuestion:
     include_private: bool = False
     viewer: str | None = None
     """With `include_private`, whose private sessions (None: everyone's)."""
+    repository: str | None = None
+    """The asker's repository by its remote (`normal_remote`), when it knows it."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,10 @@ def file_history(
         question.session_id,
         question.viewer,
     )
-    sessions = _matching(rows, asked, root, worked_in, _known_repositories(files, worked_in))
+    known = _known_repositories(files, worked_in)
+    if question.repository:
+        known[root] = project_of_remote(question.repository).casefold()
+    sessions = _matching(rows, asked, root, worked_in, known)
     if not sessions:
         return FileHistory(path=rel, results=[], former_names=former, note=NOTHING_TOUCHED)
     closeness = _closeness(files, embedder, question.task, list(sessions))
