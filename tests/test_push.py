@@ -214,6 +214,27 @@ def test_a_revoked_token_pushes_nothing_more_and_a_forgotten_session_is_not_take
     assert set(server.people()) == {ALICE_CLAUDE}  # what it pushed stays
 
 
+def test_a_slow_upload_holds_up_no_other(server, tmp_path):
+    import socket
+    from urllib.parse import urlsplit
+
+    where = urlsplit(server.url)
+    slow = socket.create_connection((where.hostname, where.port), timeout=30)
+    try:
+        slow.sendall(
+            b"POST /push HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            + f"Authorization: Bearer {server.tokens['bob']}\r\n".encode()
+            + b"Content-Type: application/json\r\nContent-Encoding: gzip\r\n"
+            b"Content-Length: 4000000\r\n\r\n\x1f\x8b"
+        )  # a body that has barely begun, and will not go on while the other pushes
+        alice = laptop(tmp_path / "alice", ALICE_CLAUDE, "hello there")
+        done = push(alice, server.url, server.tokens["alice"])
+        assert "2 pushed" in done.stderr, done.stderr
+    finally:
+        slow.close()
+    assert server.ingest() == sorted([ALICE_CLAUDE, CODEX_ID])
+
+
 def test_a_bad_token_pushes_nothing_and_says_why(server, tmp_path):
     alice = laptop(tmp_path / "alice", ALICE_CLAUDE, "hello", codex=False)
     refused = push(alice, server.url, "lbr_not-a-token")
