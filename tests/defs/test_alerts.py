@@ -361,3 +361,19 @@ def test_a_pushed_session_not_ingested_is_a_gap(env, telegram):
     [alert] = telegram.texts
     assert alert.startswith("Librarian capture gap: 1 settled session(s) not ingested after 60")
     assert f"{SESSION} (-work-app)" in alert
+
+
+def test_a_session_the_mirror_sensor_never_asks_for_is_no_gap(env, telegram, monkeypatch):
+    settings, instance, folder = env
+    age(write_transcript(folder, SESSION, "Private?", "Yes."), 600)
+    monkeypatch.setenv("LIBRARIAN_EXCLUDE", "-work-app")
+    excluded = Settings.from_env()
+    start = time.time()
+    first = _tick(excluded, instance, "capture_gap_alerts", None, start)
+    _tick(excluded, instance, "capture_gap_alerts", first.cursor, start + 3 * HOUR)
+    assert telegram.texts == []
+    # The same session, not excluded: late.
+    first = _tick(settings, instance, "capture_gap_alerts", None, start)
+    _tick(settings, instance, "capture_gap_alerts", first.cursor, start + 3 * HOUR)
+    [alert] = telegram.texts
+    assert f"{SESSION} (-work-app)" in alert
