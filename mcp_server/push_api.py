@@ -12,15 +12,21 @@ format this server does not take (400, naming it), bytes that are not the ones t
 forgotten on the server (410), files that are not a transcript of the agent named (422), the
 server's disk full (507). Each push is
 read and staged in a worker thread, so a slow upload holds up no other.
+
+`POST /push/hello` (`{"format": 1, "machine": NAME}`, the same guards) is a machine saying it is
+alive with nothing to push: `librarian push --watch` says it each round, so an idle laptop is
+not taken for one that stopped pushing (a capture gap, core/service/alerts.py).
 """
 
 import errno
 import logging
 import re
 import zlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
@@ -33,17 +39,19 @@ from starlette.routing import Route
 from librarian_dagster.core.capture import uploads
 from librarian_dagster.core.capture.uploads import StagedFile, UploadRefused
 from librarian_dagster.core.push.bundle import content_sha256
-from librarian_dagster.core.push.client import FORMAT, FORMAT_HEADER, PUSH_PATH
+from librarian_dagster.core.push.client import FORMAT, FORMAT_HEADER, HELLO_PATH, PUSH_PATH
 from librarian_dagster.core.store.pushes import Forgotten, Owned, PushedSession
 from mcp_server.auth import LOOPBACK_HOSTS, LoopbackOnly, caller_person
 from mcp_server.served import ServedSlot
 
-__all__ = ["Intake", "PushRequest", "push_routes"]
+__all__ = ["HelloRequest", "Intake", "PushRequest", "push_routes"]
 
 logger = logging.getLogger(__name__)
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 MAX_FILES = 2000
+_HELLO_BYTES = 4096
+"""A hello is a format and a name: a larger body is not one."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,18 @@ class PushRequest(BaseModel):
     files: list[PushedFile] = Field(min_length=1, max_length=MAX_FILES)
 
 
+class HelloRequest(BaseModel):
+    """The body of `POST /push/hello` (core/push/client.py writes it)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    format: int
+    machine: str = Field(pattern=_NAME)
+
+
+_Body = TypeVar("_Body", PushRequest, HelloRequest)
+
+
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
@@ -99,14 +119,14 @@ def _unzipped(body: bytes, limit: int) -> bytes:
     return data
 
 
-def _request(data: bytes) -> PushRequest:
+def _request(data: bytes, kind: type[_Body], what: str) -> _Body:
     try:
-        asked = PushRequest.model_validate_json(data)
+        asked = kind.model_validate_json(data)
     except ValidationError as exc:
         reasons = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5]
         )
-        raise UploadRefused(400, f"not a push of a session: {reasons}") from None
+        raise UploadRefused(400, f"not {what}: {reasons}") from None
     if asked.format != FORMAT:
         raise UploadRefused(
             400, f"this server takes {FORMAT_HEADER} {FORMAT}, not {asked.format}: upgrade one side"
@@ -116,7 +136,7 @@ def _request(data: bytes) -> PushRequest:
 
 def _take(intake: Intake, served: ServedSlot, person: str, body: bytes) -> dict[str, str]:
     """Check, stage and record one pushed session; UploadRefused says why not."""
-    asked = _request(_unzipped(body, intake.max_bytes))
+    asked = _request(_unzipped(body, intake.max_bytes), PushRequest, "a push of a session")
     pushes = served().pushes
     if pushes is None:
         raise UploadRefused(404, "this server takes no pushes")
@@ -132,6 +152,16 @@ def _take(intake: Intake, served: ServedSlot, person: str, body: bytes) -> dict[
         pushes.record(claim, _record(asked, person, sum(len(f.data) for f in files)))
     pushes.machine_pushed(person, asked.machine)
     return {"status": status, "session_id": asked.session_id, "person": person}
+
+
+def _hello(served: ServedSlot, person: str, body: bytes) -> dict[str, str]:
+    """Record that a machine of `person` is alive; UploadRefused says why not."""
+    asked = _request(body, HelloRequest, "a hello")
+    pushes = served().pushes
+    if pushes is None:
+        raise UploadRefused(404, "this server takes no pushes")
+    pushes.machine_pushed(person, asked.machine)
+    return {"person": person, "machine": asked.machine}
 
 
 def _record(asked: PushRequest, person: str, size: int) -> PushedSession:
@@ -151,19 +181,45 @@ def _record(asked: PushRequest, person: str, size: int) -> PushedSession:
 
 
 def push_routes(served: ServedSlot, intake: Intake, host: str, authenticated: bool) -> list[Route]:
-    """`POST /push` for an app served on `host`; `authenticated`: the app checks tokens, and
-    this route then refuses a request without one."""
+    """`POST /push` and `POST /push/hello` for an app served on `host`; `authenticated`: the app
+    checks tokens, and these routes then refuse a request without one."""
     guards = [Middleware(LoopbackOnly)] if host in LOOPBACK_HOSTS else []
     if authenticated:
         guards.append(Middleware(RequireAuthMiddleware, required_scopes=[]))
+    # The body limit counts compressed bytes; `_unzipped` bounds what they unpack to.
+    return [
+        Route(
+            PUSH_PATH,
+            _push_endpoint(served, intake),
+            methods=["POST"],
+            middleware=guards,
+            max_body_size=intake.max_bytes,
+        ),
+        Route(
+            HELLO_PATH,
+            _hello_endpoint(served, intake),
+            methods=["POST"],
+            middleware=guards,
+            max_body_size=_HELLO_BYTES,
+        ),
+    ]
 
+
+async def _json_body(http: Request) -> bytes | Response:
+    """The request's body, or the answer to a request that sent no JSON body."""
+    if not http.headers.get("content-type", "").lower().startswith("application/json"):
+        return _error(415, "send the body as Content-Type: application/json")
+    try:
+        return await http.body()
+    except ClientDisconnect:
+        return Response(status_code=400)
+
+
+def _push_endpoint(served: ServedSlot, intake: Intake) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(http: Request) -> Response:
-        if not http.headers.get("content-type", "").lower().startswith("application/json"):
-            return _error(415, "send the body as Content-Type: application/json")
-        try:
-            body = await http.body()
-        except ClientDisconnect:
-            return Response(status_code=400)
+        body = await _json_body(http)
+        if isinstance(body, Response):
+            return body
         person = caller_person(intake.own_person)
         try:
             said = await anyio.to_thread.run_sync(_take, intake, served, person, body)
@@ -184,13 +240,23 @@ def push_routes(served: ServedSlot, intake: Intake, host: str, authenticated: bo
             return _error(503, "the server could not record the session")
         return JSONResponse(said)
 
-    # The body limit counts compressed bytes; `_unzipped` bounds what they unpack to.
-    return [
-        Route(
-            PUSH_PATH,
-            endpoint,
-            methods=["POST"],
-            middleware=guards,
-            max_body_size=intake.max_bytes,
-        )
-    ]
+    return endpoint
+
+
+def _hello_endpoint(served: ServedSlot, intake: Intake) -> Callable[[Request], Awaitable[Response]]:
+    async def hello(http: Request) -> Response:
+        body = await _json_body(http)
+        if isinstance(body, Response):
+            return body
+        person = caller_person(intake.own_person)
+        try:
+            said = await anyio.to_thread.run_sync(_hello, served, person, body)
+        except UploadRefused as exc:
+            return _error(exc.status, str(exc))
+        except Exception:
+            # The database is down or broken: the cause to the log, never to the client.
+            logger.exception("POST %s failed", HELLO_PATH)
+            return _error(503, "the server could not record the hello")
+        return JSONResponse(said)
+
+    return hello

@@ -128,6 +128,13 @@ def _push_once(settings: "Settings", client: "PushClient", state: "PushState", s
     from librarian_dagster.core.push.client import PushStopped
     from librarian_dagster.core.push.pusher import pending, push_sessions
 
+    try:
+        # Known to the server even with nothing to push, and a bad token said before any
+        # session is read.
+        client.hello()
+    except PushStopped as exc:
+        print(f"librarian push: {exc}", file=sys.stderr)
+        return 1
     candidates = pending(settings, state, time.time())
     if len(candidates) >= _BAR_FROM:
         said.progress.start(len(candidates))

@@ -288,8 +288,9 @@ class Settings(BaseModel):
     """a settled session not ingested this long after it was due (or requested) is a capture
     gap"""
     quiet_hours: Number = 24.0
-    """a mirror with no new transcript for this long is a capture gap, and the `memory` asset
-    turns stale (red) in the UI; `0` turns both off"""
+    """a mirror with no new transcript, or a machine that pushes here not heard of, for this
+    long is a capture gap, and the `memory` asset turns stale (red) in the UI; `0` turns all
+    off"""
     verbose: Flag = False
     """`librarian up` shows in the terminal what Dagster and the recall server log (as
     `--verbose` does); they always go to `logs/` under `LIBRARIAN_HOME`"""

@@ -11,16 +11,21 @@ from pathlib import Path
 
 import dagster as dg
 
-from librarian_dagster.core.capture.mirror import snapshot
+from librarian_dagster.core.capture.mirror import Snapshot, is_excluded, snapshot
 from librarian_dagster.core.capture.readers import discover
+from librarian_dagster.core.capture.uploads import staged_sessions
 from librarian_dagster.core.service.alerts import (
+    MIRROR_QUIET,
     GapState,
+    Overdue,
     advance,
     capture_incidents,
     digest_message,
     digest_rollup,
     due_sessions,
     first_line,
+    mirror_in_use,
+    mirror_retired,
     run_failure_message,
     run_link,
 )
@@ -32,6 +37,7 @@ from librarian_dagster.defs.partitions import SESSIONS, keys_by_session, session
 from librarian_dagster.defs.resources import (
     ClockResource,
     JournalResource,
+    LedgerResource,
     MemoriesResource,
     MirrorResource,
     NotifierResource,
@@ -165,37 +171,31 @@ def capture_gap_alerts(
     context: dg.SensorEvaluationContext,
     mirror: MirrorResource,
     store: StoreResource,
+    ledger: LedgerResource,
     notifier: NotifierResource,
     clock: ClockResource,
     journal: JournalResource,
 ):
-    """Alerts once when sessions go uncaptured (not ingested, mirror quiet, mirror sensor silent),
-    and once when that clears."""
+    """Alerts once when sessions go uncaptured (not ingested, mirror quiet, a pushing machine
+    quiet, mirror sensor silent), and once when that clears."""
     now = clock.now()
     state = GapState.from_cursor(context.cursor, now)
     root = Path(mirror.path)
     exists = root.is_dir()
     # Every agent's sessions can go uncaptured; the mirror's own absence is Claude Code's folder.
     snapshots = snapshot(discover({a: f for a, f in mirror.folders().items() if f.is_dir()}))
-    db = store.database()
-    handled, requested = ingested_at(db), requested_at(db)
-    settings = {
-        "now": now,
-        "settle_seconds": mirror.settle_seconds,
-        "gap_minutes": notifier.gap_minutes,
-        "watching_since": state.watching_since,
-    }
-    candidates = due_sessions(snapshots, handled, requested, **settings)
-    if candidates:
-        # Sessions with nothing to remember (or whose run failed: alerted already) have no
-        # memory, but their `transcript` stage ran: handled too. Asked in pages, for the late only.
-        for session_id, ran in _transcripts_ran(
-            context.instance, [c.session_id for c in candidates]
-        ).items():
-            handled[session_id] = max(ran, handled.get(session_id, ran))
-        wanted = {c.session_id for c in candidates}
-        late_snapshots = [s for s in snapshots if s.files.session_id in wanted]
-        candidates = due_sessions(late_snapshots, handled, requested, **settings)
+    # A pushed session not ingested is as late as one written here; only those written here
+    # tell whether the mirror is quiet.
+    pushed = snapshot(staged_sessions(Path(mirror.uploads))) if mirror.uploads else []
+    # What the mirror sensor never asks for (LIBRARIAN_EXCLUDE, the skip list) is no gap.
+    skips = ledger.get().skip_list()
+    wanted = [
+        s
+        for s in [*snapshots, *pushed]
+        if not is_excluded(s.files, mirror.exclude or ()) and not skips.skips(s.files)
+    ]
+    candidates = _overdue(context, store, mirror, notifier, state, wanted, now)
+    machines = ledger.pushes().machines()
     incidents = capture_incidents(
         now=now,
         mirror=root,
@@ -207,11 +207,49 @@ def capture_gap_alerts(
         watching_since=state.watching_since,
         gap_minutes=notifier.gap_minutes,
         quiet_hours=notifier.quiet_hours,
+        machines=machines,
     )
+    unwatched = {}
+    if not mirror_in_use(exists, snapshots, machines):
+        unwatched[MIRROR_QUIET] = mirror_retired(root)
     send = notifier.notifier(context.log).send
-    after = advance(state, incidents, now, send, lambda text: journal.note("alert", text))
+    after = advance(
+        state, incidents, now, send, lambda text: journal.note("alert", text), unwatched
+    )
     summary = ", ".join(sorted(after.open)) or "none"
     return dg.SensorResult(cursor=after.to_cursor(), skip_reason=f"open incidents: {summary}")
+
+
+def _overdue(
+    context: dg.SensorEvaluationContext,
+    store: StoreResource,
+    mirror: MirrorResource,
+    notifier: NotifierResource,
+    state: GapState,
+    snapshots: list[Snapshot],
+    now: float,
+) -> list[Overdue]:
+    """The settled sessions not handled `gap_minutes` after they were due."""
+    db = store.database()
+    handled, requested = ingested_at(db), requested_at(db)
+    settings = {
+        "now": now,
+        "settle_seconds": mirror.settle_seconds,
+        "gap_minutes": notifier.gap_minutes,
+        "watching_since": state.watching_since,
+    }
+    candidates = due_sessions(snapshots, handled, requested, **settings)
+    if not candidates:
+        return candidates
+    # Sessions with nothing to remember (or whose run failed: alerted already) have no memory,
+    # but their `transcript` stage ran: handled too. Asked in pages, for the late only.
+    for session_id, ran in _transcripts_ran(
+        context.instance, [c.session_id for c in candidates]
+    ).items():
+        handled[session_id] = max(ran, handled.get(session_id, ran))
+    wanted = {c.session_id for c in candidates}
+    late_snapshots = [s for s in snapshots if s.files.session_id in wanted]
+    return due_sessions(late_snapshots, handled, requested, **settings)
 
 
 def _transcripts_ran(instance: dg.DagsterInstance, session_ids: list[str]) -> dict[str, float]:

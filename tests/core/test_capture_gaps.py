@@ -1,11 +1,13 @@
 """The capture-gap rules and the one-alert-per-incident bookkeeping, on an injected clock."""
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.mirror import Snapshot
 from librarian_dagster.core.service.alerts import (
     INGEST_GAP,
+    MACHINE_QUIET,
     MIRROR_QUIET,
     MIRROR_SENSOR_SILENT,
     GapState,
@@ -14,9 +16,13 @@ from librarian_dagster.core.service.alerts import (
     capture_incidents,
     due_sessions,
     first_line,
+    machine_gaps,
+    mirror_in_use,
+    mirror_retired,
     run_failure_message,
     transcript_folder_of,
 )
+from librarian_dagster.core.store.pushes import PushMachine
 
 T0 = 1_800_000_000.0
 MIN, HOUR = 60.0, 3600.0
@@ -64,7 +70,9 @@ def test_a_requested_session_waits_in_the_queue_from_its_request_not_its_write()
     assert len(_due(snaps, requested={"a": ("f0", T0 - 10 * MIN)})) == 1
 
 
-def _incidents(now=T0, snaps=(), overdue=(), watched=True, tick=T0, exists=True, quiet=24.0):
+def _incidents(
+    now=T0, snaps=(), overdue=(), watched=True, tick=T0, exists=True, quiet=24.0, machines=()
+):
     return {
         i.key: i
         for i in capture_incidents(
@@ -78,6 +86,7 @@ def _incidents(now=T0, snaps=(), overdue=(), watched=True, tick=T0, exists=True,
             watching_since=T0 - HOUR,
             gap_minutes=60,
             quiet_hours=quiet,
+            machines=list(machines),
         )
     }
 
@@ -87,7 +96,8 @@ def test_the_three_kinds_of_gap():
     assert _incidents(snaps=fresh) == {}
     late = _due([_snap(f"s{i}", T0 - 3 * HOUR) for i in range(5)])
     gap = _incidents(snaps=fresh, overdue=late)[INGEST_GAP]
-    assert "5 settled session(s)" in gap.alert and "s0 (-work-app)" in gap.alert
+    assert gap.alert.startswith("Librarian capture gap: 5 settled session(s) not ingested after 60")
+    assert "s0 (-work-app)" in gap.alert
     assert "and 2 more" in gap.alert
 
     quiet = _incidents(snaps=[_snap("a", T0 - 30 * HOUR)])
@@ -96,7 +106,7 @@ def test_the_three_kinds_of_gap():
     assert "does not exist" in _incidents(exists=False, quiet=0)[MIRROR_QUIET].alert
 
     silent = _incidents(snaps=fresh, tick=T0 - 11 * MIN)[MIRROR_SENSOR_SILENT]
-    assert "has not ticked for 11 min" in silent.alert
+    assert "(mirror_sensor) has not ticked for 11 min" in silent.alert
     assert _incidents(snaps=fresh, tick=T0 - 9 * MIN) == {}
     # Never a good tick: silent since the watch began (an hour ago here).
     assert MIRROR_SENSOR_SILENT in _incidents(snaps=fresh, tick=None)
@@ -180,3 +190,103 @@ def test_without_telegram_a_gap_is_logged_once_not_every_tick():
         "alert (Telegram not configured, log only): gap!",
         "alert (Telegram not configured, log only): gap over",
     ]
+
+
+def _machine(person: str, name: str, last: float, first: float | None = None) -> PushMachine:
+    def at(t: float) -> datetime:
+        return datetime.fromtimestamp(t, UTC)
+
+    return PushMachine(person, name, at(first if first is not None else last), at(last))
+
+
+def test_a_machine_quiet_longer_than_the_quiet_hours_is_a_gap_by_name():
+    alice = _machine("alice", "lap", T0 - 26 * HOUR)
+    bob = _machine("bob", "desk", T0 - 23 * HOUR)
+    [gap] = machine_gaps([alice, bob], T0, 24.0)
+    assert gap.key == f"{MACHINE_QUIET}:alice/lap"
+    assert gap.alert == (
+        "Librarian capture gap: alice's laptop `lap` has not pushed for 26 h (last at "
+        "2027-01-14 06:00 UTC); is `librarian push --watch` still running there?"
+    )
+    assert gap.recovery == "Librarian recovered: alice's laptop `lap` pushes again."
+    assert [g.key for g in machine_gaps([alice, bob], T0 + 2 * HOUR, 24.0)] == [
+        f"{MACHINE_QUIET}:alice/lap", f"{MACHINE_QUIET}:bob/desk"]  # fmt: skip
+    assert machine_gaps([alice], T0, 0) == []  # LIBRARIAN_QUIET_HOURS=0: never asked
+    # Two people may give their machines one name: two machines, two gaps.
+    twins = [_machine("alice", "lap", T0 - 30 * HOUR), _machine("bob", "lap", T0 - 30 * HOUR)]
+    assert len({g.key for g in machine_gaps(twins, T0, 24.0)}) == 2
+
+
+def test_one_alert_per_silence_of_a_machine_and_one_when_it_pushes_again():
+    sent: list[str] = []
+
+    def send(text: str) -> bool:
+        sent.append(text)
+        return True
+
+    def tick(state: GapState, now: float, last: float) -> GapState:
+        lap = _machine("alice", "lap", last, first=T0 - 90 * HOUR)
+        found = _incidents(now=now, tick=now, snaps=[_snap("a", now - HOUR)], machines=[lap])
+        return advance(GapState.from_cursor(state.to_cursor(), 0), list(found.values()), now, send)
+
+    state = GapState.from_cursor(None, T0)
+    last = T0 - HOUR
+    for minute in range(0, 24 * 60, 5):  # heard an hour ago, then silent for a day
+        state = tick(state, T0 + minute * MIN, last)
+    assert sent == [_machine_alert(24)]
+    for minute in range(0, 60, 5):  # back: a hello every round
+        now = T0 + 24 * HOUR + minute * MIN
+        state = tick(state, now, now - 30)
+    assert sent == [_machine_alert(24), "Librarian recovered: alice's laptop `lap` pushes again."]
+    last = T0 + 26 * HOUR
+    for hour in range(0, 28):  # quiet again: a new silence, alerted once more
+        state = tick(state, last + hour * HOUR, last)
+    assert len(sent) == 3 and "has not pushed for 25 h" in sent[2]
+
+
+def _machine_alert(hours: int) -> str:
+    return (
+        f"Librarian capture gap: alice's laptop `lap` has not pushed for {hours} h (last at "
+        "2027-01-15 07:00 UTC); is `librarian push --watch` still running there?"
+    )
+
+
+def test_the_mirror_is_watched_only_while_sessions_come_through_it():
+    lap = _machine("alice", "lap", T0, first=T0 - 10 * HOUR)
+    old, new = [_snap("a", T0 - 20 * HOUR)], [_snap("a", T0 - 5 * HOUR)]
+    # Nobody pushes: the folders here are the only way sessions come, absent or quiet.
+    assert mirror_in_use(False, [], []) and mirror_in_use(True, old, [])
+    # Machines push: a mirror absent, empty, or left as it was before the first push is nobody's.
+    assert not mirror_in_use(False, [], [lap])
+    assert not mirror_in_use(True, [], [lap])
+    assert not mirror_in_use(True, old, [lap])
+    # One the copy from a laptop still filled after the first push is watched beside the pushes.
+    assert mirror_in_use(True, new, [lap])
+
+    assert MIRROR_QUIET in _incidents(exists=False)
+    assert _incidents(exists=False, machines=[lap]) == {}
+    assert _incidents(snaps=old, now=T0 + 10 * HOUR, tick=T0 + 10 * HOUR, machines=[lap]) == {}
+    quiet = _incidents(snaps=new, now=T0 + 25 * HOUR, tick=T0 + 25 * HOUR, machines=[lap])
+    assert "has not changed for 30 h" in quiet[MIRROR_QUIET].alert
+
+
+def test_a_mirror_no_longer_watched_is_said_so_not_said_to_be_back():
+    sent: list[str] = []
+
+    def send(text: str) -> bool:
+        sent.append(text)
+        return True
+
+    gone = _incidents(exists=False)[MIRROR_QUIET]
+    state = advance(GapState.from_cursor(None, T0), [gone], T0, send)
+    state = advance(state, [], T0 + 300, send, unwatched={MIRROR_QUIET: mirror_retired(MIRROR)})
+    assert sent == [
+        gone.alert,
+        "Librarian: the mirror /mirror is no longer watched: sessions come by push "
+        "(`librarian push`), and each machine that pushes is watched instead.",
+    ]
+    assert state.open == {}
+    # An incident that healed (not one no longer asked) still says its own recovery.
+    state = advance(state, [gone], T0 + 600, send)
+    advance(state, [], T0 + 900, send, unwatched={})
+    assert sent[-1] == gone.recovery

@@ -1,7 +1,8 @@
 """The alert sensors against a fake Telegram on 127.0.0.1, a real instance and a real store.
 
 A failed run gives exactly one alert with its link; a capture gap one alert and, once the
-session is ingested, one recovery; a new digest one message; a Telegram outage loses no run.
+session is ingested, one recovery; a machine that stopped pushing one alert by name and one when
+it pushes again; a new digest one message; a Telegram outage loses no run.
 """
 
 import os
@@ -12,10 +13,13 @@ import time
 from pathlib import Path
 
 import dagster as dg
+import psycopg
 import pytest
 
 from librarian_dagster.core.assembly.store import Store
+from librarian_dagster.core.capture import uploads
 from librarian_dagster.core.capture.readers import session_files_for
+from librarian_dagster.core.capture.uploads import StagedFile
 from librarian_dagster.core.service.dagster_home import prepare_dagster_home
 from librarian_dagster.core.service.journal import Tail, journal_path
 from librarian_dagster.core.settings import Settings
@@ -134,7 +138,7 @@ def test_a_capture_gap_gives_one_alert_and_one_recovery(env, telegram):
     assert telegram.texts == []  # settled 8 minutes ago: not late yet
     late = _tick(settings, instance, "capture_gap_alerts", first.cursor, start + 2 * HOUR)
     [alert] = telegram.texts
-    assert alert.startswith("Librarian capture gap: 1 settled session(s) in the mirror not ")
+    assert alert.startswith("Librarian capture gap: 1 settled session(s) not ingested after ")
     assert f"{SESSION} (-work-app)" in alert and "after 60 min" in alert
     again = _tick(settings, instance, "capture_gap_alerts", late.cursor, start + 2.1 * HOUR)
     assert len(telegram.texts) == 1  # the same incident: no second alert
@@ -281,7 +285,95 @@ def test_a_real_daemon_s_mirror_sensor_ticks_are_seen_and_their_silence_alerted(
         daemon.wait(timeout=60)
     assert sensor_known(instance, "mirror_sensor") and abs(time.time() - tick) < 300
     first = _tick(settings, instance, "capture_gap_alerts", None, tick + 60)
-    assert not any("mirror sensor" in t for t in telegram.texts)
+    assert not any("mirror_sensor" in t for t in telegram.texts)
     _tick(settings, instance, "capture_gap_alerts", first.cursor, tick + 11 * 60)
-    [silent] = [t for t in telegram.texts if "mirror sensor" in t]
-    assert silent.startswith("Librarian capture gap: the mirror sensor has not ticked for 11 min")
+    [silent] = [t for t in telegram.texts if "mirror_sensor" in t]
+    assert silent.startswith(
+        "Librarian capture gap: the sensor that finds new sessions (mirror_sensor) has not "
+        "ticked for 11 min"
+    )
+
+
+def _pushed(settings: Settings, person: str, machine: str) -> None:
+    """A push, or the hello of a watch, of `person`'s `machine`, as POST /push records it."""
+    with Store(settings.database_url or "") as store:
+        store.pushes.machine_pushed(person, machine)
+
+
+def _quiet_since(settings: Settings, hours: float) -> None:
+    """Every pushing machine last heard of `hours` ago, first heard of a week before."""
+    with psycopg.connect(settings.database_url or "") as conn:
+        conn.execute(
+            "UPDATE push_machines SET last_push = now() - make_interval(secs => %s), "
+            "first_push = now() - make_interval(secs => %s)",
+            (hours * HOUR, (hours + 168) * HOUR),
+        )
+
+
+def test_a_machine_that_stopped_pushing_gives_one_alert_by_name_and_one_when_back(env, telegram):
+    settings, instance, _folder = env  # no mirror here: the sessions come by push
+    _pushed(settings, "alice", "lap")
+    _pushed(settings, "bob", "desk")
+    _quiet_since(settings, 26)
+    _pushed(settings, "bob", "desk")  # bob's watch said hello just now
+    first = _tick(settings, instance, "capture_gap_alerts", None)
+    [alert] = telegram.texts
+    assert alert.startswith(
+        "Librarian capture gap: alice's laptop `lap` has not pushed for 26 h (last at "
+    )
+    again = _tick(settings, instance, "capture_gap_alerts", first.cursor)
+    assert len(telegram.texts) == 1  # the same silence: no second alert
+    _pushed(settings, "alice", "lap")  # her laptop is back
+    back = _tick(settings, instance, "capture_gap_alerts", again.cursor)
+    _tick(settings, instance, "capture_gap_alerts", back.cursor)
+    assert telegram.texts == [alert, "Librarian recovered: alice's laptop `lap` pushes again."]
+    said = Tail(journal_path(settings.log_dir), start=0).read()
+    assert [e.text for e in said if e.kind == "alert"] == telegram.texts
+
+
+def test_a_mirror_nobody_copies_into_is_no_gap_once_machines_push(env, telegram):
+    settings, instance, folder = env
+    first = _tick(settings, instance, "capture_gap_alerts", None)
+    [gone] = telegram.texts  # nobody pushes yet: the mirror is the only way sessions come
+    assert gone.startswith(f"Librarian capture gap: the mirror folder {folder.parent} does not")
+    _pushed(settings, "alice", "lap")
+    turned = _tick(settings, instance, "capture_gap_alerts", first.cursor)
+    _tick(settings, instance, "capture_gap_alerts", turned.cursor, time.time() + 2 * HOUR)
+    assert telegram.texts == [
+        gone,
+        f"Librarian: the mirror {folder.parent} is no longer watched: sessions come by push "
+        "(`librarian push`), and each machine that pushes is watched instead.",
+    ]
+
+
+def test_a_pushed_session_not_ingested_is_a_gap(env, telegram):
+    settings, instance, folder = env
+    written = write_transcript(folder, SESSION, "Why is the cache cold?", "The TTL was 0.")
+    age(written, 600)
+    staged = StagedFile(f"-work-app/{SESSION}.jsonl", written.read_bytes(), written.stat().st_mtime)
+    uploads.stage(settings.uploads, "claude-code", SESSION, [staged], "0" * 64)
+    written.unlink()  # on the laptop only: the server's mirror holds nothing
+    _pushed(settings, "alice", "lap")
+    start = time.time()
+    first = _tick(settings, instance, "capture_gap_alerts", None, start)
+    assert telegram.texts == []
+    _tick(settings, instance, "capture_gap_alerts", first.cursor, start + 2 * HOUR)
+    [alert] = telegram.texts
+    assert alert.startswith("Librarian capture gap: 1 settled session(s) not ingested after 60")
+    assert f"{SESSION} (-work-app)" in alert
+
+
+def test_a_session_the_mirror_sensor_never_asks_for_is_no_gap(env, telegram, monkeypatch):
+    settings, instance, folder = env
+    age(write_transcript(folder, SESSION, "Private?", "Yes."), 600)
+    monkeypatch.setenv("LIBRARIAN_EXCLUDE", "-work-app")
+    excluded = Settings.from_env()
+    start = time.time()
+    first = _tick(excluded, instance, "capture_gap_alerts", None, start)
+    _tick(excluded, instance, "capture_gap_alerts", first.cursor, start + 3 * HOUR)
+    assert telegram.texts == []
+    # The same session, not excluded: late.
+    first = _tick(settings, instance, "capture_gap_alerts", None, start)
+    _tick(settings, instance, "capture_gap_alerts", first.cursor, start + 3 * HOUR)
+    [alert] = telegram.texts
+    assert f"{SESSION} (-work-app)" in alert

@@ -27,7 +27,7 @@ TAKES = {
 SENSORS = {
     "mirror_sensor": {"ledger", "memories"},
     "digest_alerts": {"memories"},
-    "capture_gap_alerts": {"store"},
+    "capture_gap_alerts": {"store", "ledger"},
     "run_failure_alerts": set(),
 }
 

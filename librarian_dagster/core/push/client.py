@@ -22,9 +22,12 @@ from librarian_dagster.core.capture.uploads import StagedFile
 from librarian_dagster.core.models.calls import Failure, RetryBounds, call_with_backoff, retry_after
 from librarian_dagster.core.models.calls import ProviderError as CallFailed
 
-__all__ = ["FORMAT", "PUSH_PATH", "PushClient", "PushStopped", "Sent", "SessionMeta"]
+__all__ = ["FORMAT", "HELLO_PATH", "PUSH_PATH", "PushClient", "PushStopped", "Sent", "SessionMeta"]
 
 PUSH_PATH = "/push"
+HELLO_PATH = "/push/hello"
+"""Where a pushing machine says it is alive with nothing to send: its silence is a capture gap
+(core/service/alerts.py), which an idle laptop's watch must not look like."""
 FORMAT = 1
 """The body's format; a server that takes another answers 400 naming the ones it takes."""
 FORMAT_HEADER = "Librarian-Push-Format"
@@ -111,13 +114,28 @@ class PushClient:
 
     def send(self, meta: SessionMeta, files: list[StagedFile]) -> Sent:
         body = _body(meta, self.machine, files)
+        headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+        return _read(self._post(PUSH_PATH, body, headers), len(body))
+
+    def hello(self) -> str:
+        """Tell the server this machine is alive, whether or not it has anything to push; the
+        person the server knows the token by. PushStopped when it cannot hear it."""
+        body = json.dumps({"format": FORMAT, "machine": self.machine}).encode("utf-8")
+        response = self._post(HELLO_PATH, body, {"Content-Type": "application/json"})
+        if response.status_code == 200:
+            try:
+                return str(response.json().get("person", ""))
+            except (ValueError, AttributeError):
+                return ""  # heard (a proxy's page, say): the server's record is what counts
+        _stop(response)
+        # Not a session's refusal: a machine name or a body this server does not take.
+        raise PushStopped(f"the server refused this machine's hello: {_said(response)}")
+
+    def _post(self, path: str, body: bytes, headers: dict[str, str]) -> httpx.Response:
+        """POST `body`, tried again (within bounds) while the server fails or does not answer."""
 
         def once() -> httpx.Response:
-            response = self._http.post(
-                self.url + PUSH_PATH,
-                content=body,
-                headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
-            )
+            response = self._http.post(self.url + path, content=body, headers=headers)
             if response.status_code in _RETRY:
                 raise _Retry(
                     f"the server answered {response.status_code}: {_said(response)}",
@@ -126,10 +144,9 @@ class PushClient:
             return response
 
         try:
-            response = call_with_backoff(once, self.bounds, "push", _failure)
+            return call_with_backoff(once, self.bounds, "push", _failure)
         except CallFailed as exc:
             raise PushStopped(str(exc).removeprefix("push: ")) from None
-        return _read(response, len(body))
 
 
 def _said(response: httpx.Response) -> str:
@@ -147,6 +164,18 @@ def _read(response: httpx.Response, size: int) -> Sent:
     if status == 200:
         said = response.json()
         return Sent(str(said.get("status", "stored")), person=said.get("person"))
+    _stop(response)
+    if status == 413:
+        return Sent("refused", f"too large ({size / 1e6:.1f} MB compressed): {_said(response)}")
+    if status in (400, 409, 410, 415, 422):
+        return Sent("refused", _said(response))
+    raise PushStopped(f"the server answered {status}: {_said(response)}")
+
+
+def _stop(response: httpx.Response) -> None:
+    """PushStopped for an answer no later request can pass: a bad token, a server too old to
+    take pushes, its disk full, another push format."""
+    status = response.status_code
     if status == 401:
         raise PushStopped(
             "the server refused the token: set LIBRARIAN_MCP_TOKEN to a token of yours from "
@@ -160,10 +189,5 @@ def _read(response: httpx.Response, size: int) -> Sent:
         )
     if status == 507:
         raise PushStopped(f"the server's disk is full: {_said(response)}")
-    if status == 413:
-        return Sent("refused", f"too large ({size / 1e6:.1f} MB compressed): {_said(response)}")
     if status == 400 and FORMAT_HEADER.lower() in _said(response).lower():
         raise PushStopped(f"the server speaks another push format: {_said(response)}")
-    if status in (400, 409, 410, 415, 422):
-        return Sent("refused", _said(response))
-    raise PushStopped(f"the server answered {status}: {_said(response)}")

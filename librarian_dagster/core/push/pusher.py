@@ -204,11 +204,15 @@ def watch(
     rounds: int | None = None,
 ) -> None:
     """Push, then again every `interval` seconds as sessions settle, until interrupted (or
-    after `rounds`). A stop (no server, a refused token) is said once, and tried again."""
+    after `rounds`). A stop (no server, a refused token) is said once, and tried again.
+
+    Each round says hello first, even with nothing to push: the server takes a machine it has
+    not heard of for LIBRARIAN_QUIET_HOURS for a capture gap, which an idle laptop is not."""
     last_stop = ""
     done = 0
     while rounds is None or done < rounds:
         try:
+            client.hello()
             push_sessions(settings, client, state, pending(settings, state, time.time()), said)
             if last_stop:
                 stopped("")

@@ -1,14 +1,18 @@
 """What is worth an alert, and when it has cleared: pure functions of the state and a clock.
 
-Three kinds of capture gap (the way memory is silently lost):
+Four kinds of capture gap (the way memory is silently lost):
 
-- `ingest_gap`: settled sessions in the mirror still not handled `gap_minutes` after they were
-  due (settled, or requested by the mirror sensor, whichever is later). A session is handled once
-  a run got to it after its files last changed: its memory is newer than its files, or (for a
-  session with nothing to remember, or one whose run failed, which the failure alert covers) its
-  `transcript` stage ran after that.
+- `ingest_gap`: settled sessions (in the agents' folders here, or pushed here) still not handled
+  `gap_minutes` after they were due (settled, or requested by the mirror sensor, whichever is
+  later). A session is handled once a run got to it after its files last changed: its memory is
+  newer than its files, or (for a session with nothing to remember, or one whose run failed,
+  which the failure alert covers) its `transcript` stage ran after that.
 - `mirror_quiet`: the newest transcript in the mirror is older than `quiet_hours` (0: never
-  asked), or the mirror folder is gone: the copy from the laptop may have stopped.
+  asked), or the mirror folder is gone: the copy from the laptop may have stopped. Asked only
+  of a mirror in use (`mirror_in_use`): where sessions come by push, a mirror nobody copies into
+  is no gap, and each pushing machine is watched instead.
+- `machine_quiet:<person>/<machine>`: a machine that pushes here (`librarian push`, whose watch
+  says hello each round even with nothing new) has not been heard of for `quiet_hours`.
 - `mirror_sensor_silent`: the mirror sensor has had no successful tick for ten minutes (stopped in
   the UI, or every tick failing), so settled sessions are not even requested.
 
@@ -24,9 +28,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from librarian_dagster.core.capture.mirror import Snapshot
+from librarian_dagster.core.store.pushes import PushMachine
 
 INGEST_GAP = "ingest_gap"
 MIRROR_QUIET = "mirror_quiet"
+MACHINE_QUIET = "machine_quiet"
 MIRROR_SENSOR_SILENT = "mirror_sensor_silent"
 SENSOR_SILENCE_SECONDS = 600.0
 """The mirror sensor ticks every 30 s: ten minutes without a good tick is not a slow tick."""
@@ -136,20 +142,76 @@ def capture_incidents(
     watching_since: float,
     gap_minutes: float,
     quiet_hours: float,
+    machines: Sequence[PushMachine] = (),
 ) -> list[Incident]:
     """The capture gaps open at `now`.
 
-    `sensor_watched`: whether the mirror sensor has a stored state at all. The daemon that runs
-    this check runs the mirror sensor too, so without one (a test, a direct evaluation) there is
-    nothing to judge yet; with one, its last good tick (or, if it never had one, the time this
-    watch began) must be recent.
+    `snapshots`: the sessions in this machine's agent folders (not those pushed here), whose
+    newest tells a quiet mirror. `machines`: those that push here. `sensor_watched`: whether the
+    mirror sensor has a stored state at all. The daemon that runs this check runs the mirror
+    sensor too, so without one (a test, a direct evaluation) there is nothing to judge yet; with
+    one, its last good tick (or, if it never had one, the time this watch began) must be recent.
     """
+    mirror_gap = None
+    if mirror_in_use(mirror_exists, snapshots, machines):
+        mirror_gap = _mirror_gap(now, mirror, mirror_exists, snapshots, watching_since, quiet_hours)
     found = [
         _ingest_gap(overdue, gap_minutes, now),
-        _mirror_gap(now, mirror, mirror_exists, snapshots, watching_since, quiet_hours),
+        mirror_gap,
         _sensor_gap(now, sensor_watched, last_sensor_tick, watching_since),
+        *machine_gaps(machines, now, quiet_hours),
     ]
     return [incident for incident in found if incident is not None]
+
+
+def mirror_in_use(
+    mirror_exists: bool, snapshots: Sequence[Snapshot], machines: Sequence[PushMachine]
+) -> bool:
+    """Whether sessions come through the folders here, so that their silence is a gap.
+
+    While no machine pushes here they are the only way sessions come. Once one does, they count
+    only if a transcript was written there since the first push: a mirror the copy from a laptop
+    still fills beside the pushes. A folder absent, empty, or left as it was when the laptops
+    turned to `librarian push` is nobody's, and each pushing machine is watched instead.
+    """
+    if not machines:
+        return True
+    if not mirror_exists:
+        return False
+    newest = max((s.last_modified for s in snapshots), default=None)
+    first_push = min(m.first_push.timestamp() for m in machines)
+    return newest is not None and newest >= first_push
+
+
+def mirror_retired(mirror: Path) -> str:
+    """Said in place of the recovery of a mirror alert when the mirror is no longer watched:
+    not "the mirror is back", which it is not."""
+    return (
+        f"Librarian: the mirror {mirror} is no longer watched: sessions come by push "
+        "(`librarian push`), and each machine that pushes is watched instead."
+    )
+
+
+def machine_gaps(machines: Sequence[PushMachine], now: float, quiet_hours: float) -> list[Incident]:
+    """One gap per machine not heard of for `quiet_hours` (0: never asked): its push, or the
+    watch's hello each round, stopped (the laptop off, asleep, or its push not running)."""
+    if quiet_hours <= 0:
+        return []
+    found = []
+    for m in machines:
+        last = m.last_push.timestamp()
+        if now - last <= quiet_hours * 3600:
+            continue
+        who = f"{m.person}'s laptop `{m.machine}`"
+        found.append(
+            Incident(
+                f"{MACHINE_QUIET}:{m.person}/{m.machine}",
+                f"Librarian capture gap: {who} has not pushed for {(now - last) / 3600:.0f} h "
+                f"(last at {_when(last)}); is `librarian push --watch` still running there?",
+                f"Librarian recovered: {who} pushes again.",
+            )
+        )
+    return found
 
 
 def _ingest_gap(overdue: Sequence[Overdue], gap_minutes: float, now: float) -> Incident | None:
@@ -160,11 +222,10 @@ def _ingest_gap(overdue: Sequence[Overdue], gap_minutes: float, now: float) -> I
     more = f" and {len(overdue) - _SHOWN_SESSIONS} more" if len(overdue) > _SHOWN_SESSIONS else ""
     return Incident(
         INGEST_GAP,
-        f"Librarian capture gap: {len(overdue)} settled session(s) in the mirror not "
-        f"ingested after {gap_minutes:g} min, the oldest due since "
+        f"Librarian capture gap: {len(overdue)} settled session(s) not ingested after "
+        f"{gap_minutes:g} min, the oldest due since "
         f"{_when(oldest.due_since)}: {shown}{more}.",
-        f"Librarian recovered: every settled session in the mirror is ingested again "
-        f"(checked {_when(now)}).",
+        f"Librarian recovered: every settled session is ingested again (checked {_when(now)}).",
     )
 
 
@@ -208,10 +269,10 @@ def _sensor_gap(
     last = f"last good tick {_when(last_sensor_tick)}" if last_sensor_tick else "no good tick"
     return Incident(
         MIRROR_SENSOR_SILENT,
-        f"Librarian capture gap: the mirror sensor has not ticked for "
-        f"{(now - silent_since) / 60:.0f} min ({last}); new sessions are not requested. "
-        "Is it stopped in the UI, or failing (see its ticks)?",
-        "Librarian recovered: the mirror sensor is ticking again.",
+        f"Librarian capture gap: the sensor that finds new sessions (mirror_sensor) has not "
+        f"ticked for {(now - silent_since) / 60:.0f} min ({last}); new sessions are not "
+        "requested. Is it stopped in the UI, or failing (see its ticks)?",
+        "Librarian recovered: the sensor that finds new sessions (mirror_sensor) is ticking again.",
     )
 
 
@@ -224,9 +285,13 @@ def advance(
     now: float,
     send: Callable[[str], bool],
     said: Callable[[str], None] = lambda _text: None,
+    unwatched: Mapping[str, str] | None = None,
 ) -> GapState:
     """Alert what opened (or whose alert was not delivered yet), recover what cleared; `said`
-    hears each opening and clearing once, whether or not its message was delivered."""
+    hears each opening and clearing once, whether or not its message was delivered.
+
+    `unwatched`: incident key -> what is said, in place of its recovery, when it clears because
+    it is no longer asked (`mirror_retired`), not because it healed."""
     current = {i.key: i for i in incidents}
     still_open: dict[str, OpenIncident] = {}
     for key, known in state.open.items():
@@ -235,9 +300,10 @@ def advance(
                 known.sent = send(known.alert)
             still_open[key] = known
         else:
-            said(known.recovery)
+            closing = (unwatched or {}).get(key, known.recovery)
+            said(closing)
             if known.sent:
-                send(known.recovery)  # attempted once: a lost recovery only leaves a stale alert
+                send(closing)  # attempted once: a lost recovery only leaves a stale alert
     for key, incident in current.items():
         if key not in still_open:
             said(incident.alert)
