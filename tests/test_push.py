@@ -15,6 +15,7 @@ import pytest
 from librarian_dagster.core.assembly.store import Store
 from librarian_dagster.core.models.minilm import local_embedder
 from librarian_dagster.core.service import tokens
+from librarian_dagster.core.service.journal import journal_path
 from librarian_dagster.dagster_internals import dispose_instance
 from librarian_dagster.definitions import defs as load_defs
 from librarian_dagster.defs.partitions import session_id_of
@@ -156,6 +157,8 @@ def test_two_people_push_and_each_session_is_remembered_once_as_theirs(server, t
         ALICE_CLAUDE: ("alice", "claude-code"),
         CODEX_ID: ("alice", "codex"),
     }
+    said = journal_path(server.settings.log_dir).read_text(encoding="utf-8")
+    assert "alice's codex" in said and "alice's claude-code" in said
 
     # The same bytes again, even with the laptop's record of them gone: nothing new anywhere.
     again = push(alice, server.url, server.tokens["alice"])

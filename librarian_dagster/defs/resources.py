@@ -214,6 +214,8 @@ class JournalResource(dg.ConfigurableResource):
     remembered, skipped or failed, a capture gap (core/service/journal.py)."""
 
     path: str
+    person: str | None = None
+    """This machine's person: a session of another (pushed) is said to be theirs."""
 
     def note(self, kind: journal.Kind, text: str) -> None:
         journal.write(Path(self.path), kind, text)
@@ -401,5 +403,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | d
         ),
         "clock": ClockResource(),
         "incidents": IncidentsResource(path=str(settings.incidents_file)),
-        "journal": JournalResource(path=str(journal.journal_path(settings.log_dir))),
+        "journal": JournalResource(
+            path=str(journal.journal_path(settings.log_dir)), person=settings.own_person
+        ),
     }

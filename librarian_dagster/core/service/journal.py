@@ -66,7 +66,8 @@ def write(path: Path, kind: Kind, text: str, now: float | None = None) -> None:
 
 
 def remembered_text(project: str, agent: str, title: str, chunks: int) -> str:
-    """A session's memory written: which project and agent, what it was, how many chunks."""
+    """A session's memory written: which project and agent (a teammate's: "alice's codex"), what
+    it was, how many chunks."""
     return f"{project} · {agent} · {_short(title, 100)} · {chunks} chunks"
 
 

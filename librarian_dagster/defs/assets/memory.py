@@ -54,8 +54,11 @@ def memory(
             file_touches(session),
         )
         metadata = _metadata(session, digested, record, len(digest_chunks[key]), len(chunks))
+        who = record.agent
+        if record.person and record.person != journal.person:
+            who = f"{record.person}'s {record.agent}"
         said = remembered_text(
-            record.project, record.agent, record.title or digested.digest.summary, len(chunks)
+            record.project, who, record.title or digested.digest.summary, len(chunks)
         )
         journal.note("remembered", said)
         return metadata, metadata
