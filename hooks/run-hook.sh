@@ -20,6 +20,10 @@ if [ -z "$python" ] || [ ! -x "$python" ]; then
         python=python3
     fi
 fi
+case ${1:-} in
+    # `librarian connect AGENT --server URL`: the server is the configuration's, not the shell's.
+    --server=*) LIBRARIAN_MCP_URL=${1#--server=}; export LIBRARIAN_MCP_URL; shift ;;
+esac
 script=$1
 shift  # what follows the script's name is its own: the agent whose hook it is
 exec "$python" -E -S "$hooks/$script" "$@"

@@ -8,8 +8,10 @@
 //   session was not told of yet (fileHistory), appended to the tool's output, which is what the
 //   model reads as the tool's result.
 //
-// Written to opencode.json's "plugin" by `librarian connect opencode`. Every exported function
-// of a module is an OpenCode plugin: this one exports one.
+// Written to opencode.json's "plugin" by `librarian connect opencode`; with `--server URL` the
+// entry is `[this file's URL, {"server": URL}]`, and OpenCode hands those options to the plugin:
+// it asks that server. Every exported function of a module is an OpenCode plugin: this one
+// exports one.
 
 import {
   fileHistory,
@@ -17,6 +19,7 @@ import {
   logLine,
   recallContext,
   rememberPrompt,
+  withServer,
   workingDir,
 } from "../shared/memory.js"
 
@@ -50,12 +53,13 @@ function partIdAfter(parts) {
   return "prt_" + stamp.toString(16).padStart(12, "0").slice(-12) + Array.from(random, (b) => BASE62[b % 62]).join("")
 }
 
-export const LibrarianPlugin = async ({ directory }) => {
+export const LibrarianPlugin = async ({ directory }, options) => {
   const cwd = workingDir(directory)
+  const server = options?.server
   return {
     "chat.message": async (input, output) => {
       const start = performance.now()
-      const env = process.env
+      const env = withServer(process.env, server)
       let outcome
       try {
         const message = output?.message
@@ -81,7 +85,7 @@ export const LibrarianPlugin = async ({ directory }) => {
     "tool.execute.after": async (input, output) => {
       if (!FILE_TOOLS.has(input?.tool)) return
       const start = performance.now()
-      const env = process.env
+      const env = withServer(process.env, server)
       let outcome
       try {
         let text

@@ -8,12 +8,17 @@
 //   was not told of yet (fileHistory), added as a text block at the end of the tool's result,
 //   which is what the model reads.
 //
-// Named in Pi's settings.json "extensions" by `librarian connect pi`. Loaded by Pi's own jiti:
+// Named in Pi's settings.json "extensions" by `librarian connect pi` (with `--server URL`, that
+// server under "librarian": {"server"}, which serverOf reads). Loaded by Pi's own jiti:
 // nothing to install.
 
 import type { ExtensionAPI } from "@mariozechner/pi-coding-agent"
 
-import { fileHistory, logLine, recallContext, rememberPrompt, workingDir } from "../shared/memory.js"
+import { readFileSync } from "node:fs"
+import { homedir } from "node:os"
+import path from "node:path"
+
+import { fileHistory, logLine, recallContext, rememberPrompt, withServer, workingDir } from "../shared/memory.js"
 
 const AGENT = "pi"
 // Pi's file tools (dist/core/tools/): read, edit and write name their file as `path`.
@@ -22,6 +27,31 @@ const FILE_TOOLS = new Set(["read", "edit", "write"])
 type Context = {
   cwd?: string
   sessionManager?: { getSessionId?: () => string }
+}
+
+// Pi's folder of the user's settings, as Pi finds it (its getAgentDir): $PI_CODING_AGENT_DIR, `~`
+// the home, else ~/.pi/agent.
+function agentDir(env: NodeJS.ProcessEnv): string {
+  const named = (env.PI_CODING_AGENT_DIR || "").trim()
+  if (!named) return path.join(homedir(), ".pi", "agent")
+  if (named === "~" || named.startsWith("~/")) return path.join(homedir(), named.slice(2))
+  return named
+}
+
+function serverIn(file: string): string | undefined {
+  try {
+    const server = JSON.parse(readFileSync(file, "utf8"))?.librarian?.server
+    return typeof server === "string" ? server : undefined
+  } catch {
+    return undefined
+  }
+}
+
+// The server `librarian connect pi --server URL` named in Pi's settings ("librarian": {"server"}),
+// the project's over the user's, as Pi merges them; read at each call (a small file), so that a
+// connection made while Pi runs holds from the next prompt.
+function serverOf(cwd: string | undefined, env: NodeJS.ProcessEnv): string | undefined {
+  return (cwd && serverIn(path.join(cwd, ".pi", "settings.json"))) || serverIn(path.join(agentDir(env), "settings.json"))
 }
 
 function sessionOf(ctx: Context): string | undefined {
@@ -35,7 +65,7 @@ function sessionOf(ctx: Context): string | undefined {
 export default function librarian(pi: ExtensionAPI) {
   pi.on("before_agent_start", async (event, ctx) => {
     const start = performance.now()
-    const env = process.env
+    const env = withServer(process.env, serverOf(ctx?.cwd, process.env))
     let outcome = "recall error"
     let message
     try {
@@ -54,7 +84,7 @@ export default function librarian(pi: ExtensionAPI) {
   pi.on("tool_result", async (event, ctx) => {
     if (!FILE_TOOLS.has(event?.toolName) || event.isError) return undefined
     const start = performance.now()
-    const env = process.env
+    const env = withServer(process.env, serverOf(ctx?.cwd, process.env))
     let outcome = "history error"
     let result
     try {

@@ -14,8 +14,8 @@
 // that header (core/capture/own_context.py). Fails open: a server that is down, slow or wrong
 // gives no text, and nothing here throws. A server that missed a deadline is left alone for 30 s,
 // longer while it keeps missing them. LIBRARIAN_RECALL=off turns both off, LIBRARIAN_HISTORY=off the file history;
-// LIBRARIAN_MCP_URL (or LIBRARIAN_RECALL_URL) says where the server is, and LIBRARIAN_MCP_TOKEN
-// goes as a Bearer token. tests/hooks/test_opencode_plugin.py holds the texts to the Python
+// LIBRARIAN_MCP_URL (or LIBRARIAN_RECALL_URL) says where the server is, unless the agent's
+// configuration names one (withServer), and LIBRARIAN_MCP_TOKEN goes as a Bearer token. tests/hooks/test_opencode_plugin.py holds the texts to the Python
 // hooks' own.
 //
 // Plain JavaScript, the runtime's own fetch and node: modules: nothing to install. Runs in Bun
@@ -683,6 +683,14 @@ export function logLine(hook, outcome, ms, env) {
     const line = `${stamp} ${hook} ${ms.toFixed(1)}ms ${outcome}`.replaceAll("\n", " ").slice(0, 1000)
     appendFileSync(file, line + "\n")
   } catch {}
+}
+
+// The environment the plugin asks with: a server the agent's configuration names (`librarian
+// connect AGENT --server URL`) in place of LIBRARIAN_MCP_URL, as the Python hooks' runner puts
+// it (run-hook.sh --server=URL); an explicit LIBRARIAN_RECALL_URL still wins, as it does there.
+export function withServer(env, server) {
+  if (typeof server !== "string" || !/^https?:\/\//.test(server)) return env
+  return { ...env, LIBRARIAN_MCP_URL: server }
 }
 
 // The working folder an agent names, when the server may be told it.

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from librarian_dagster.core.connect import files
-from librarian_dagster.core.connect.agent import Where
+from librarian_dagster.core.connect.agent import Where, run_hook
 from librarian_dagster.core.connect.connectors import CONNECTORS
+from librarian_dagster.core.connect.server import mcp_url_of
 
 ROOT = Path(__file__).resolve().parents[2]
 USERS = '{\n  "theme": "dark",\n  "enabledPlugins": {"other@x": true},\n  "hooks": {}\n}\n'
@@ -105,3 +106,121 @@ def test_a_repository_s_own_settings_are_connected_apart(tmp_path):
     files.apply([target], tmp_path / "state", "claude-code-repo")
     assert CONNECTORS["claude-code"].check(where) == []
     assert CONNECTORS["claude-code"].check(_where(tmp_path))  # the user's own: not connected
+
+
+SERVER = "https://memory.team.example:3201/mcp"
+TOKEN = "lib-token-that-must-stay-in-the-environment"
+# How each agent's MCP entry names the token's variable, in its own syntax (read at run time).
+TOKEN_REFERENCE = {
+    "codex": 'bearer_token_env_var = "LIBRARIAN_MCP_TOKEN"',
+    "gemini": '"Bearer $LIBRARIAN_MCP_TOKEN"',
+    "opencode": '"Bearer {env:LIBRARIAN_MCP_TOKEN}"',
+    "copilot": '"Bearer ${LIBRARIAN_MCP_TOKEN}"',
+}
+
+
+def _remote(tmp_path: Path, server: str = SERVER, **env: str) -> Where:
+    return Where(tmp_path / "home", None, ROOT, server, env, remote=True)
+
+
+@pytest.mark.parametrize(
+    ("given", "url"),
+    [
+        ("https://memory.team.example:3201", SERVER),
+        ("https://memory.team.example:3201/mcp/", SERVER),
+        ("http://10.0.0.7:3201/", "http://10.0.0.7:3201/mcp"),
+        ("https://team.example/librarian", "https://team.example/librarian/mcp"),
+        ("https://[::1]:3201", "https://[::1]:3201/mcp"),
+    ],
+)
+def test_a_server_is_put_in_one_shape_its_mcp_url(given, url):
+    assert mcp_url_of(given) == url
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        "https://me:secret@memory.team.example",  # a credential would be written into files
+        "https://memory.team.example/?token=x",
+        "ftp://memory.team.example",
+        "memory.team.example:3201",
+        "https://memory.team.example/$(rm -rf ~)",  # read by the shell of a hook's command
+        "https://memory.team.example/a b",
+        "https://memory.team.example:99999",
+    ],
+)
+def test_a_server_that_cannot_be_written_safely_is_refused(given):
+    with pytest.raises(ValueError):
+        mcp_url_of(given)
+
+
+@pytest.mark.parametrize("agent", sorted(CONNECTORS))
+def test_with_a_server_every_file_names_it_and_none_holds_the_token(tmp_path, agent):
+    where = _remote(tmp_path, LIBRARIAN_MCP_TOKEN=TOKEN)
+    connector = CONNECTORS[agent]
+    files.apply(connector.targets(where), tmp_path / "state", agent)
+    written = {t.path: t.path.read_text(encoding="utf-8") for t in connector.targets(where)}
+    everything = "".join(written.values())
+    assert SERVER in everything and "127.0.0.1" not in everything
+    assert TOKEN not in everything
+    assert not [p for p in (tmp_path / "state").rglob("*") if p.is_file() and
+                TOKEN in p.read_text(encoding="utf-8", errors="replace")]  # fmt: skip
+    if agent in TOKEN_REFERENCE:
+        assert TOKEN_REFERENCE[agent] in everything
+    if agent in ("codex", "gemini", "copilot"):  # command hooks: each names the server
+        assert everything.count(f'run-hook.sh\\" --server={SERVER} ') == 2, everything
+    assert connector.check(where) == []
+    # Connected to another server, the check says this one is not the one asked.
+    assert connector.check(_remote(tmp_path, "https://other.example/mcp"))
+    files.undo(connector.targets(where), tmp_path / "state", agent)
+    assert not [t.path for t in connector.targets(where) if t.path.exists()]
+
+
+@pytest.mark.parametrize("agent", ["codex", "gemini", "opencode", "copilot"])
+def test_a_team_s_server_gets_the_token_s_variable_even_where_it_is_not_set_yet(tmp_path, agent):
+    where = _remote(tmp_path)
+    text = "".join(t.add(None).decode() for t in CONNECTORS[agent].targets(where))
+    assert TOKEN_REFERENCE[agent] in text
+    local = "".join(t.add(None).decode() for t in CONNECTORS[agent].targets(_where(tmp_path)))
+    assert "LIBRARIAN_MCP_TOKEN" not in local  # this machine's without tokens: as before
+
+
+def test_without_a_server_the_hooks_commands_are_as_before(tmp_path):
+    assert "--server" not in run_hook(_where(tmp_path), "user_prompt_submit.py", "codex")
+    command = run_hook(_remote(tmp_path), "user_prompt_submit.py", "codex")
+    assert command.endswith(f'run-hook.sh" --server={SERVER} user_prompt_submit.py codex')
+
+
+def _connect(monkeypatch, tmp_path: Path, *args: str) -> int:
+    from librarian_dagster.cli.main import main
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LIBRARIAN_HOME", str(tmp_path / "librarian"))
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    monkeypatch.delenv("LIBRARIAN_MCP_TOKEN", raising=False)
+    try:
+        return main(["connect", *args])
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+
+def test_connecting_to_another_server_takes_the_first_out_and_undo_gives_back_the_bytes(
+    monkeypatch, tmp_path, capsys
+):
+    hooks_json = tmp_path / "home" / ".codex" / "hooks.json"
+    config = tmp_path / "home" / ".codex" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('model = "o3"\n', encoding="utf-8")
+    assert _connect(monkeypatch, tmp_path, "codex") == 0
+    team = "https://memory.team.example:3201"
+    assert _connect(monkeypatch, tmp_path, "codex", "--server", team) == 0
+    hooks = json.loads(hooks_json.read_text())["hooks"]
+    assert [len(hooks[event]) for event in ("UserPromptSubmit", "PreToolUse")] == [1, 1]
+    assert f"--server={SERVER} " in hooks["UserPromptSubmit"][0]["hooks"][0]["command"]
+    toml = tomllib.loads(config.read_text())
+    assert toml["mcp_servers"]["librarian"]["url"] == SERVER
+    assert "taking out the connection to this machine first" in capsys.readouterr().out
+    # --undo, without --server, takes out what was connected.
+    assert _connect(monkeypatch, tmp_path, "codex", "--undo") == 0
+    assert config.read_bytes() == b'model = "o3"\n' and not hooks_json.exists()
+    assert _connect(monkeypatch, tmp_path, "codex", "--server", "https://u:p@x.example") == 2

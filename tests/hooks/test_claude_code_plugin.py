@@ -46,7 +46,7 @@ def claude() -> str:
     return str(cli)
 
 
-@pytest.mark.parametrize("how", ["plugin-dir", "librarian connect"])
+@pytest.mark.parametrize("how", ["plugin-dir", "librarian connect", "librarian connect --server"])
 def test_the_cli_loads_the_plugin_and_a_read_gets_the_files_history(claude, store, tmp_path, how):
     repo = tmp_path / "alpha"
     (repo / "cmd").mkdir(parents=True)
@@ -58,26 +58,32 @@ def test_the_cli_loads_the_plugin_and_a_read_gets_the_files_history(claude, stor
     home = tmp_path / "home"
     home.mkdir()
     plugin = ["--plugin-dir", str(ROOT)]
-    if how == "librarian connect":  # the user's own settings turn the plugin on
+    port = free_port()
+    if how.startswith("librarian connect"):  # the user's own settings turn the plugin on
+        # With --server they name the server too (env.LIBRARIAN_MCP_URL): the shell does not.
+        given = ["--server", f"http://127.0.0.1:{port}"] if how.endswith("--server") else []
         connected = subprocess.run(
-            [sys.executable, "-m", "librarian_dagster.cli.main", "connect", "claude-code"],
+            [sys.executable, "-m", "librarian_dagster.cli.main", "connect", "claude-code",
+             *given],
             env={**os.environ, "HOME": str(home), "LIBRARIAN_HOME": str(tmp_path / "lib")},
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert connected.returncode == 0, connected.stderr
         plugin = []
     app = http_app(build_server(Served.of(store, FakeEmbedder())), "127.0.0.1")
-    with serve_http(app, free_port()) as url, ReadsOnce() as api:
+    with serve_http(app, port) as url, ReadsOnce() as api:
         api.target = str(target)
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("ANTHROPIC_", "CLAUDE", "LIBRARIAN_"))}  # fmt: skip
         env.update({
             "HOME": str(home), "ANTHROPIC_BASE_URL": api.url, "DISABLE_TELEMETRY": "1",
             "ANTHROPIC_API_KEY": "sk-ant-stand-in-for-the-login",
-            "LIBRARIAN_MCP_URL": url + "/mcp", "LIBRARIAN_LOG": str(tmp_path / "hooks.log"),
+            "LIBRARIAN_LOG": str(tmp_path / "hooks.log"),
             # Slack for a busy test machine: the server's first answer here is a cold one.
             "LIBRARIAN_RECALL_TIMEOUT_MS": "5000", "LIBRARIAN_HISTORY_TIMEOUT_MS": "5000",
         })  # fmt: skip
+        if not how.endswith("--server"):
+            env["LIBRARIAN_MCP_URL"] = url + "/mcp"
         done = subprocess.run(
             [claude, "-p", "look at cmd/main.go and tell me what it does", *plugin,
              "--model", "claude-haiku-4-5"],

@@ -198,8 +198,9 @@ def embedder():
     return model
 
 
+@pytest.mark.parametrize("server", [False, True], ids=["this machine", "--server"])
 def test_librarian_connect_hands_copilot_recall_and_file_history(
-    copilot, tmp_path, store, embedder
+    copilot, tmp_path, store, embedder, server
 ):
     """`librarian connect copilot` into a Copilot home that has the user's own MCP servers: the
     real CLI then runs Librarian's hooks, the model is told of an earlier session for a prompt
@@ -240,11 +241,16 @@ def test_librarian_connect_hands_copilot_recall_and_file_history(
                    LIBRARIAN_MCP_URL=url + "/mcp", LIBRARIAN_LOG=str(log),
                    LIBRARIAN_RECALL_TIMEOUT_MS="5000",
                    LIBRARIAN_HISTORY_TIMEOUT_MS="5000")  # fmt: skip
-        done = subprocess.run(connect, env=env, capture_output=True, text=True, timeout=120)
+        given = ["--server", url] if server else []
+        if server:  # the server is the configuration's alone
+            del env["LIBRARIAN_MCP_PORT"], env["LIBRARIAN_MCP_URL"]
+        done = subprocess.run([*connect, *given], env=env, capture_output=True, text=True,
+                              timeout=120)  # fmt: skip
         assert done.returncode == 0, done.stderr
         check = subprocess.run([*connect[:-1], "--check", "copilot"], env=env,
                                capture_output=True, text=True, timeout=120)  # fmt: skip
         assert check.returncode == 0, check.stdout
+        assert (f"via {url}/mcp" in check.stdout) is server, check.stdout
         fake.script += [tool_call("view", {"path": str(main_go)}, "call_view"),
                         text("It is the entry point.")]  # fmt: skip
         prompt = "How did we fix the repeated verbose flag in the flag parser before?"

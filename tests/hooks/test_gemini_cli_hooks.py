@@ -287,7 +287,10 @@ def embedder():
     return model
 
 
-def test_librarian_connect_hands_gemini_recall_and_file_history(gemini, tmp_path, store, embedder):
+@pytest.mark.parametrize("server", [False, True], ids=["this machine", "--server"])
+def test_librarian_connect_hands_gemini_recall_and_file_history(
+    gemini, tmp_path, store, embedder, server
+):
     """`librarian connect gemini` into the user's own ~/.gemini/settings.json (the auth and
     privacy settings the CLI needs, and a hook of theirs): the real CLI then runs Librarian's
     hooks and talks to its MCP server; the model is told of an earlier session for a prompt
@@ -322,13 +325,23 @@ def test_librarian_connect_hands_gemini_recall_and_file_history(gemini, tmp_path
                 LIBRARIAN_RECALL_TIMEOUT_MS="5000", LIBRARIAN_HISTORY_TIMEOUT_MS="5000",
                 LIBRARIAN_LOG=str(log))  # fmt: skip
     connect = [sys.executable, "-m", "librarian_dagster.cli.main", "connect", "gemini"]
-    done = subprocess.run(connect, env=env, capture_output=True, text=True, timeout=120)
+    given, mcp = [], {"httpUrl": f"http://127.0.0.1:{port}/mcp"}
+    if server:  # the server is the configuration's alone, and the token the environment's
+        given = ["--server", f"http://127.0.0.1:{port}"]
+        del env["LIBRARIAN_MCP_PORT"], env["LIBRARIAN_MCP_URL"]
+        env["LIBRARIAN_MCP_TOKEN"] = "a-token-of-the-environment"
+        mcp["headers"] = {"Authorization": "Bearer $LIBRARIAN_MCP_TOKEN"}
+    done = subprocess.run([*connect, *given], env=env, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     check = subprocess.run([*connect[:-1], "--check", "gemini"], env=env,
                            capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert check.returncode == 0, check.stdout
+    # Not served yet: `--check` asks a server elsewhere, and says it does not answer.
+    assert check.returncode == (1 if server else 0), check.stdout
+    assert ("does not answer" in check.stdout) is server, check.stdout
     connected = json.loads(s.settings_json.read_text())
-    assert connected["mcpServers"] == {"librarian": {"httpUrl": f"http://127.0.0.1:{port}/mcp"}}
+    assert connected["mcpServers"] == {"librarian": mcp}
+    assert "a-token-of-the-environment" not in s.settings_json.read_text()
     assert connected["security"] == s.settings["security"]
 
     prompt = "How did we fix the cart total that ignored the discount before?"

@@ -244,8 +244,9 @@ def embedder():
     return model
 
 
+@pytest.mark.parametrize("server", [False, True], ids=["this machine", "--server"])
 def test_librarian_connect_hands_opencode_recall_and_file_history(
-    opencode, tmp_path, store, embedder
+    opencode, tmp_path, store, embedder, server
 ):
     """`librarian connect opencode` into the user's own opencode.json: the real CLI loads
     Librarian's plugin and its MCP server; the model is told of an earlier session that bears on
@@ -290,11 +291,20 @@ def test_librarian_connect_hands_opencode_recall_and_file_history(
             LIBRARIAN_RECALL_TIMEOUT_MS="5000",
             LIBRARIAN_HISTORY_TIMEOUT_MS="5000",
         )
-        done = subprocess.run(connect, env=env, capture_output=True, text=True, timeout=120)
+        plugin: object = (ROOT / "plugins" / "opencode" / "librarian.js").as_uri()
+        mcp: dict[str, object] = {"type": "remote", "url": url + "/mcp"}
+        given = ["--server", url] if server else []
+        if server:  # the server is the configuration's alone: the plugin's option
+            del env["LIBRARIAN_MCP_PORT"], env["LIBRARIAN_MCP_URL"]
+            plugin = [plugin, {"server": url + "/mcp"}]
+            mcp["headers"] = {"Authorization": "Bearer {env:LIBRARIAN_MCP_TOKEN}"}
+            env["LIBRARIAN_MCP_TOKEN"] = "a-token-of-the-environment"
+        done = subprocess.run([*connect, *given], env=env, capture_output=True, text=True,
+                              timeout=120)  # fmt: skip
         assert done.returncode == 0, done.stderr
         written = json.loads((config_dir / "opencode.json").read_text(encoding="utf-8"))
-        assert written["plugin"] == [(ROOT / "plugins" / "opencode" / "librarian.js").as_uri()]
-        assert written["mcp"] == {"librarian": {"type": "remote", "url": url + "/mcp"}}
+        assert written["plugin"] == [plugin]
+        assert written["mcp"] == {"librarian": mcp}
         check = subprocess.run([*connect[:-1], "--check", "opencode"], env=env,
                                capture_output=True, text=True, timeout=120)  # fmt: skip
         assert check.returncode == 0, check.stdout

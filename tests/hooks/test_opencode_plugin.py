@@ -31,7 +31,8 @@ DRIVER = """
 import { LibrarianPlugin } from "__PLUGIN__"
 
 const steps = JSON.parse(process.env.STEPS)
-const hooks = await LibrarianPlugin({ directory: process.env.DIRECTORY })
+const options = process.env.OPTIONS ? JSON.parse(process.env.OPTIONS) : undefined
+const hooks = await LibrarianPlugin({ directory: process.env.DIRECTORY }, options)
 const results = []
 for (const step of steps) {
   const start = performance.now()
@@ -338,3 +339,24 @@ def test_a_server_that_hangs_is_abandoned_at_the_deadline_then_left_alone(bun, t
     log = (tmp_path / "librarian.log").read_text(encoding="utf-8")
     assert "recall skipped (server hung lately)" in log
     assert "history skipped (server hung lately)" in log
+
+
+def test_the_server_of_the_plugin_s_entry_is_asked_and_a_silent_one_costs_its_deadline(
+    bun, tmp_path, server
+):
+    """`connect opencode --server URL` writes `[plugin, {"server": URL}]`: OpenCode's options,
+    asked in place of LIBRARIAN_MCP_URL (here a port nobody listens on); a server there that
+    hangs costs the prompt its deadline, and the prompt goes on as it was."""
+    from tests.helpers import free_port
+
+    server.answers = {"/recall": Reply(body=RECALLED)}
+    steps = [prompt("how did we fix the verbose flag")]
+    options = json.dumps({"server": server.url + "/mcp"})
+    elsewhere = f"http://127.0.0.1:{free_port()}/mcp"
+    said = run(bun, tmp_path, steps, OPTIONS=options, LIBRARIAN_MCP_URL=elsewhere)
+    assert added(said[0]) and [r.path for r in server.requests] == ["/recall"]
+    server.hang = 3.0
+    said = run(bun, tmp_path, steps, OPTIONS=options, LIBRARIAN_MCP_URL=elsewhere,
+               LIBRARIAN_RECALL_TIMEOUT_MS="400")  # fmt: skip
+    assert added(said[0]) == [] and said[0]["ms"] < 400 + 1500
+    assert "recall failed (timeout)" in (tmp_path / "librarian.log").read_text(encoding="utf-8")

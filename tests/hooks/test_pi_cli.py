@@ -184,7 +184,8 @@ def embedder():
     return model
 
 
-def test_librarian_connect_hands_pi_recall_and_file_history(pi, tmp_path, store, embedder):
+@pytest.mark.parametrize("server", [False, True], ids=["this machine", "--server"])
+def test_librarian_connect_hands_pi_recall_and_file_history(pi, tmp_path, store, embedder, server):
     """`librarian connect pi` into the user's own settings.json: the real CLI loads Librarian's
     extension; the model is told of an earlier session that bears on the prompt (a message after
     it) and of the one that changed the file it reads (the end of the read's result); the
@@ -226,11 +227,16 @@ def test_librarian_connect_hands_pi_recall_and_file_history(pi, tmp_path, store,
             "LIBRARIAN_RECALL_TIMEOUT_MS": "5000",
             "LIBRARIAN_HISTORY_TIMEOUT_MS": "5000",
         }
+        given = ["--server", url] if server else []
+        if server:  # the server is Pi's settings' alone
+            del librarian["LIBRARIAN_MCP_URL"]
         env.update(HOME=str(home), **librarian)
-        done = subprocess.run(connect, env=env, capture_output=True, text=True, timeout=120)
+        done = subprocess.run([*connect, *given], env=env, capture_output=True, text=True,
+                              timeout=120)  # fmt: skip
         assert done.returncode == 0, done.stderr
         written = json.loads((agent_dir / "settings.json").read_text(encoding="utf-8"))
         assert written["extensions"] == [str(ROOT / "plugins" / "pi" / "librarian.ts")]
+        assert written.get("librarian") == ({"server": url + "/mcp"} if server else None)
         check = subprocess.run([*connect[:-1], "--check", "pi"], env=env,
                                capture_output=True, text=True, timeout=120)  # fmt: skip
         assert check.returncode == 0, check.stdout

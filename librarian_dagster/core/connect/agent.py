@@ -28,16 +28,30 @@ class Where:
     mcp_url: str
     """The recall server's MCP endpoint."""
     env: Mapping[str, str]
+    remote: bool = False
+    """`mcp_url` is a server elsewhere (`--server`, core/connect/server.py): the hooks and
+    plugins are told it in the configuration too (on this machine they find it themselves), and
+    its MCP entry always sends the token, read from the environment at run time."""
 
     @property
     def hooks(self) -> Path:
         return self.plugin / "hooks"
 
+    @property
+    def sends_token(self) -> bool:
+        """Whether the MCP entry carries an Authorization header read from LIBRARIAN_MCP_TOKEN: a
+        team's server wants one even where this shell has none yet; this machine's only when
+        tokens are in use."""
+        return self.remote or bool(self.env.get("LIBRARIAN_MCP_TOKEN"))
+
 
 def run_hook(where: Where, script: str, agent: str) -> str:
     """The command an agent's hook configuration runs: the plugin's own runner, which finds a
-    Python once and passes the agent's name to the script."""
-    return f'sh "{where.hooks / "run-hook.sh"}" {script} {agent}'
+    Python once and passes the agent's name to the script; for a server elsewhere, `--server=`
+    its URL first (the runner hands it to the hook as LIBRARIAN_MCP_URL). The URL holds nothing a
+    shell would read (server.mcp_url_of), so the line runs the same split by a shell or not."""
+    server = f"--server={where.mcp_url} " if where.remote else ""
+    return f'sh "{where.hooks / "run-hook.sh"}" {server}{script} {agent}'
 
 
 @dataclass(frozen=True)

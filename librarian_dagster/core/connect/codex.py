@@ -8,6 +8,9 @@ writes that trust for Librarian's own hooks (the hash as Codex computes it: code
 `command_hook_hash`, held equal to its app server's `hooks/list` by tests/hooks/test_codex_cli.py),
 and `--check` recomputes it, so a hook Codex would skip is caught.
 
+For a server elsewhere (`--server`) each hook's command names it (`run-hook.sh --server=URL`), and
+the MCP server reads its token from the environment (`bearer_token_env_var`), never the file.
+
 A repository's hooks are read only in a project the user trusted in Codex (`[projects."DIR"]
 trust_level`); connecting never trusts a project for the user, and `--check` says when it is not.
 """
@@ -121,7 +124,7 @@ def _config_lines(where: Where, hooks_after: bytes, users: dict[str, Any]) -> li
     lines: list[str] = []
     if SERVER not in users.get("mcp_servers", {}):
         lines += [f"[mcp_servers.{SERVER}]", f"url = {json.dumps(where.mcp_url)}"]
-        if where.env.get("LIBRARIAN_MCP_TOKEN"):
+        if where.sends_token:  # Codex reads the variable when it starts the server
             lines.append('bearer_token_env_var = "LIBRARIAN_MCP_TOKEN"')
     state = users.get("hooks", {}).get("state", {})
     for key, digest in _ours(where, json.loads(hooks_after)).items():
@@ -171,8 +174,12 @@ def check(where: Where) -> list[str]:
             problems.append(f"Codex would skip a hook it does not trust: {key}")
     if config.get("features", {}).get("hooks") is False:
         problems.append(f"{config_path} turns Codex's hooks off ([features] hooks = false)")
-    if SERVER not in config.get("mcp_servers", {}):
+    server = config.get("mcp_servers", {}).get(SERVER)
+    if server is None:
         problems.append(f"{config_path} names no MCP server {SERVER!r}")
+    elif where.remote and server.get("url") != where.mcp_url:
+        problems.append(f"{config_path}: the MCP server {SERVER!r} is {server.get('url')}, "
+                        f"not {where.mcp_url}")  # fmt: skip
     if where.repo:
         project = config.get("projects", {}).get(str(where.repo), {})
         if project.get("trust_level") != "trusted":

@@ -13,6 +13,9 @@ A repository's hooks and MCP servers are read only in a folder the user trusted 
 its trust prompt); connecting never trusts a folder for the user, and `--check` says when it is
 not. Of a repository's two MCP files Copilot reads `.mcp.json` when there is one, and
 `.github/mcp.json` only when there is not (@github/copilot 1.0.102, seen live).
+
+For a server elsewhere (`--server`) each hook's command names it (`run-hook.sh --server=URL`),
+and the MCP server's header names the token's variable (`${LIBRARIAN_MCP_TOKEN}`): never the token.
 """
 
 import json
@@ -69,7 +72,7 @@ def _hooks(where: Where) -> dict[str, dict[str, Any]]:
 
 def _server(where: Where, path: Path) -> dict[str, Any]:
     server: dict[str, Any] = {"type": "http", "url": where.mcp_url}
-    if where.env.get("LIBRARIAN_MCP_TOKEN"):
+    if where.sends_token:
         # Copilot expands ${VAR} in a header from its own environment: no token in the file.
         server["headers"] = {"Authorization": "Bearer ${LIBRARIAN_MCP_TOKEN}"}
     if path.name != ".mcp.json":  # the file Claude Code reads too keeps to what both know
@@ -126,8 +129,12 @@ def check(where: Where) -> list[str]:
         servers = (_jsonc(mcp_path) or {}).get("mcpServers")
     except (ValueError, AttributeError):
         servers = None
-    if not isinstance(servers, dict) or SERVER not in servers:
+    server = servers.get(SERVER) if isinstance(servers, dict) else None
+    if not isinstance(server, dict):
         problems.append(f"{mcp_path} names no MCP server {SERVER!r}")
+    elif where.remote and server.get("url") != where.mcp_url:
+        problems.append(f"{mcp_path}: the MCP server {SERVER!r} is {server.get('url')}, "
+                        f"not {where.mcp_url}")  # fmt: skip
     if where.repo and not _trusted(where):
         problems.append(
             f"Copilot CLI reads {where.repo}/.github/hooks and the repository's MCP servers only "

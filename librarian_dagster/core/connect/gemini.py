@@ -6,6 +6,10 @@ joins the prompt's request), and file history at `AfterTool` of its file tools (
 appended to the tool's result). `BeforeTool` takes no context (the CLI reads only a decision
 from it), so the history comes after a read or an edit, as Claude Code's reaches the model with
 the tool's result too.
+
+For a server elsewhere (`--server`) each hook's command names it (`run-hook.sh --server=URL`),
+and the MCP server's header names the token's variable (`$LIBRARIAN_MCP_TOKEN`, which Gemini CLI
+expands as it reads its settings): the token is never in the file.
 """
 
 import json
@@ -35,7 +39,7 @@ def _entries(where: Where) -> list[tuple[tuple[str, ...], object]]:
         return {"type": "command", "name": "librarian", "command": command, "timeout": TIMEOUT_MS}
 
     server: dict[str, object] = {"httpUrl": where.mcp_url}
-    if where.env.get("LIBRARIAN_MCP_TOKEN"):
+    if where.sends_token:  # Gemini CLI expands $VAR in its settings as it reads them
         server["headers"] = {"Authorization": "Bearer $LIBRARIAN_MCP_TOKEN"}
     return [
         (("hooks", "BeforeAgent[]"), {"hooks": [hook("user_prompt_submit.py")]}),
@@ -65,8 +69,12 @@ def check(where: Where) -> list[str]:
     switches = settings.get("hooksConfig")
     if isinstance(switches, dict) and switches.get("enabled") is False:
         problems.append(f"{path} turns Gemini CLI's hooks off (hooksConfig.enabled = false)")
-    if SERVER not in (settings.get("mcpServers") or {}):
+    server = (settings.get("mcpServers") or {}).get(SERVER)
+    if not isinstance(server, dict):
         problems.append(f"{path} names no MCP server {SERVER!r}")
+    elif where.remote and server.get("httpUrl") != where.mcp_url:
+        problems.append(f"{path}: the MCP server {SERVER!r} is {server.get('httpUrl')}, "
+                        f"not {where.mcp_url}")  # fmt: skip
     if where.repo and not _trusted(where):
         problems.append(f"Gemini CLI reads {path} only in a folder you trusted: trust it there")
     return problems

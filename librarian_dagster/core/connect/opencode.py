@@ -8,7 +8,9 @@ message as a synthetic part) and after a file tool ran (`tool.execute.after`: th
 history is appended to the tool's output). The plugin is named by its file URL in "plugin", a
 list OpenCode concatenates over every config file it reads; the MCP server is a "remote" one
 under "mcp". The token, when there is one, is left to OpenCode to read from the environment
-(`{env:LIBRARIAN_MCP_TOKEN}`): never written into the file.
+(`{env:LIBRARIAN_MCP_TOKEN}`): never written into the file. For a server elsewhere
+(`--server`) the plugin's entry carries it as the plugin's option (`[file URL, {"server": URL}]`),
+which the plugin asks in place of LIBRARIAN_MCP_URL.
 
 OpenCode reads the user's `config.json`, `opencode.json` and `opencode.jsonc` in that folder,
 merged (it writes an `opencode.jsonc` of its own on its first start when there is none of
@@ -44,11 +46,19 @@ def plugin_url(where: Where) -> str:
     return (where.plugin / PLUGIN).as_uri()
 
 
+def plugin_entry(where: Where) -> object:
+    """The plugin as "plugin" lists it: its file URL; for a server elsewhere, with that server
+    as the plugin's option (OpenCode hands a `[spec, options]` entry's options to the plugin)."""
+    if where.remote:
+        return [plugin_url(where), {"server": where.mcp_url}]
+    return plugin_url(where)
+
+
 def _entries(where: Where) -> list[tuple[tuple[str, ...], object]]:
     server: dict[str, object] = {"type": "remote", "url": where.mcp_url}
-    if where.env.get("LIBRARIAN_MCP_TOKEN"):
+    if where.sends_token:
         server["headers"] = {"Authorization": "Bearer {env:LIBRARIAN_MCP_TOKEN}"}
-    return [(("plugin[]",), plugin_url(where)), (("mcp", SERVER), server)]
+    return [(("plugin[]",), plugin_entry(where)), (("mcp", SERVER), server)]
 
 
 def targets(where: Where) -> list[Target]:
@@ -68,12 +78,16 @@ def check(where: Where) -> list[str]:
         return [*problems, f"{path} is not JSON: Librarian cannot tell what OpenCode reads in it"]
     config = config if isinstance(config, dict) else {}
     plugins = config.get("plugin")
-    if not isinstance(plugins, list) or plugin_url(where) not in plugins:
-        problems.append(f"not connected: {path} does not load Librarian's plugin")
+    if not isinstance(plugins, list) or plugin_entry(where) not in plugins:
+        whose = f" with the server {where.mcp_url}" if where.remote else ""
+        problems.append(f"not connected: {path} does not load Librarian's plugin{whose}")
     servers = config.get("mcp")
     server = servers.get(SERVER) if isinstance(servers, dict) else None
     if not isinstance(server, dict):
         problems.append(f"{path} names no MCP server {SERVER!r}")
+    elif where.remote and server.get("url") != where.mcp_url:
+        problems.append(f"{path}: the MCP server {SERVER!r} is {server.get('url')}, "
+                        f"not {where.mcp_url}")  # fmt: skip
     elif server.get("enabled") is False:
         problems.append(f"{path} turns the MCP server {SERVER!r} off (enabled = false)")
     return problems

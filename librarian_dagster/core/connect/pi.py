@@ -6,6 +6,10 @@ Pi has no command hooks: an extension, a TypeScript module Pi loads itself (jiti
 events in process. Librarian's asks the recall server at `before_agent_start` (its context
 comes as a custom message after the prompt) and after a file tool ran (`tool_result`: the
 file's history ends the tool's result). Pi has no MCP client: the extension is all it gets.
+
+For a server elsewhere (`--server`) the same settings name it under a key of Librarian's own,
+`"librarian": {"server": URL}` (Pi keeps a key it does not know), which the extension reads, the
+repository's over the user's; the token stays in the environment (LIBRARIAN_MCP_TOKEN).
 """
 
 import json
@@ -36,7 +40,12 @@ def _settings(where: Where) -> Path:
 
 
 def _entries(where: Where) -> list[tuple[tuple[str, ...], object]]:
-    return [(("extensions[]",), str(where.plugin / EXTENSION))]
+    entries: list[tuple[tuple[str, ...], object]] = [
+        (("extensions[]",), str(where.plugin / EXTENSION))
+    ]
+    if where.remote:
+        entries.append((("librarian", "server"), where.mcp_url))
+    return entries
 
 
 def targets(where: Where) -> list[Target]:
@@ -57,6 +66,11 @@ def check(where: Where) -> list[str]:
     extensions = settings.get("extensions") if isinstance(settings, dict) else None
     if not isinstance(extensions, list) or str(where.plugin / EXTENSION) not in extensions:
         problems.append(f"not connected: {path} does not load Librarian's extension")
+    named = settings.get("librarian") if isinstance(settings, dict) else None
+    server = named.get("server") if isinstance(named, dict) else None
+    if where.remote and server != where.mcp_url:
+        problems.append(f"{path} sends the extension to {server}, not {where.mcp_url} "
+                        "(librarian.server)")  # fmt: skip
     return problems
 
 
