@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import psycopg
 import pytest
 
@@ -31,6 +32,7 @@ from tests.helpers import (
     sensor_tick,
     serve_http,
     settings_in_env,
+    tmpfs,
     transcript_line,
     write_transcript,
 )
@@ -284,3 +286,74 @@ def test_push_state_names_what_was_sent(server, tmp_path):
     (state,) = (Path(alice["LIBRARIAN_HOME"]) / "push").glob("*.json")
     sessions = json.loads(state.read_text())["sessions"]
     assert set(sessions) == {f"claude-code/{ALICE_CLAUDE}"}
+
+
+def _post(server, token: str, doc: dict | bytes) -> httpx.Response:
+    import gzip
+
+    body = doc if isinstance(doc, bytes) else gzip.compress(json.dumps(doc).encode())
+    return httpx.post(
+        server.url + "/push",
+        content=body,
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/json",
+            "Content-Encoding": "gzip",
+        },
+        timeout=60,
+    )
+
+
+def _doc(**changed) -> dict:
+    from librarian_dagster.core.capture.uploads import StagedFile
+    from librarian_dagster.core.push.bundle import content_sha256
+
+    line = transcript_line(ALICE_CLAUDE, "user", "hello", "u1")
+    doc = {
+        "format": 1, "machine": "lap", "agent": "claude-code", "session_id": ALICE_CLAUDE,
+        "project": "app", "files": [{"name": f"-work-app/{ALICE_CLAUDE}.jsonl",
+                                     "text": line.decode(), "mtime": 1.0}],
+    } | changed  # fmt: skip
+    files = [StagedFile(f["name"], f["text"].encode(), 1.0) for f in doc["files"]]
+    doc.setdefault("sha256", content_sha256(doc["agent"], doc["session_id"], files))
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("doc", "status", "said"),
+    [
+        (b"not gzip", 400, "gzip"),
+        (_doc(agent="cursor"), 400, "unknown agent"),
+        (_doc(files=[{"name": "../../etc/cron.d/x", "text": "{}", "mtime": 1.0}]), 400,
+         "relative path"),
+        (_doc(files=[{"name": "/etc/passwd", "text": "{}", "mtime": 1.0}]), 400, "relative"),
+        (_doc(files=[{"name": "a/notes.jsonl", "text": "not a transcript", "mtime": 1.0}]),
+         422, "not a Claude Code transcript"),
+        (_doc(sha256="0" * 64), 400, "not the bytes"),
+        (_doc(format=2), 400, "Librarian-Push-Format 1"),
+        (_doc(session_id="../x"), 400, "session id"),
+    ],
+)  # fmt: skip
+def test_bad_input_gets_a_clear_status_and_changes_nothing(server, doc, status, said):
+    refused = _post(server, server.tokens["alice"], doc)
+    assert refused.status_code == status, refused.text
+    assert said in refused.json()["error"]
+    assert not (server.settings.uploads / "sessions").exists() or not any(
+        (server.settings.uploads / "sessions").rglob("*")
+    )
+    with psycopg.connect(server.settings.database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM pushed_sessions").fetchone() == (0,)
+
+
+def test_a_session_too_large_is_refused_and_a_full_disk_stops_the_push(server, tmp_path):
+    big = _doc(files=[{"name": f"-work-app/{ALICE_CLAUDE}.jsonl", "mtime": 1.0,
+                       "text": transcript_line(ALICE_CLAUDE, "user", "x" * 6_000_000, "u1")
+                       .decode()}])  # fmt: skip
+    refused = _post(server, server.tokens["alice"], big)
+    assert refused.status_code == 413 and "more than 5 MB" in refused.json()["error"]
+    with tmpfs(server.settings.uploads, size="1m"):
+        alice = laptop(tmp_path / "alice", ALICE_CLAUDE, "y" * 2_000_000, codex=False)
+        full = push(alice, server.url, server.tokens["alice"])
+        assert full.returncode == 1
+        assert "the server's disk is full" in full.stderr, full.stderr
+        assert not any((server.settings.uploads / "sessions").rglob("*"))
