@@ -45,6 +45,7 @@ CODEX_FILE = "2026/05/01/rollout-2026-05-01T10-00-00-019e0000-1111-7000-8000-000
 ALICE_CLAUDE = "a11ce000-0000-4000-8000-000000000001"
 BOB_CLAUDE = "b0b00000-0000-4000-8000-000000000002"
 SCRATCH = "5c7a0000-0000-4000-8000-000000000003"
+EDITED = "ed17ed00-0000-4000-8000-000000000004"
 # A GitHub token's shape: the leak-check's rule for it must keep it off the wire.
 SECRET = "ghp_" + "Zq8Lm2Np4Rt6Vx8Bz1Cd3Fg5Hj7Kl9Mn0Pq2"
 
@@ -357,3 +358,62 @@ def test_a_session_too_large_is_refused_and_a_full_disk_stops_the_push(server, t
         assert full.returncode == 1
         assert "the server's disk is full" in full.stderr, full.stderr
         assert not any((server.settings.uploads / "sessions").rglob("*"))
+
+
+def _git_checkout(folder: Path, remote: str) -> Path:
+    import subprocess
+
+    folder.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    subprocess.run(["git", "-C", str(folder), "remote", "add", "origin", remote], check=True)
+    return folder
+
+
+def _edit_session(path: Path, session_id: str, cwd: Path, file: str) -> None:
+    """A Claude Code session in `cwd` that edited `file` (relative to it)."""
+    edit = {
+        "type": "assistant", "uuid": "a2", "sessionId": session_id, "cwd": str(cwd),
+        "timestamp": "2026-11-03T10:00:10Z",
+        "message": {"id": "msg_2", "role": "assistant", "model": "claude-test", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "Edit",
+             "input": {"file_path": str(cwd / file), "old_string": "a", "new_string": "b"}}]},
+    }  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(
+        transcript_line(session_id, "user", "round the invoice totals in billing", "u1",
+                        timestamp="2026-11-03T10:00:00Z", cwd=str(cwd))
+        + json.dumps(edit).encode() + b"\n"
+    )  # fmt: skip
+    age(path, 600)
+
+
+def test_a_teammate_s_file_history_names_the_first_person_s_session_across_folder_names(
+    server, tmp_path
+):
+    """Alice's checkout is `cli`, with a credential in its remote; Bob's is `20260205-cli`.
+    Alice's session is pushed with its repository's remote (no credential crosses), remembered
+    in project `cli`; Bob, opening the file in his folder, is told of it by name."""
+    alice = laptop(tmp_path / "alice", ALICE_CLAUDE, "hello", codex=False)
+    checkout = _git_checkout(tmp_path / "alice" / "src" / "cli",
+                             "https://alice:ghp_sEcReT@github.com/acme/cli.git")  # fmt: skip
+    transcript = Path(alice["LIBRARIAN_MIRROR"]) / "-src-cli" / f"{EDITED}.jsonl"
+    _edit_session(transcript, EDITED, checkout, "src/billing.ts")
+    assert push(alice, server.url, server.tokens["alice"]).returncode == 0
+    assert b"ghp_sEcReT" not in every_byte(server.settings.uploads)
+    server.ingest()
+    with psycopg.connect(server.settings.database_url) as conn:
+        row = conn.execute(
+            "SELECT project, repository, person FROM memories WHERE session_id = %s", (EDITED,)
+        ).fetchone()
+    assert row == ("cli", "github.com/acme/cli", "alice")
+    bob = tmp_path / "bob" / "20260205-cli"
+    asked = {"path": str(bob / "src" / "billing.ts"), "cwd": str(bob), "root": str(bob),
+             "remote": "git@github.com:acme/cli.git"}  # fmt: skip
+    headers = {"Authorization": f"Bearer {server.tokens['bob']}"}
+    found = httpx.post(server.url + "/history", json=asked, headers=headers, timeout=30).json()
+    assert [(r["session_id"], r["person"], r["edits"]) for r in found["results"]] == [
+        (EDITED, "alice", 1)
+    ]
+    del asked["remote"]  # by its folder's name alone, Bob's checkout is another repository
+    alone = httpx.post(server.url + "/history", json=asked, headers=headers, timeout=30).json()
+    assert alone["results"] == []
