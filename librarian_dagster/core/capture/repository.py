@@ -17,7 +17,7 @@ import subprocess
 
 from librarian_dagster.core.capture.session import Session
 
-__all__ = ["attribute", "normal_remote", "project_of_remote", "remote_of"]
+__all__ = ["attribute", "git_output", "normal_remote", "project_of_remote", "remote_of"]
 
 _SCP_LIKE = re.compile(r"^(?:[^@/]+@)?([^:/]+):(?!//)(.+)$")
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://(?:[^@/]*@)?([^/:]+)(?::\d+)?(/.*)?$")
@@ -53,24 +53,30 @@ def project_of_remote(remote: str) -> str:
     return remote.rstrip("/").rsplit("/", 1)[-1]
 
 
+def git_output(folder: str, args: list[str], timeout: float) -> str | None:
+    """What `git -C folder ARGS` prints, or None where git cannot say (no such folder, no
+    repository, no git, or not within `timeout`). Never raises."""
+    if not folder or not os.path.isdir(folder):
+        return None
+    try:
+        done = subprocess.run(
+            ["git", "-C", folder, *args],
+            capture_output=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.decode("utf-8", "replace") if done.returncode == 0 else None
+
+
 @functools.lru_cache(maxsize=1024)
 def remote_of(cwd: str | None, timeout: float = 2.0) -> str | None:
     """The remote of the repository `cwd` is in (`origin`, else the first one), normalised;
     None where there is no folder, no repository, no remote or no git."""
-    if not cwd or not os.path.isdir(cwd):
-        return None
-    try:
-        done = subprocess.run(
-            ["git", "-C", cwd, "remote", "-v"],
-            capture_output=True, text=True, timeout=timeout, check=False,
-            stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if done.returncode != 0:
+    said = git_output(cwd, ["remote", "-v"], timeout) if cwd else None
+    if said is None:
         return None
     remotes: dict[str, str] = {}
-    for line in done.stdout.splitlines():
+    for line in said.splitlines():
         fields = line.split()
         if len(fields) >= 2:
             remotes.setdefault(fields[0], fields[1])

@@ -17,13 +17,12 @@ file had before (`git log --follow`): those are looked up too.
 import functools
 import os
 import re
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from librarian_dagster.core.capture.repository import project_of_remote
+from librarian_dagster.core.capture.repository import git_output, project_of_remote
 from librarian_dagster.core.capture.touches import components, file_name, normal_path
 from librarian_dagster.core.digest.distil import cut
 from librarian_dagster.core.models.embeddings import Embedder
@@ -267,18 +266,10 @@ def changed_since(
     since `since` ("unchanged since", "3 commits since"), or None where git cannot say (the
     repository is not on this machine)."""
     unknown: dict[str, str | None] = dict.fromkeys(files)
-    if not cwd or since is None or not os.path.isdir(cwd):
+    if not cwd or since is None:
         return unknown
-    try:
-        top = subprocess.run(
-            ["git", "-C", cwd, "rev-parse", "--show-toplevel"],
-            capture_output=True, text=True, timeout=timeout, check=False,
-            stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return unknown
-    root = top.stdout.strip()
-    if top.returncode != 0 or not root:
+    root = (git_output(cwd, ["rev-parse", "--show-toplevel"], timeout) or "").strip()
+    if not root:
         return unknown
     said: dict[str, str | None] = {}
     for name in files:
@@ -293,20 +284,14 @@ def _git_log(root: str, rel: str, since: datetime | None, timeout: float) -> Git
     repository here, no git, or not within `timeout`)."""
     if not os.path.isdir(root) or not os.path.exists(os.path.join(root, ".git")):
         return None
-    command = ["git", "-C", root, "log", "--follow", "--format=%x1e%ct", "--name-status"]
+    command = ["log", "--follow", "--format=%x1e%ct", "--name-status"]
     if since is not None:
         command.append(f"--since={since.isoformat()}")
-    try:
-        done = subprocess.run(
-            [*command, "--", rel],
-            capture_output=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if done.returncode != 0:
+    said = git_output(root, [*command, "--", rel], timeout)
+    if said is None:
         return None
     commits: list[tuple[float, str]] = []
-    for block in done.stdout.decode("utf-8", "replace").split("\x1e")[1:]:
+    for block in said.split("\x1e")[1:]:
         lines = [line for line in block.splitlines() if line.strip()]
         if not lines or not lines[0].strip().isdigit():
             continue
