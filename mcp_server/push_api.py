@@ -20,7 +20,6 @@ not taken for one that stopped pushing (a capture gap, core/service/alerts.py).
 
 import errno
 import logging
-import re
 import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from librarian_dagster.core.capture import uploads
+from librarian_dagster.core.capture.repository import normal_remote
 from librarian_dagster.core.capture.uploads import StagedFile, UploadRefused
 from librarian_dagster.core.push.bundle import content_sha256
 from librarian_dagster.core.push.client import FORMAT, FORMAT_HEADER, HELLO_PATH, PUSH_PATH
@@ -165,7 +165,8 @@ def _hello(served: ServedSlot, person: str, body: bytes) -> dict[str, str]:
 
 
 def _record(asked: PushRequest, person: str, size: int) -> PushedSession:
-    remote = asked.remote if asked.remote and re.fullmatch(r"[^\s@]{1,400}", asked.remote) else None
+    # Normalised here too (a user or password in it is dropped), whatever the laptop sent.
+    remote = normal_remote(asked.remote) if asked.remote else None
     return PushedSession(
         session_id=asked.session_id,
         agent=asked.agent,

@@ -20,6 +20,7 @@ CLI = "github.com/acme/cli"
         ("https://GitHub.com:443/acme/cli/", CLI),
         ("ssh://git@github.com:22/acme/cli.git", CLI),
         ("/srv/git/acme/cli.git", "acme/cli"),
+        (CLI, CLI),  # already normal: as it is
         ("", None),
     ],
 )

@@ -10,7 +10,6 @@ A remote URL is kept without its scheme, user, password or port (`https://x:tok@
 Standard library only.
 """
 
-import functools
 import os
 import re
 import subprocess
@@ -20,6 +19,7 @@ from librarian_dagster.core.capture.session import Session
 __all__ = ["attribute", "git_output", "normal_remote", "project_of_remote", "remote_of"]
 
 _SCP_LIKE = re.compile(r"^(?:[^@/]+@)?([^:/]+):(?!//)(.+)$")
+_NORMAL = re.compile(r"^[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+/[^/].*$")
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://(?:[^@/]*@)?([^/:]+)(?::\d+)?(/.*)?$")
 
 
@@ -35,6 +35,8 @@ def normal_remote(url: str) -> str | None:
         host, path = match.group(1), match.group(2) or ""
     elif "://" not in url and (scp := _SCP_LIKE.match(url)) and not os.path.isabs(url):
         host, path = scp.group(1), scp.group(2)
+    elif _NORMAL.match(url):  # already `host/owner/name`: as it is
+        host, _, path = url.partition("/")
     else:
         host, path = "", url
     parts = [p for p in re.split(r"[\\/]+", path) if p and p not in (".", "..")]
@@ -68,7 +70,6 @@ def git_output(folder: str, args: list[str], timeout: float) -> str | None:
     return done.stdout.decode("utf-8", "replace") if done.returncode == 0 else None
 
 
-@functools.lru_cache(maxsize=1024)
 def remote_of(cwd: str | None, timeout: float = 2.0) -> str | None:
     """The remote of the repository `cwd` is in (`origin`, else the first one), normalised;
     None where there is no folder, no repository, no remote or no git."""

@@ -123,11 +123,12 @@ def pending(settings: Settings, state: PushState, now: float) -> list[Candidate]
         if now - snap.last_modified >= settings.settle_seconds:
             changed.append(snap)
     heads = session_heads([s.files for s in changed])
+    # Read once a pass, not kept between passes: a remote added since is read at the next.
+    remotes = {cwd: remote_of(cwd) for cwd in {h.cwd for h in heads if h.cwd}}
     candidates = []
     for snap, head in zip(changed, heads, strict=True):
-        candidate = Candidate(
-            snap, roots[(snap.files.agent, snap.files.session_id)], head, remote_of(head.cwd)
-        )
+        root = roots[(snap.files.agent, snap.files.session_id)]
+        candidate = Candidate(snap, root, head, remotes.get(head.cwd) if head.cwd else None)
         if not {candidate.project, candidate.folder} & set(settings.push_exclude):
             candidates.append(candidate)
     return candidates
