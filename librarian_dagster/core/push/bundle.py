@@ -93,27 +93,26 @@ def redacted_json_text(text: str, lines: bool) -> tuple[str, int]:
             return clean[0], len(findings[0])
         (value,), count = _redacted_values([doc])
         return json.dumps(value, ensure_ascii=False, indent=2), count
-    parsed: list[Any] = []
-    raw_slots: list[int] = []
     parts = text.split("\n")
+    values: list[Any] = []  # each JSON line's value, in order
+    raw: list[int] = []  # the lines that are not JSON (nor blank): redacted as text
     for i, line in enumerate(parts):
+        if not line.strip():
+            continue
         try:
-            parsed.append(json.loads(line) if line.strip() else line)
+            values.append(json.loads(line))
         except (ValueError, RecursionError):
-            parsed.append(line)
-            raw_slots.append(i)
-    values = [p for i, p in enumerate(parsed) if i not in raw_slots and not isinstance(p, str)]
+            raw.append(i)
     clean_values, count = _redacted_values(values)
-    raw_clean, raw_found = redact_many([parts[i] for i in raw_slots])
+    raw_clean, raw_found = redact_many([parts[i] for i in raw])
     count += sum(len(f) for f in raw_found)
-    by_value, by_raw = iter(clean_values), iter(raw_clean)
-    raw = set(raw_slots)
+    by_value, by_raw, raw_lines = iter(clean_values), iter(raw_clean), set(raw)
     out = []
-    for i, part in enumerate(parsed):
-        if i in raw:
+    for i, line in enumerate(parts):
+        if not line.strip():
+            out.append(line)
+        elif i in raw_lines:
             out.append(next(by_raw))
-        elif isinstance(part, str):  # a blank line
-            out.append(part)
         else:
             out.append(json.dumps(next(by_value), ensure_ascii=False, separators=(",", ":")))
     return "\n".join(out), count
