@@ -417,3 +417,17 @@ def test_a_teammate_s_file_history_names_the_first_person_s_session_across_folde
     del asked["remote"]  # by its folder's name alone, Bob's checkout is another repository
     alone = httpx.post(server.url + "/history", json=asked, headers=headers, timeout=30).json()
     assert alone["results"] == []
+
+
+def test_a_session_both_here_and_pushed_is_read_here_once(server, tmp_path):
+    """The server's own mirror holds the session a laptop pushes too (a machine pushing to
+    itself): one source, so one ingest, and no tick after it asks again."""
+    alice = laptop(tmp_path / "alice", ALICE_CLAUDE, "hello there", codex=False)
+    here = server.settings.mirror / "-home-me-app"
+    here.mkdir(parents=True)
+    source = Path(alice["LIBRARIAN_MIRROR"]) / "-home-me-app" / f"{ALICE_CLAUDE}.jsonl"
+    shutil.copy2(source, here / source.name)
+    assert push(alice, server.url, server.tokens["alice"]).returncode == 0
+    assert server.ingest() == [ALICE_CLAUDE]
+    assert server.ingest() == []
+    assert server.ingest() == []

@@ -55,10 +55,13 @@ def mirror_sensor(
             "nor any other agent's (LIBRARIAN_CODEX_SESSIONS, ...), and nothing was pushed"
         )
     skips = db.skip_list()
+    local = discover(folders)
+    # A session both here and pushed (a laptop pushing to itself) is read here: one source.
+    here = {s.session_id for s in local}
     plan = plan_ingest(
         snapshot(
             s
-            for s in [*discover(folders), *pushed]
+            for s in [*local, *(p for p in pushed if p.session_id not in here)]
             if not is_excluded(s, mirror.exclude or ()) and not skips.skips(s)
         ),
         context.cursor,
