@@ -24,12 +24,12 @@ FOLDERS = {
     "pi": "LIBRARIAN_PI_SESSIONS",
 }
 PEOPLE = {"alice": ("claude-code", "codex", "gemini-cli"), "bob": ("opencode", "copilot-cli", "pi")}
-EACH = 2
+EACH = 1
 PLANTED = "5ec2e700-0000-4000-8000-00000000000a"
 
 
 def _chosen(corpus: Path, agent: str) -> list[dict]:
-    """Two sessions of the agent, of middling size: real, quick to ingest."""
+    """Sessions of the agent (EACH), of middling size: real, quick to ingest."""
     manifest = [json.loads(line) for line in (corpus / "manifest.jsonl").open()]
     mains = [m for m in manifest if m["agent"] == agent and not m["subagent"]]
     return sorted(mains, key=lambda m: abs((corpus / m["file"]).stat().st_size - 60_000))[:EACH]
@@ -91,6 +91,6 @@ def test_two_people_push_six_agents_real_sessions_each_remembered_once_as_theirs
     for person, sessions in (("alice", alices), ("bob", bobs)):
         for session_id in sessions:
             assert remembered.get(session_id) == person or session_id in empty, session_id
-    assert len(remembered) >= len(alices + bobs) - 2  # at most a couple with nothing to keep
+    assert len(remembered) >= len(alices + bobs) - 1  # at most one with nothing to keep
     assert "rotate that token" in json.dumps(stored) and SECRET not in json.dumps(stored)
     assert server.ingest() == []  # nothing asked twice
