@@ -59,23 +59,33 @@ def free_port() -> int:
 class Live:
     """One `librarian up` and what the faults need to find in it."""
 
-    def __init__(self, home: Path, mirror: Path, telegram_url: str) -> None:
+    def __init__(
+        self, home: Path, mirror: Path, telegram_url: str | None, *,
+        more_env: dict[str, str] | None = None, token: str | None = None,
+    ) -> None:  # fmt: skip
+        """`up` started on `home`; with `token`, the recall server is asked as its holder (a
+        home with a token file serves only those with a token)."""
         self.home = home
         self.mirror = mirror
         self.sessions: list[Path] = []
         self.ui, self.mcp = free_port(), free_port()
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         env = {k: v for k, v in os.environ.items() if not k.startswith("LIBRARIAN_")}
-        env.update({
-            "LIBRARIAN_HOME": str(home), "LIBRARIAN_MIRROR": str(mirror),
-            "TELEGRAM_BOT_TOKEN": TOKEN, "TELEGRAM_CHAT_ID": CHAT_ID,
-            "LIBRARIAN_TELEGRAM_BASE_URL": telegram_url,
-        })  # fmt: skip
+        env.update({"LIBRARIAN_HOME": str(home), "LIBRARIAN_MIRROR": str(mirror)})
+        env.update(more_env or {})
+        if telegram_url is not None:
+            env.update({"TELEGRAM_BOT_TOKEN": TOKEN, "TELEGRAM_CHAT_ID": CHAT_ID,
+                        "LIBRARIAN_TELEGRAM_BASE_URL": telegram_url})  # fmt: skip
         self.env = env
         self.log = open(home.parent / "up.log", "w", encoding="utf-8")  # noqa: SIM115
-        self.up = subprocess.Popen(
+        self.up = self.start()
+
+    def start(self) -> subprocess.Popen:
+        """`librarian up` on this home and these ports (again, once the last one is gone)."""
+        return subprocess.Popen(
             [sys.executable, "-m", "librarian_dagster.cli.main", "up", "--ui-port", str(self.ui),
              "--mcp-port", str(self.mcp)],
-            env=env, stdout=subprocess.DEVNULL, stderr=self.log, start_new_session=True,
+            env=self.env, stdout=subprocess.DEVNULL, stderr=self.log, start_new_session=True,
         )  # fmt: skip
 
     def postmaster(self) -> psutil.Process:
@@ -93,7 +103,10 @@ class Live:
     def healthy(self) -> bool:
         try:
             recall = httpx.post(
-                f"http://127.0.0.1:{self.mcp}/recall", json={"query": "health check"}, timeout=5
+                f"http://127.0.0.1:{self.mcp}/recall",
+                json={"query": "health check"},
+                headers=self.headers,
+                timeout=5,
             )
             ui = httpx.get(f"http://127.0.0.1:{self.ui}/server_info", timeout=5)
         except httpx.HTTPError:

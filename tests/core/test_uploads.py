@@ -56,3 +56,17 @@ def test_a_session_staged_but_not_recorded_waits_for_its_record(tmp_path):
     assert staged_sessions(tmp_path, recorded={SESSION: "b" * 64}) == []
     recorded = staged_sessions(tmp_path, recorded={SESSION: "a" * 64})
     assert [s.session_id for s in recorded] == [SESSION]
+
+
+def test_a_temporary_link_a_killed_server_left_is_cleared_by_the_next_push(tmp_path):
+    links = tmp_path / SESSIONS / "claude-code"
+    stage(tmp_path, "claude-code", SESSION, _files("first"), "a" * 64)
+    # Killed between making the new link under a temporary name and swapping it in.
+    (links / f".{SESSION}.0123456789abcdef").symlink_to(f"../../{VERSIONS}/claude-code/x")
+    # Another session's, whose id starts with this one's: not this session's to clear.
+    other = links / f".{SESSION}.old.0123456789abcdef"
+    other.symlink_to(f"../../{VERSIONS}/claude-code/y")
+
+    stage(tmp_path, "claude-code", SESSION, _files("first", "second"), "d" * 64)
+
+    assert sorted(p.name for p in links.iterdir()) == sorted([SESSION, other.name])

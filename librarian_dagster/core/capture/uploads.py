@@ -17,6 +17,7 @@ session from an unchanged one, as it does on this machine.
 Standard library only: the recall server imports this without dagster.
 """
 
+import glob
 import os
 import re
 import secrets
@@ -164,6 +165,12 @@ def _write(folder: Path, names: list[PurePosixPath], files: list[StagedFile]) ->
 def _point(link: Path, target: Path) -> None:
     """Make `link` a symlink to `target`, replacing what it named in one step."""
     link.parent.mkdir(parents=True, exist_ok=True)
+    # One a server killed between the two steps left: no other push of this session is here now
+    # (the caller holds its claim), so it is a dead one's.
+    dead = re.compile(rf"\.{re.escape(link.name)}\.[0-9a-f]{{16}}")
+    for left in link.parent.glob(f".{glob.escape(link.name)}.*"):
+        if dead.fullmatch(left.name):
+            left.unlink(missing_ok=True)
     # A random name: replicas of the server share the folder, and each may be process 1.
     temporary = link.with_name(f".{link.name}.{secrets.token_hex(8)}")
     os.symlink(target, temporary)
