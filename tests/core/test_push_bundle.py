@@ -44,3 +44,23 @@ def test_a_json_document_stays_one_and_clean_text_is_unchanged():
     assert found == 0 and json.loads(sent) == doc
     lines = '{"a":"plain"}\nnot json at all\n'
     assert redacted_json_text(lines, lines=True) == (lines, 0)
+
+
+def test_a_copilot_session_goes_with_its_name_from_workspace_yaml(tmp_path):
+    import shutil
+
+    from librarian_dagster.core.capture.readers import READERS, parse_session
+    from librarian_dagster.core.capture.uploads import stage
+    from librarian_dagster.core.push.bundle import content_sha256, redacted_files
+    from tests.test_push import FIXTURES
+
+    root = tmp_path / "session-state"
+    shutil.copytree(FIXTURES / "copilot" / "session-state", root)
+    (files,) = [s for s in READERS["copilot"].discover(root) if s.main.name == "events.jsonl"]
+    sent, _ = redacted_files(files, root)
+    assert sorted(f.name.rsplit("/", 1)[-1] for f in sent) == ["events.jsonl", "workspace.yaml"]
+    here = parse_session(files)
+    staged = stage(tmp_path / "up", "copilot", files.session_id, sent,
+                   content_sha256("copilot", files.session_id, sent))  # fmt: skip
+    there = parse_session(staged)
+    assert here.title and there.title == here.title

@@ -28,6 +28,7 @@ from librarian_dagster.core.redaction.scan import redact_many
 __all__ = ["Bundle", "content_sha256", "redacted_files", "redacted_json_text"]
 
 OPENCODE = "opencode"
+COPILOT = "copilot"
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,22 @@ def redacted_files(files: SessionFiles, root: Path) -> tuple[list[StagedFile], i
         text, found = redacted_json_text(raw, lines=path.suffix != ".json")
         staged.append(StagedFile(_name_under(path, root), text.encode("utf-8"), _mtime(path)))
         count += found
+    beside = _beside(files)
+    if beside is not None:
+        clean, findings = redact_many([beside.read_text(encoding="utf-8", errors="replace")])
+        staged.append(StagedFile(_name_under(beside, root), clean[0].encode(), _mtime(beside)))
+        count += len(findings[0])
     return staged, count
+
+
+def _beside(files: SessionFiles) -> Path | None:
+    """A file the reader reads beside the session's own: Copilot CLI's `workspace.yaml` (the
+    session's name and summary)."""
+    main = files.main
+    if files.agent != COPILOT or main is None or main.name != "events.jsonl":
+        return None
+    workspace = main.parent / "workspace.yaml"
+    return workspace if workspace.is_file() else None
 
 
 def _is_export(files: SessionFiles) -> bool:
