@@ -6,6 +6,7 @@ from pathlib import Path
 import dagster as dg
 
 from librarian_dagster.core.assembly.forgetting import forget_queued_run_history
+from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.mirror import (
     IngestPlan,
     is_excluded,
@@ -46,23 +47,16 @@ def mirror_sensor(
     runs and partitions of sessions the recall server's page forgot."""
     db = ledger.get()
     _forget_what_the_page_forgot(context, db)
-    folders = {agent: root for agent, root in mirror.folders().items() if root.is_dir()}
-    uploads = Path(mirror.uploads) if mirror.uploads else None
-    pushed = staged_sessions(uploads, ledger.pushes().recorded()) if uploads else []
-    if not folders and not pushed:
+    found = _sessions(mirror, ledger)
+    if found is None:
         return dg.SkipReason(
             f"no agent's folder exists: Claude Code's {mirror.path} (set LIBRARIAN_MIRROR), "
             "nor any other agent's (LIBRARIAN_CODEX_SESSIONS, ...), and nothing was pushed"
         )
     skips = db.skip_list()
-    local = discover(folders)
-    # A session both here and pushed (a laptop pushing to itself) is read here: one source.
-    here = {s.session_id for s in local}
     plan = plan_ingest(
         snapshot(
-            s
-            for s in [*local, *(p for p in pushed if p.session_id not in here)]
-            if not is_excluded(s, mirror.exclude or ()) and not skips.skips(s)
+            s for s in found if not is_excluded(s, mirror.exclude or ()) and not skips.skips(s)
         ),
         context.cursor,
         time.time(),
@@ -97,6 +91,20 @@ def mirror_sensor(
         else [],
         cursor=plan.cursor,
     )
+
+
+def _sessions(mirror: MirrorResource, ledger: LedgerResource) -> list[SessionFiles] | None:
+    """Every session in the agents' folders here and every one pushed here, as the server
+    recorded it; None when there is neither a folder nor a pushed session. A session both here
+    and pushed (a laptop pushing to itself) is read here: one source."""
+    folders = {agent: root for agent, root in mirror.folders().items() if root.is_dir()}
+    uploads = Path(mirror.uploads) if mirror.uploads else None
+    pushed = staged_sessions(uploads, ledger.pushes().recorded()) if uploads else []
+    if not folders and not pushed:
+        return None
+    local = discover(folders)
+    here = {s.session_id for s in local}
+    return [*local, *(p for p in pushed if p.session_id not in here)]
 
 
 def _forget_what_the_page_forgot(context: dg.SensorEvaluationContext, db: Ledger) -> None:
