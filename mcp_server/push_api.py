@@ -136,6 +136,28 @@ def _request(data: bytes, kind: type[_Body], what: str) -> _Body:
 
 def _take(intake: Intake, served: ServedSlot, person: str, body: bytes) -> dict[str, str]:
     """Check, stage and record one pushed session; UploadRefused says why not."""
+    try:
+        return _stage(intake, served, person, body)
+    except Owned:
+        raise UploadRefused(
+            409, "another person pushed a session with this id: not overwritten"
+        ) from None
+    except Forgotten:
+        raise UploadRefused(
+            410, "this session was forgotten on the server: it is not taken again"
+        ) from None
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise UploadRefused(
+                507, "no space left where the server stages pushed sessions"
+            ) from None
+        logger.error("POST %s: staging failed: %s", PUSH_PATH, exc.strerror or exc)
+        raise UploadRefused(503, "the server could not stage the session") from None
+
+
+def _stage(intake: Intake, served: ServedSlot, person: str, body: bytes) -> dict[str, str]:
+    """`_take` itself: what it refuses in its own words, the store's and the disk's raised as they
+    come."""
     asked = _request(_unzipped(body, intake.max_bytes), PushRequest, "a push of a session")
     pushes = served().pushes
     if pushes is None:
@@ -191,14 +213,24 @@ def push_routes(served: ServedSlot, intake: Intake, host: str, authenticated: bo
     return [
         Route(
             PUSH_PATH,
-            _push_endpoint(served, intake),
+            _endpoint(
+                PUSH_PATH,
+                lambda person, body: _take(intake, served, person, body),
+                "session",
+                intake.own_person,
+            ),
             methods=["POST"],
             middleware=guards,
             max_body_size=intake.max_bytes,
         ),
         Route(
             HELLO_PATH,
-            _hello_endpoint(served, intake),
+            _endpoint(
+                HELLO_PATH,
+                lambda person, body: _hello(served, person, body),
+                "hello",
+                intake.own_person,
+            ),
             methods=["POST"],
             middleware=guards,
             max_body_size=_HELLO_BYTES,
@@ -216,48 +248,30 @@ async def _json_body(http: Request) -> bytes | Response:
         return Response(status_code=400)
 
 
-def _push_endpoint(served: ServedSlot, intake: Intake) -> Callable[[Request], Awaitable[Response]]:
+Work = Callable[[str, bytes], dict[str, str]]
+"""What an endpoint does with the caller's person and the body, in a worker thread; raises
+UploadRefused with the status to answer."""
+
+
+def _endpoint(
+    path: str, work: Work, what: str, own_person: str
+) -> Callable[[Request], Awaitable[Response]]:
+    """`POST path` of a JSON body: `work` of it, as JSON, or the refusal that says why not.
+    A request without a person's token is `own_person`'s."""
+
     async def endpoint(http: Request) -> Response:
         body = await _json_body(http)
         if isinstance(body, Response):
             return body
-        person = caller_person(intake.own_person)
+        person = caller_person(own_person)
         try:
-            said = await anyio.to_thread.run_sync(_take, intake, served, person, body)
+            said = await anyio.to_thread.run_sync(work, person, body)
         except UploadRefused as exc:
             return _error(exc.status, str(exc))
-        except Owned:
-            return _error(409, "another person pushed a session with this id: not overwritten")
-        except Forgotten:
-            return _error(410, "this session was forgotten on the server: it is not taken again")
-        except OSError as exc:
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                return _error(507, "no space left where the server stages pushed sessions")
-            logger.error("POST %s: staging failed: %s", PUSH_PATH, exc.strerror or exc)
-            return _error(503, "the server could not stage the session")
         except Exception:
             # The database is down or broken: the cause to the log, never to the client.
-            logger.exception("POST %s failed", PUSH_PATH)
-            return _error(503, "the server could not record the session")
+            logger.exception("POST %s failed", path)
+            return _error(503, f"the server could not record the {what}")
         return JSONResponse(said)
 
     return endpoint
-
-
-def _hello_endpoint(served: ServedSlot, intake: Intake) -> Callable[[Request], Awaitable[Response]]:
-    async def hello(http: Request) -> Response:
-        body = await _json_body(http)
-        if isinstance(body, Response):
-            return body
-        person = caller_person(intake.own_person)
-        try:
-            said = await anyio.to_thread.run_sync(_hello, served, person, body)
-        except UploadRefused as exc:
-            return _error(exc.status, str(exc))
-        except Exception:
-            # The database is down or broken: the cause to the log, never to the client.
-            logger.exception("POST %s failed", HELLO_PATH)
-            return _error(503, "the server could not record the hello")
-        return JSONResponse(said)
-
-    return hello
