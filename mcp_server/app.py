@@ -106,7 +106,9 @@ def http_app(server: RecallServer, host: str) -> Starlette:
             Middleware(AuthContextMiddleware),
         ]
     pushes = (
-        push_routes(server.served, server.intake, host, authenticated=verifier is not None)
+        push_routes(
+            server.served, server.intake, host, verifier is not None, server.page.own_person
+        )
         if server.intake is not None
         else []
     )

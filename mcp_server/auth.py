@@ -80,13 +80,18 @@ def _access(name: str, scopes: tuple[str, ...], person: str | None) -> PersonAcc
     return PersonAccess(token=name, client_id=name, scopes=list(scopes), person=person)
 
 
+def person_of(access: AccessToken, own_person: str) -> str:
+    """Whose token `access` is: its person; a token of none is the server's own person's."""
+    if isinstance(access, PersonAccess) and access.person:
+        return access.person
+    return own_person
+
+
 def caller_person(own_person: str) -> str:
     """Whose request this is: its token's person; a token of none, or no token, is the
     server's own person's."""
     access = get_access_token()
-    if isinstance(access, PersonAccess) and access.person:
-        return access.person
-    return own_person
+    return own_person if access is None else person_of(access, own_person)
 
 
 REBOUND = "this server answers requests to localhost only"
@@ -152,5 +157,4 @@ def reading(private_without_token: bool, own_person: str) -> Reading:
     access = get_access_token()
     if access is None:
         return Reading(private_without_token, None)
-    person = access.person if isinstance(access, PersonAccess) and access.person else own_person
-    return Reading(tokens.PRIVATE in access.scopes, person)
+    return Reading(tokens.PRIVATE in access.scopes, person_of(access, own_person))

@@ -53,7 +53,7 @@ from librarian_dagster.core.recall.ranking import Boosts
 from librarian_dagster.core.service.tokens import FORGET, PRIVATE
 from librarian_dagster.core.store.memories import InvalidCursor
 from librarian_dagster.core.store.queries import SearchFilters
-from mcp_server.auth import LoopbackOnly, PersonAccess
+from mcp_server.auth import LoopbackOnly, person_of
 
 if TYPE_CHECKING:
     from librarian_dagster.core.assembly.forgetting import Forgotten
@@ -181,10 +181,8 @@ async def _viewer(http: Request, reader: Reader) -> Viewer | None:
         access = await reader.verifier.verify_token(cookie) if cookie else None
         if access is None:
             return None
-    person = access.person if isinstance(access, PersonAccess) and access.person else None
-    return Viewer(
-        frozenset(access.scopes), access.client_id, open=False, person=person or reader.own_person
-    )
+    person = person_of(access, reader.own_person)
+    return Viewer(frozenset(access.scopes), access.client_id, open=False, person=person)
 
 
 def _html(http: Request, template: str, status: int = 200, /, **values: object) -> Response:

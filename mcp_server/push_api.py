@@ -56,11 +56,9 @@ _HELLO_BYTES = 4096
 
 @dataclass(frozen=True)
 class Intake:
-    """Where this server stages pushed sessions, whose a push without a person's token is, and
-    the most bytes one session may be."""
+    """Where this server stages pushed sessions, and the most bytes one session may be."""
 
     root: Path
-    own_person: str
     max_bytes: int
 
 
@@ -203,9 +201,12 @@ def _record(asked: PushRequest, person: str, size: int) -> PushedSession:
     )
 
 
-def push_routes(served: ServedSlot, intake: Intake, host: str, authenticated: bool) -> list[Route]:
+def push_routes(
+    served: ServedSlot, intake: Intake, host: str, authenticated: bool, own_person: str
+) -> list[Route]:
     """`POST /push` and `POST /push/hello` for an app served on `host`; `authenticated`: the app
-    checks tokens, and these routes then refuse a request without one."""
+    checks tokens, and these routes then refuse a request without one; a push without a
+    person's token is `own_person`'s."""
     guards = [Middleware(LoopbackOnly)] if host in LOOPBACK_HOSTS else []
     if authenticated:
         guards.append(Middleware(RequireAuthMiddleware, required_scopes=[]))
@@ -217,7 +218,7 @@ def push_routes(served: ServedSlot, intake: Intake, host: str, authenticated: bo
                 PUSH_PATH,
                 lambda person, body: _take(intake, served, person, body),
                 "session",
-                intake.own_person,
+                own_person,
             ),
             methods=["POST"],
             middleware=guards,
@@ -229,7 +230,7 @@ def push_routes(served: ServedSlot, intake: Intake, host: str, authenticated: bo
                 HELLO_PATH,
                 lambda person, body: _hello(served, person, body),
                 "hello",
-                intake.own_person,
+                own_person,
             ),
             methods=["POST"],
             middleware=guards,

@@ -119,7 +119,7 @@ def serve(
         private_without_token=transport == "stdio" and settings.stdio_private,
         forget=_forgetting(settings),
         dagster_url=settings.ui_url,
-        intake=Intake(settings.uploads, settings.own_person, int(settings.push_max_mb * 1e6)),
+        intake=Intake(settings.uploads, int(settings.push_max_mb * 1e6)),
         own_person=settings.own_person,
     )
     if transport == "stdio":

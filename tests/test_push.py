@@ -87,12 +87,13 @@ def server(tmp_path, database_url, monkeypatch):
     people = {}
     for person in ("alice", "bob"):
         people[person], _ = tokens.add(settings.tokens_file, f"{person}-laptop", person=person)
-    intake = Intake(settings.uploads, "server-owner", 5_000_000)
+    intake = Intake(settings.uploads, 5_000_000)
     store = Store(database_url)
     recall = build_server(
         Served.of(store, local_embedder()),
         verifier=TokenFileVerifier(settings.tokens_file),
         intake=intake,
+        own_person="server-owner",
     )
     definitions = load_defs()
     instance = open_instance(settings)

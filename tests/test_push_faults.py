@@ -142,7 +142,8 @@ def server(tmp_path, database_url, monkeypatch) -> Iterator[FaultyServer]:
     recall = build_server(
         Served.of(store, local_embedder()),
         verifier=TokenFileVerifier(settings.tokens_file),
-        intake=Intake(settings.uploads, "server-owner", 5_000_000),
+        intake=Intake(settings.uploads, 5_000_000),
+        own_person="server-owner",
     )
     faults = Faults(http_app(recall, "127.0.0.1"))
     instance = open_instance(settings)
