@@ -447,6 +447,7 @@ def test_each_memory_has_its_mean_exchange_vector_written_and_removed_with_it(st
 def _undo_migration_13(conn) -> None:
     """The store as it was before each session recorded its agent (and what came after)."""
     conn.execute("DROP TABLE pushed_sessions, push_machines")  # migration 15's
+    conn.execute("DROP INDEX memories_cwd")
     conn.execute("ALTER TABLE memories DROP COLUMN person, DROP COLUMN repository, "
                  "DROP COLUMN private")  # fmt: skip
     conn.execute("DROP TABLE run_history_to_forget")  # migration 14's

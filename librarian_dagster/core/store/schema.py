@@ -322,6 +322,8 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         ALTER TABLE memories ADD COLUMN repository text;
         ALTER TABLE memories ADD COLUMN private boolean NOT NULL DEFAULT false;
         CREATE INDEX memories_person ON memories (person);
+        -- A person's sessions of one folder, found at each write (store/memories.py).
+        CREATE INDEX memories_cwd ON memories (cwd);
         -- Sessions pushed from other machines (`POST /push`, mcp_server/push_api.py): whose
         -- each is (never overwritten by another person), from which machine, the bytes staged
         -- last, and what the laptop knew of it.
