@@ -228,27 +228,30 @@ def git_root(cwd: str) -> str | None:
     return found[0] if found else None
 
 
-def git_branch(cwd: str) -> str | None:
-    """The branch checked out in the repository holding `cwd`, or None; never raises.
+def _gitdir(cwd: str) -> str | None:
+    """The git folder of the repository holding `cwd`, or None; never raises.
 
-    The first `.git` above `cwd` decides, as it does for git itself: a folder (HEAD inside) or,
-    for a worktree or submodule, a file `gitdir: <path>` (HEAD in that folder, relative to it).
-    """
+    The first `.git` above `cwd` decides, as it does for git itself: a folder, or, for a
+    worktree or submodule, a file `gitdir: <path>` (relative to the folder holding it)."""
     found = _dotgit(cwd)
     if found is None:
         return None
     folder, dotgit, mode = found
     if stat.S_ISDIR(mode):
-        return _branch_in(os.path.join(dotgit, "HEAD"))
+        return dotgit
     text = _read_start(dotgit) or ""
     line = text.splitlines()[0] if text else ""
     gitdir = line.removeprefix("gitdir:").strip()
-    if not line.startswith("gitdir:") or not gitdir:
+    if not line.startswith("gitdir:") or not gitdir or "\0" in gitdir:
         return None
-    try:
-        return _branch_in(os.path.join(folder, gitdir, "HEAD"))
-    except ValueError:  # a NUL in the gitdir line
-        return None
+    return os.path.join(folder, gitdir)
+
+
+def git_branch(cwd: str) -> str | None:
+    """The branch checked out in the repository holding `cwd` (HEAD in its git folder), or
+    None; never raises."""
+    gitdir = _gitdir(cwd)
+    return _branch_in(os.path.join(gitdir, "HEAD")) if gitdir else None
 
 
 def git_remote(cwd: str) -> str | None:
@@ -258,15 +261,9 @@ def git_remote(cwd: str) -> str | None:
     For a worktree, the config is the main repository's (`commondir` beside its gitdir). Sent
     with a file's history question, it tells the server a teammate's checkout of the same
     repository in a folder named otherwise."""
-    found = _dotgit(cwd)
-    if found is None:
+    gitdir = _gitdir(cwd)
+    if gitdir is None:
         return None
-    folder, gitdir, mode = found
-    if not stat.S_ISDIR(mode):
-        line = (_read_start(gitdir) or "").split("\n")[0]
-        if not line.startswith("gitdir:"):
-            return None
-        gitdir = os.path.join(folder, line.removeprefix("gitdir:").strip())
     common = (_read_start(os.path.join(gitdir, "commondir")) or "").strip()
     if common:
         gitdir = os.path.join(gitdir, common)

@@ -312,14 +312,8 @@ function gitRoot(cwd) {
 // worktree's is the main repository's), without a user or password: with a file's history
 // question it tells the server a teammate's checkout of it in a folder named otherwise.
 function gitRemote(cwd) {
-  const found = dotgit(cwd)
-  if (!found) return null
-  let [folder, gitdir, isFolder] = found
-  if (!isFolder) {
-    const line = (readStart(gitdir) || "").split(/\r?\n/)[0]
-    if (!line.startsWith("gitdir:") || line.includes("\0")) return null
-    gitdir = path.resolve(folder, line.replace(/^gitdir:/, "").trim())
-  }
+  let gitdir = gitDir(cwd)
+  if (!gitdir) return null
   const common = (readStart(path.join(gitdir, "commondir")) || "").trim()
   if (common && !common.includes("\0")) gitdir = path.resolve(gitdir, common)
   const urls = new Map()
@@ -346,15 +340,22 @@ function branchIn(head) {
   return name
 }
 
-function gitBranch(cwd) {
+// The git folder of the repository holding `cwd`: the first `.git` above it, a folder or, for a
+// worktree or submodule, a file `gitdir: <path>` (relative to the folder holding it).
+function gitDir(cwd) {
   const found = dotgit(cwd)
   if (!found) return null
   const [folder, git, isFolder] = found
-  if (isFolder) return branchIn(path.join(git, "HEAD"))
+  if (isFolder) return git
   const line = (readStart(git) || "").split(/\r?\n/)[0]
   const gitdir = line.replace(/^gitdir:/, "").trim()
   if (!line.startsWith("gitdir:") || !gitdir || gitdir.includes("\0")) return null
-  return branchIn(path.resolve(folder, gitdir, "HEAD"))
+  return path.resolve(folder, gitdir)
+}
+
+function gitBranch(cwd) {
+  const gitdir = gitDir(cwd)
+  return gitdir ? branchIn(path.join(gitdir, "HEAD")) : null
 }
 
 // For each session of this repository that changed files: how many changed since it ended, in
