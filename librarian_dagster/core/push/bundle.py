@@ -23,7 +23,7 @@ from librarian_dagster.core.capture.opencode.database import is_sqlite, load_dat
 from librarian_dagster.core.capture.opencode.storage import is_storage_session, load_storage
 from librarian_dagster.core.capture.opencode.thread import Thread
 from librarian_dagster.core.capture.uploads import StagedFile
-from librarian_dagster.core.redaction.scan import redact_many
+from librarian_dagster.core.redaction.scan import redact_many, redact_strings
 
 __all__ = ["Bundle", "content_sha256", "redacted_files", "redacted_json_text"]
 
@@ -52,35 +52,10 @@ def content_sha256(agent: str, session_id: str, files: list[StagedFile]) -> str:
     return digest.hexdigest()
 
 
-def _string_slots(value: Any, out: list[str]) -> None:
-    if isinstance(value, str):
-        out.append(value)
-    elif isinstance(value, dict):
-        for item in value.values():
-            _string_slots(item, out)
-    elif isinstance(value, list):
-        for item in value:
-            _string_slots(item, out)
-
-
-def _with_strings(value: Any, strings: Iterator[str]) -> Any:
-    if isinstance(value, str):
-        return next(strings)
-    if isinstance(value, dict):
-        return {key: _with_strings(item, strings) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_with_strings(item, strings) for item in value]
-    return value
-
-
 def _redacted_values(values: list[Any]) -> tuple[list[Any], int]:
     """Each JSON value with every string in it redacted (in one batch); and how many secrets."""
-    strings: list[str] = []
-    for value in values:
-        _string_slots(value, strings)
-    clean, findings = redact_many(strings)
-    replaced = iter(clean)
-    return [_with_strings(v, replaced) for v in values], sum(len(f) for f in findings)
+    clean, counts = redact_strings(values)
+    return clean, sum(counts.values())
 
 
 def redacted_json_text(text: str, lines: bool) -> tuple[str, int]:

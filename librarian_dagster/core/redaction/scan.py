@@ -418,14 +418,22 @@ def redact_session(session: Session) -> tuple[Session, dict[str, int]]:
     stages, and stay as they are; so do the keys of the counting dicts, the parser's own names.
     The input session is not modified.
     """
-    texts: list[str] = []
-    _strings(session, texts)
-    outs, per_text = redact_many(texts)
-    counts: Counter[str] = Counter(f.family for fs in per_text for f in fs)
-    return _with_strings(session, iter(outs)), dict(counts)
+    return redact_strings(session)
 
 
 _T = TypeVar("_T")
+
+
+def redact_strings(value: _T) -> tuple[_T, dict[str, int]]:
+    """A copy of `value` with every string in it redacted, in one batch, and the counts by
+    family: the values of dicts (their keys stay), the items of lists and tuples, the fields of
+    dataclasses but their identities. A session, or a transcript's JSON (`librarian push`). The
+    input is not modified."""
+    texts: list[str] = []
+    _strings(value, texts)
+    outs, per_text = redact_many(texts)
+    counts: Counter[str] = Counter(f.family for fs in per_text for f in fs)
+    return _with_strings(value, iter(outs)), dict(counts)
 
 
 @dataclass(frozen=True)
