@@ -29,6 +29,7 @@ from pathlib import Path, PurePosixPath
 
 from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.readers import READERS, label
+from librarian_dagster.core.capture.skips import valid_session_id
 
 __all__ = [
     "StagedFile",
@@ -43,7 +44,6 @@ __all__ = [
 
 SESSIONS = "sessions"
 VERSIONS = "versions"
-_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
 _MAX_NAME = 512
 _MAX_DEPTH = 8
 _SHA = re.compile(r"[0-9a-f]{64}")
@@ -70,8 +70,8 @@ class StagedFile:
 
 
 def check_session_id(session_id: str) -> str:
-    if not _SESSION_ID.fullmatch(session_id):
-        raise UploadRefused(400, "a session id is 1 to 200 letters, digits, '.', '_', ':' or '-'")
+    if not valid_session_id(session_id):  # as every command that names a session takes one
+        raise UploadRefused(400, "a session id is 1 to 200 letters, digits, '.', '_' or '-'")
     return session_id
 
 
