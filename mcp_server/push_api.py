@@ -40,6 +40,7 @@ from librarian_dagster.core.capture.repository import normal_remote
 from librarian_dagster.core.capture.uploads import StagedFile, UploadRefused
 from librarian_dagster.core.push.bundle import content_sha256
 from librarian_dagster.core.push.client import FORMAT, FORMAT_HEADER, HELLO_PATH, PUSH_PATH
+from librarian_dagster.core.service import tokens
 from librarian_dagster.core.store.pushes import Forgotten, Owned, PushedSession
 from mcp_server.auth import LOOPBACK_HOSTS, LoopbackOnly, caller_person
 from mcp_server.served import ServedSlot
@@ -48,7 +49,8 @@ __all__ = ["HelloRequest", "Intake", "PushRequest", "push_routes"]
 
 logger = logging.getLogger(__name__)
 
-_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+_NAME = f"^{tokens.NAME.pattern}$"
+"""A machine's name, as `librarian push --machine` checks it."""
 MAX_FILES = 2000
 _HELLO_BYTES = 4096
 """A hello is a format and a name: a larger body is not one."""

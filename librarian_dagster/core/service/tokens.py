@@ -32,7 +32,8 @@ to be taken out must first be seen)."""
 SCOPES = (READ, PRIVATE, FORGET)
 
 TOKEN_PREFIX = "lbr_"
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+"""A token's, a person's or a machine's name."""
 _FORMAT = 1
 
 
@@ -133,7 +134,7 @@ def save(path: Path, entries: Sequence[TokenEntry]) -> None:
 def check_name(name: str, what: str = "token name") -> str:
     """`name` when it is 1 to 64 letters, digits, '.', '_' or '-' (a token's, a person's, a
     machine's); else TokenFileError saying so."""
-    if not _NAME.fullmatch(name):
+    if not NAME.fullmatch(name):
         raise TokenFileError(
             f"bad {what} {name!r}: 1 to 64 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit"
