@@ -103,6 +103,7 @@ def test_the_watch_says_hello_each_round_with_nothing_new(server, tmp_path):  # 
     finally:
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 0, stderr  # Ctrl-C ends the watch between two rounds
     assert stderr.count("pushed   ") == 1, stderr  # the one session, once
     assert "stopped" not in stderr, stderr
 

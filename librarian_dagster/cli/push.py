@@ -6,8 +6,10 @@ pushed or refused, with a bar for a first push of many on a terminal.
 """
 
 import argparse
+import signal
 import socket
 import sys
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -87,11 +89,30 @@ def cmd_push(args: argparse.Namespace) -> int:
             from librarian_dagster.core.push.pusher import watch
 
             print(f"pushing to {args.url} as {machine}; Ctrl-C stops", file=sys.stderr)
-            watch(settings, client, state, args.interval, said, said.stopped)
+            watch(
+                settings, client, state, args.interval, said, said.stopped, stop=_stop_on_signal()
+            )
             return 0
         return _push_once(settings, client, state, said)
     finally:
         client.close()
+
+
+def _stop_on_signal() -> threading.Event:
+    """Set by SIGINT or SIGTERM (Ctrl-C, or the login unit stopped): the watch then ends between
+    two sessions, its state saved. Not KeyboardInterrupt: raised where a finalizer runs, Python
+    prints and drops it, and the watch went on for good. A second signal stops at once."""
+    stop = threading.Event()
+
+    def asked(signum: int, _frame: object) -> None:
+        stop.set()
+        signal.signal(
+            signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL
+        )
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, asked)
+    return stop
 
 
 class _Said:

@@ -46,7 +46,7 @@ def claude() -> str:
     return str(cli)
 
 
-@pytest.mark.parametrize("how", ["plugin-dir", "librarian connect", "librarian connect --server"])
+@pytest.mark.parametrize("how", ["plugin-dir", "librarian connect --server"])
 def test_the_cli_loads_the_plugin_and_a_read_gets_the_files_history(claude, store, tmp_path, how):
     repo = tmp_path / "alpha"
     (repo / "cmd").mkdir(parents=True)

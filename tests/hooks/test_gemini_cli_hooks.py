@@ -287,15 +287,12 @@ def embedder():
     return model
 
 
-@pytest.mark.parametrize("server", [False, True], ids=["this machine", "--server"])
-def test_librarian_connect_hands_gemini_recall_and_file_history(
-    gemini, tmp_path, store, embedder, server
-):
-    """`librarian connect gemini` into the user's own ~/.gemini/settings.json (the auth and
-    privacy settings the CLI needs, and a hook of theirs): the real CLI then runs Librarian's
-    hooks and talks to its MCP server; the model is told of an earlier session for a prompt
-    about earlier work, in the prompt's request, and of the session that changed the file it
-    reads, with the file. Undone, the user's settings are the very bytes they were."""
+def test_librarian_connect_hands_gemini_recall_and_file_history(gemini, tmp_path, store, embedder):
+    """`librarian connect gemini --server URL` into the user's own ~/.gemini/settings.json (the auth
+    and privacy settings the CLI needs, and a hook of theirs): the real CLI then runs Librarian's
+    hooks and talks to its MCP server; the model is told of an earlier session for a prompt about
+    earlier work, in the prompt's request, and of the session that changed the file it reads, with
+    the file. Undone, the user's settings are the very bytes they were."""
     from librarian_dagster.core.capture.gemini import READER
     from librarian_dagster.core.capture.touches import FileTouch
     from librarian_dagster.core.store.memories import ChunkRecord
@@ -320,25 +317,22 @@ def test_librarian_connect_hands_gemini_recall_and_file_history(
     users_settings = s.settings_json.read_bytes()
     log = tmp_path / "librarian.log"
     port = free_port()
-    env = s.env(LIBRARIAN_HOME=str(tmp_path / "librarian"), LIBRARIAN_MCP_PORT=str(port),
-                LIBRARIAN_MCP_URL=f"http://127.0.0.1:{port}/mcp",
+    # The server is the configuration's alone (this machine's, from LIBRARIAN_MCP_URL, is the
+    # other tests'), and the token the environment's.
+    env = s.env(LIBRARIAN_HOME=str(tmp_path / "librarian"),
+                LIBRARIAN_MCP_TOKEN="a-token-of-the-environment",
                 LIBRARIAN_RECALL_TIMEOUT_MS="5000", LIBRARIAN_HISTORY_TIMEOUT_MS="5000",
                 LIBRARIAN_LOG=str(log))  # fmt: skip
     connect = [sys.executable, "-m", "librarian_dagster.cli.main", "connect", "gemini"]
-    given, mcp = [], {"httpUrl": f"http://127.0.0.1:{port}/mcp"}
-    if server:  # the server is the configuration's alone, and the token the environment's
-        given = ["--server", f"http://127.0.0.1:{port}"]
-        del env["LIBRARIAN_MCP_PORT"], env["LIBRARIAN_MCP_URL"]
-        env["LIBRARIAN_MCP_TOKEN"] = "a-token-of-the-environment"
-        mcp["headers"] = {"Authorization": "Bearer $LIBRARIAN_MCP_TOKEN"}
-    done = subprocess.run([*connect, *given], env=env, capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    mcp = {"httpUrl": f"http://127.0.0.1:{port}/mcp",
+           "headers": {"Authorization": "Bearer $LIBRARIAN_MCP_TOKEN"}}  # fmt: skip
+    done = subprocess.run([*connect, "--server", f"http://127.0.0.1:{port}"], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     check = subprocess.run([*connect[:-1], "--check", "gemini"], env=env,
                            capture_output=True, text=True, timeout=120)  # fmt: skip
-    # Not served yet: `--check` asks a server elsewhere, and says it does not answer.
-    assert check.returncode == (1 if server else 0), check.stdout
-    assert ("does not answer" in check.stdout) is server, check.stdout
+    # Not served yet: `--check` asks the server it names, and says it does not answer.
+    assert check.returncode == 1 and "does not answer" in check.stdout, check.stdout
     connected = json.loads(s.settings_json.read_text())
     assert connected["mcpServers"] == {"librarian": mcp}
     assert "a-token-of-the-environment" not in s.settings_json.read_text()

@@ -244,16 +244,16 @@ def embedder():
     return model
 
 
-@pytest.mark.parametrize("server", [False, True], ids=["this machine", "--server"])
 def test_librarian_connect_hands_opencode_recall_and_file_history(
-    opencode, tmp_path, store, embedder, server
+    opencode, tmp_path, store, embedder
 ):
-    """`librarian connect opencode` into the user's own opencode.json: the real CLI loads
-    Librarian's plugin and its MCP server; the model is told of an earlier session that bears on
-    the prompt (with the prompt) and of the one that changed the file it reads (with the read's
-    result); the session OpenCode stores keeps each text whole at the end of what it joined, so
-    that Librarian can cut it off when it reads the session back. Undone, the user's file is the
-    very bytes it was."""
+    """`librarian connect opencode --server URL` into the user's own opencode.json: the real CLI
+    loads Librarian's plugin, the server its option (this machine's, from LIBRARIAN_MCP_URL, is the
+    other tests'), and its MCP server with the token's header; the model is told of an earlier
+    session that bears on the prompt (with the prompt) and of the one that changed the file it reads
+    (with the read's result); the session OpenCode stores keeps each text whole at the end of what
+    it joined, so that Librarian can cut it off when it reads the session back. Undone, the user's
+    file is the very bytes it was."""
     from librarian_dagster.core.capture.touches import FileTouch
     from librarian_dagster.core.store.memories import ChunkRecord
     from mcp_server.app import Served, build_server, http_app
@@ -285,21 +285,16 @@ def test_librarian_connect_hands_opencode_recall_and_file_history(
         env = opencode_env(home, project)
         env.update(
             LIBRARIAN_HOME=str(tmp_path / "librarian"),
-            LIBRARIAN_MCP_PORT=str(port),  # the MCP server connecting writes: the one served here
-            LIBRARIAN_MCP_URL=url + "/mcp",  # where the plugin finds /recall, /touches, /history
             LIBRARIAN_LOG=str(tmp_path / "librarian.log"),
             LIBRARIAN_RECALL_TIMEOUT_MS="5000",
             LIBRARIAN_HISTORY_TIMEOUT_MS="5000",
+            LIBRARIAN_MCP_TOKEN="a-token-of-the-environment",
         )
-        plugin: object = (ROOT / "plugins" / "opencode" / "librarian.js").as_uri()
-        mcp: dict[str, object] = {"type": "remote", "url": url + "/mcp"}
-        given = ["--server", url] if server else []
-        if server:  # the server is the configuration's alone: the plugin's option
-            del env["LIBRARIAN_MCP_PORT"], env["LIBRARIAN_MCP_URL"]
-            plugin = [plugin, {"server": url + "/mcp"}]
-            mcp["headers"] = {"Authorization": "Bearer {env:LIBRARIAN_MCP_TOKEN}"}
-            env["LIBRARIAN_MCP_TOKEN"] = "a-token-of-the-environment"
-        done = subprocess.run([*connect, *given], env=env, capture_output=True, text=True,
+        plugin = [(ROOT / "plugins" / "opencode" / "librarian.js").as_uri(),
+                  {"server": url + "/mcp"}]  # fmt: skip
+        mcp = {"type": "remote", "url": url + "/mcp",
+               "headers": {"Authorization": "Bearer {env:LIBRARIAN_MCP_TOKEN}"}}  # fmt: skip
+        done = subprocess.run([*connect, "--server", url], env=env, capture_output=True, text=True,
                               timeout=120)  # fmt: skip
         assert done.returncode == 0, done.stderr
         written = json.loads((config_dir / "opencode.json").read_text(encoding="utf-8"))

@@ -184,14 +184,13 @@ def embedder():
     return model
 
 
-@pytest.mark.parametrize("server", [False, True], ids=["this machine", "--server"])
-def test_librarian_connect_hands_pi_recall_and_file_history(pi, tmp_path, store, embedder, server):
-    """`librarian connect pi` into the user's own settings.json: the real CLI loads Librarian's
-    extension; the model is told of an earlier session that bears on the prompt (a message after
-    it) and of the one that changed the file it reads (the end of the read's result); the
-    session Pi writes keeps each text whole at the end of what it joined, so that Librarian can
-    cut it off when it reads the session back. Undone, the user's file is the very bytes it
-    was."""
+def test_librarian_connect_hands_pi_recall_and_file_history(pi, tmp_path, store, embedder):
+    """`librarian connect pi --server URL` into the user's own settings.json: the real CLI loads
+    Librarian's extension, the server Pi's settings' alone (this machine's, from LIBRARIAN_MCP_URL,
+    is the other tests'); the model is told of an earlier session that bears on the prompt (a
+    message after it) and of the one that changed the file it reads (the end of the read's result);
+    the session Pi writes keeps each text whole at the end of what it joined, so that Librarian can
+    cut it off when it reads the session back. Undone, the user's file is the very bytes it was."""
     from librarian_dagster.core.capture.touches import FileTouch
     from librarian_dagster.core.store.memories import ChunkRecord
     from mcp_server.app import Served, build_server, http_app
@@ -222,21 +221,17 @@ def test_librarian_connect_hands_pi_recall_and_file_history(pi, tmp_path, store,
         env = {k: v for k, v in os.environ.items() if not k.startswith("PI_")}
         librarian = {
             "LIBRARIAN_HOME": str(tmp_path / "librarian"),
-            "LIBRARIAN_MCP_URL": url + "/mcp",  # where the extension finds /recall and the rest
             "LIBRARIAN_LOG": str(tmp_path / "librarian.log"),
             "LIBRARIAN_RECALL_TIMEOUT_MS": "5000",
             "LIBRARIAN_HISTORY_TIMEOUT_MS": "5000",
         }
-        given = ["--server", url] if server else []
-        if server:  # the server is Pi's settings' alone
-            del librarian["LIBRARIAN_MCP_URL"]
         env.update(HOME=str(home), **librarian)
-        done = subprocess.run([*connect, *given], env=env, capture_output=True, text=True,
+        done = subprocess.run([*connect, "--server", url], env=env, capture_output=True, text=True,
                               timeout=120)  # fmt: skip
         assert done.returncode == 0, done.stderr
         written = json.loads((agent_dir / "settings.json").read_text(encoding="utf-8"))
         assert written["extensions"] == [str(ROOT / "plugins" / "pi" / "librarian.ts")]
-        assert written.get("librarian") == ({"server": url + "/mcp"} if server else None)
+        assert written["librarian"] == {"server": url + "/mcp"}
         check = subprocess.run([*connect[:-1], "--check", "pi"], env=env,
                                capture_output=True, text=True, timeout=120)  # fmt: skip
         assert check.returncode == 0, check.stdout

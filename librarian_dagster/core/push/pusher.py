@@ -17,6 +17,7 @@ import json
 import os
 import re
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -140,12 +141,15 @@ def push_sessions(
     state: PushState,
     candidates: Sequence[Candidate],
     said: Callable[[Pushed], None],
+    stop: threading.Event | None = None,
 ) -> list[Pushed]:
-    """Send each candidate; `said` hears of each as it is done. Raises PushStopped (after keeping
-    what was done) when the server can take nothing more now."""
+    """Send each candidate; `said` hears of each as it is done; none more once `stop` is set.
+    Raises PushStopped (after keeping what was done) when the server can take nothing more now."""
     done: list[Pushed] = []
     try:
         for candidate in candidates:
+            if stop is not None and stop.is_set():
+                break
             outcome = _push_one(settings, client, state, candidate)
             done.append(outcome)
             said(outcome)
@@ -203,18 +207,22 @@ def watch(
     said: Callable[[Pushed], None],
     stopped: Callable[[str], None],
     rounds: int | None = None,
+    stop: threading.Event | None = None,
 ) -> None:
-    """Push, then again every `interval` seconds as sessions settle, until interrupted (or
-    after `rounds`). A stop (no server, a refused token) is said once, and tried again.
+    """Push, then again every `interval` seconds as sessions settle, until `stop` is set (or
+    after `rounds`): between two sessions, or at once while it waits. A stop from the server (none
+    there, a refused token) is said once, and tried again.
 
     Each round says hello first, even with nothing to push: the server takes a machine it has
     not heard of for LIBRARIAN_QUIET_HOURS for a capture gap, which an idle laptop is not."""
+    stop = stop or threading.Event()
     last_stop = ""
     done = 0
-    while rounds is None or done < rounds:
+    while (rounds is None or done < rounds) and not stop.is_set():
         try:
             client.hello()
-            push_sessions(settings, client, state, pending(settings, state, time.time()), said)
+            candidates = pending(settings, state, time.time())
+            push_sessions(settings, client, state, candidates, said, stop)
             if last_stop:
                 stopped("")
             last_stop = ""
@@ -224,4 +232,4 @@ def watch(
             last_stop = str(exc)
         done += 1
         if rounds is None or done < rounds:
-            time.sleep(interval)
+            stop.wait(interval)
