@@ -44,7 +44,7 @@ need_env_file
 if [ ! -e "$librarian" ]; then
     # The locked environment, without starting anything (scripts/run would start `librarian up`).
     # shellcheck source=scripts/uv.sh
-    (cd "$repo" && source scripts/uv.sh && uv sync --frozen --python 3.11 -q)
+    (cd "$repo" && source scripts/uv.sh && uv sync --frozen -q)
 fi
 # One push now, in the foreground: a wrong URL or token shows here (given a session to send),
 # not in a log; and a first push of many sessions shows its progress. A session the server

@@ -10,3 +10,12 @@ if ! command -v uv >/dev/null 2>&1; then
     fi
     export PATH="$tools/bin:$PATH"
 fi
+# The interpreter every environment here is made with (uv's own UV_PYTHON, which a user's setting
+# overrides): Debian's python3.11 where there is one, one static binary built with profile-guided
+# optimisation; elsewhere any 3.11 uv finds. Beside pyenv's (libpython shared, no
+# --enable-optimizations), the test suite took 12% less time on it (decision 0027).
+if [ -z "${UV_PYTHON:-}" ]; then
+    UV_PYTHON=3.11
+    [ -x /usr/bin/python3.11 ] && UV_PYTHON=/usr/bin/python3.11
+    export UV_PYTHON
+fi
