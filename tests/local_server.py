@@ -7,6 +7,11 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
+POLL_S = 0.05
+"""How often a stand-in's `serve_forever` looks for its stop: `shutdown()` waits for that look,
+and at the standard library's 0.5 s each of a hundred hook tests spent most of its time there,
+often all four workers at once, the two cores idle."""
+
 
 @dataclass
 class Recorded:
@@ -56,7 +61,9 @@ class LocalServer:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(POLL_S,), daemon=True
+        )
 
     def __enter__(self) -> Self:
         self._thread.start()

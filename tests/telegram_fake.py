@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
+from tests.local_server import POLL_S
+
 TOKEN = "123456789:AAFakeTokenForTestsOnly_abcdefghijklm"
 CHAT_ID = "42"
 
@@ -102,7 +104,7 @@ def fake_telegram():
     fake = FakeTelegram()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake, threading.Lock()))
     fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(POLL_S,), daemon=True)
     thread.start()
     try:
         yield fake

@@ -16,6 +16,8 @@ import sys
 import threading
 from pathlib import Path
 
+from tests.local_server import POLL_S
+
 REPO = Path(__file__).resolve().parents[2]
 HOOKS = REPO / "hooks"
 TRANSCRIPT = "/Users/.../.claude/projects/.../00893aaf-19fa-41d2-8238-13269b9b3ca0.jsonl"
@@ -187,7 +189,7 @@ class FakeServer:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
     def __enter__(self) -> "FakeServer":
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        threading.Thread(target=self.httpd.serve_forever, args=(POLL_S,), daemon=True).start()
         return self
 
     def __exit__(self, *exc) -> None:
