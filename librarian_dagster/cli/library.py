@@ -1,18 +1,75 @@
-"""`librarian library import MEMORY_BANK_DIR [--into PATH] [--dry-run]`.
+"""`librarian library import MEMORY_BANK_DIR [--into PATH] [--dry-run]` and
+`librarian library consolidate PROJECT [--repo PATH] [--before DATE] [--apply]`.
 
 The import logic lives in `librarian_dagster.core.library.cline_import` (standard library only),
-imported when the command runs, so `librarian --help` stays fast.
+consolidation in `librarian_dagster.core.consolidation`; both are imported when the command runs,
+so `librarian --help` stays fast.
 """
 
 import argparse
+import sys
+from pathlib import Path
 
-from librarian_dagster.core.commandline import AddParser
+from librarian_dagster.core.commandline import AddParser, iso_date
 
 
 def _run_import(args: argparse.Namespace) -> int:
     from librarian_dagster.core.library import cline_import as library
 
     return library.run_import(args)
+
+
+def _run_consolidate(args: argparse.Namespace) -> int:
+    from librarian_dagster.core.assembly.store import open_store
+    from librarian_dagster.core.consolidation.consolidate import propose
+    from librarian_dagster.core.settings import Settings
+
+    repo = Path(args.repo).resolve()
+    if not repo.is_dir():
+        print(f"librarian library consolidate: --repo: no such folder: {repo}", file=sys.stderr)
+        return 2
+    with open_store(Settings.from_env()) as store:
+        proposal = propose(store.ledger, args.project, repo, args.before)
+    said = (f"{proposal.read} sessions of {args.project} read"
+            f"{f' ({proposal.unread} could not be)' if proposal.unread else ''},"
+            f" {proposal.lines} lines supported")  # fmt: skip
+    diff = proposal.diff()
+    if not diff:
+        print(f"{said}: the library already says so, nothing to change", file=sys.stderr)
+        return 0
+    sys.stdout.write(diff)
+    if args.apply:
+        changed = proposal.apply()
+        print(f"{said}: wrote {', '.join(changed)}", file=sys.stderr)
+    else:
+        print(f"{said}: the diff above; --apply writes it", file=sys.stderr)
+    return 0
+
+
+def _consolidate_parser(sub) -> None:
+    parser = sub.add_parser(
+        "consolidate",
+        help="write what recurs in a project's sessions into its library, with their sources",
+        description="Mine a project's remembered sessions for what several of them share (a "
+        "failure and what passed after it, a command that passed) and propose each as a line "
+        "of _memory_library/<folder>/recurring.md, in the deepest folder holding the files its "
+        "sessions changed, citing them. Prints the diff; --apply writes it.",
+    )
+    parser.add_argument("project", metavar="PROJECT", help="the project, as the store names it")
+    parser.add_argument(
+        "--repo",
+        default=".",
+        metavar="PATH",
+        help="the checkout whose _memory_library/ to write (default: here)",
+    )
+    parser.add_argument(
+        "--before",
+        type=iso_date,
+        metavar="DATE",
+        help="use only the sessions that began before DATE (a replay)",
+    )
+    parser.add_argument("--apply", action="store_true", help="write the diff into the library")
+    parser.set_defaults(handler=_run_consolidate)
 
 
 def register(add_parser: AddParser) -> None:
@@ -33,3 +90,4 @@ def register(add_parser: AddParser) -> None:
 
     add_arguments(importer)
     importer.set_defaults(handler=_run_import)
+    _consolidate_parser(sub)

@@ -36,7 +36,7 @@ def test_no_function_is_longer_than_sixty_lines():
 ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 # Bottom-up, as docs/architecture.md's table of layers reads from the foot.
 FOLDERS = ("capture", "redaction", "models", "digest", "push", "store", "recall", "library",
-           "connect", "service", "assembly")  # fmt: skip
+           "connect", "service", "consolidation", "assembly")  # fmt: skip
 DATA_FILES = {
     "models": ["`minilm_graph.onnx` (the MiniLM graph, decision 0024)"],
     "service": ["`dagster_instance.yaml` (shared with deploy/dagster.yaml)"],

@@ -309,13 +309,22 @@ _ERROR_LINE = re.compile(
 
 def error_line(result: str) -> str | None:
     """The line of a failed tool's output that says what failed, not "Exit code 1"."""
+    found = error_lines(result, 1)
+    return found[0] if found else None
+
+
+def error_lines(result: str, limit: int) -> list[str]:
+    """Up to `limit` lines of a failed tool's first 40 that say what failed, in order."""
+    found: list[str] = []
     for line in result.splitlines()[:40]:
         line = line.strip()
         if len(line) < 8 or _BARE_FAILURE.match(line):
             continue
         if _ERROR_LINE.search(line):
-            return cut(line, LINE_CHARS)
-    return None
+            found.append(cut(line, LINE_CHARS))
+            if len(found) == limit:
+                break
+    return found
 
 
 # -- text -----------------------------------------------------------------------------------------

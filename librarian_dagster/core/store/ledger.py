@@ -16,8 +16,21 @@ from psycopg.rows import class_row
 
 from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.skips import SkipList, before_entry
+from librarian_dagster.core.digest.schema import PRIVATE_DOMAIN
 from librarian_dagster.core.store.files import Files
 from librarian_dagster.core.store.pool import Database
+
+
+@dataclass(frozen=True)
+class RememberedSource:
+    """A remembered session's files, with what consolidation needs to know of it first."""
+
+    files: SessionFiles
+    cwd: str | None
+    started_at: datetime | None
+    shared: bool
+    """Neither private to its person nor of the `private` domain: it may be cited in notes,
+    which are committed with the repository."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +97,38 @@ class Ledger:
             agent=row["agent"],
             version=row["version"],
         )
+
+    def remembered_sources(
+        self, project: str, before: datetime | None = None
+    ) -> list[RememberedSource]:
+        """The remembered sessions of `project` (begun before `before`) and their files, oldest
+        first."""
+        with self._db.connection() as conn:
+            rows = conn.execute(
+                """
+                SELECT m.session_id, m.cwd, m.started_at, s.main_path, s.subagent_paths,
+                       s.agent, s.version, NOT m.private AND m.domain <> %s AS shared
+                FROM memories m JOIN session_sources s USING (session_id)
+                WHERE m.project = %s AND (%s::timestamptz IS NULL OR m.started_at < %s)
+                ORDER BY m.started_at, m.session_id
+                """,
+                (PRIVATE_DOMAIN, project, before, before),
+            ).fetchall()
+        return [
+            RememberedSource(
+                SessionFiles(
+                    session_id=row["session_id"],
+                    main=Path(row["main_path"]) if row["main_path"] else None,
+                    subagents=tuple(Path(p) for p in row["subagent_paths"]),
+                    agent=row["agent"],
+                    version=row["version"],
+                ),
+                cwd=row["cwd"],
+                started_at=row["started_at"],
+                shared=row["shared"],
+            )
+            for row in rows
+        ]
 
     def backfill_sessions(
         self,
