@@ -7,6 +7,7 @@ a script on every run: about 3 ms of a ~15 ms hook.
 import os
 
 import librarian_hooklib as lib
+import librarian_recurring as recurring
 
 NOTES_HEADER = "Librarian notes for {path} (most specific first):"
 
@@ -76,12 +77,15 @@ def signature(entry):
     return f"{st.st_mtime_ns}:{st.st_size}", st.st_size
 
 
-def read_note(path: str):
+def read_note(path: str, root: str):
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
-            return clean(fh.read())
+            text = fh.read()
     except OSError:  # removed since the listing, or unreadable: pass over it, keep the others
         return None
+    if os.path.basename(path) == recurring.NAME:  # its markers say when a line may be stale
+        text = recurring.marked(text, root)
+    return clean(text)
 
 
 def clean(text: str) -> str:
@@ -137,7 +141,7 @@ def notes(event: dict, path: str, env) -> tuple[str | None, str]:
             if size > 4 * budget:
                 omitted.append((key, sig, name))
                 continue
-            body = read_note(entry.path)
+            body = read_note(entry.path, root)
             if not body:
                 continue
             section = f"\n\n### {name}\n{body}"

@@ -30,9 +30,14 @@ def _run_consolidate(args: argparse.Namespace) -> int:
         return 2
     with open_store(Settings.from_env()) as store:
         proposal = propose(store.ledger, args.project, repo, args.before)
-    said = (f"{proposal.read} sessions of {args.project} read"
-            f"{f' ({proposal.unread} could not be)' if proposal.unread else ''},"
-            f" {proposal.lines} lines supported")  # fmt: skip
+    said = (
+        f"{proposal.read} sessions of {args.project} read"
+        f"{f' ({proposal.unread} could not be)' if proposal.unread else ''},"
+        f" {proposal.lines} lines supported, {proposal.archived} retired or superseded"
+    )
+    if not proposal.checked:
+        print(f"librarian library consolidate: {repo} holds none of the files the sessions "
+              "changed: nothing is checked against the code", file=sys.stderr)  # fmt: skip
     diff = proposal.diff()
     if not diff:
         print(f"{said}: the library already says so, nothing to change", file=sys.stderr)

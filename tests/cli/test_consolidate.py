@@ -75,7 +75,7 @@ def test_recurring_failure_is_proposed_written_delivered_and_never_cites_a_priva
     (repo / "src" / "db").mkdir(parents=True)
     (repo / "src" / "db" / "migrate.js").write_text("module.exports = 1\n")
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    _commit(repo, "first", "2026-05-01T00:00:00Z")  # before every session
+    first = _commit(repo, "first", "2026-05-01T00:00:00Z")  # before every session
     mirror = tmp_path / "mirror" / "-work-app"
     mirror.mkdir(parents=True)
     for day, sid in enumerate(SESSIONS, start=3):
@@ -95,14 +95,20 @@ def test_recurring_failure_is_proposed_written_delivered_and_never_cites_a_priva
     assert proposed.returncode == 0, proposed.stderr
     assert "+++ b/_memory_library/src/db/recurring.md" in proposed.stdout
     assert f"- Gotcha: `npm test` failed with `{ESM}`" in proposed.stdout
-    assert "then `npm test --` passed (3 sessions: c0de0002 2026-06-05," in proposed.stdout
+    assert (
+        "then `npm test --` passed after a change to `src/db/migrate.js` (3 sessions: "
+        "c0de0002 2026-06-05,"
+    ) in proposed.stdout
     assert PRIVATE not in proposed.stdout and PRIVATE[:8] not in proposed.stdout
     assert not (repo / "_memory_library").exists()  # a proposal writes nothing
 
     applied = librarian_cli(["library", "consolidate", project, "--repo", str(repo), "--apply"],
                             env)  # fmt: skip
     assert applied.returncode == 0 and applied.stdout == proposed.stdout
-    assert "wrote _memory_library/src/db/recurring.md" in applied.stderr
+    assert (
+        "wrote _memory_library/src/db/.recurring.json, _memory_library/src/db/recurring.md"
+        in applied.stderr
+    )
     again = librarian_cli(["library", "consolidate", project, "--repo", str(repo)], env)
     assert again.returncode == 0 and again.stdout == ""
     assert "nothing to change" in again.stderr
@@ -110,13 +116,20 @@ def test_recurring_failure_is_proposed_written_delivered_and_never_cites_a_priva
     # Before an edit in src/db, the real hook hands the agent the line, not its marker.
     (tmp_path / "hook").mkdir()
     edit = pre_tool_use_event(str(repo / "src/db/migrate.js"), str(repo))
-    done = HookRunner(tmp_path / "hook").run("pre_tool_use", edit)
+    hook = HookRunner(tmp_path / "hook")
+    done = hook.run("pre_tool_use", edit)
     context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "Gotcha: `npm test` failed with" in context and "librarian line" not in context
+    assert "may be stale" not in context  # its one commit is older than every session
 
     # The fixed file changed after the newest session: the line may be stale since then.
     (repo / "src" / "db" / "migrate.js").write_text("module.exports = 2\n")
     since = _commit(repo, "later")
+    # The hook says so at once, before any consolidation runs again.
+    edit["session_id"] = "a-later-session"
+    context = json.loads(hook.run("pre_tool_use", edit).stdout)[
+        "hookSpecificOutput"]["additionalContext"]  # fmt: skip
+    assert f"(may be stale since {first})" in context and "librarian line" not in context
     stale = librarian_cli(["library", "consolidate", project, "--repo", str(repo)], env)
     assert f"+- Gotcha: `npm test` failed with `{ESM}`" in stale.stdout
     assert stale.stdout.count(f"(may be stale since {since})") == 1
@@ -126,3 +139,14 @@ def test_recurring_failure_is_proposed_written_delivered_and_never_cites_a_priva
                             "--before", "2026-06-05"], env)  # fmt: skip
     assert f"-- Gotcha: `npm test` failed with `{ESM}`" in before.stdout  # what the file says
     assert "+- `npm test` failed with" in before.stdout and "(2 sessions:" in before.stdout
+
+    # Gone from the code: retired, into the archive, which the hook never injects.
+    (repo / "src" / "db" / "migrate.js").unlink()
+    _commit(repo, "gone")
+    gone = librarian_cli(["library", "consolidate", project, "--repo", str(repo), "--apply"], env)
+    assert f"-- Gotcha: `npm test` failed with `{ESM}`" in gone.stdout
+    assert "1 retired or superseded" in gone.stderr
+    archived = (repo / "_memory_library" / "src" / "db" / ".recurring-archive.md").read_text()
+    assert "`src/db/migrate.js` gone from the code" in archived and ESM in archived
+    left = (repo / "_memory_library" / "src" / "db" / "recurring.md").read_text()
+    assert ESM not in left and "`npm test --` ran and passed" in left  # what it ran holds

@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 from librarian_dagster.core.capture.session import CHANGE, RUN, Session, ToolUse, Turn
 from librarian_dagster.core.consolidation import notes
+from librarian_dagster.core.consolidation.checks import retired, superseded
+from librarian_dagster.core.consolidation.consolidate import files as library_files
 from librarian_dagster.core.consolidation.evidence import command_words, evidence_of
 from librarian_dagster.core.consolidation.mining import (
     COMMAND,
@@ -48,6 +50,7 @@ def test_a_session_offers_its_failure_what_passed_next_and_what_it_changed_betwe
 def test_a_command_is_known_by_its_first_words_and_chores_are_not_kept():
     assert command_words("cd /a && FOO=1 mise run test 2>&1 | tail") == "mise run test"
     assert command_words("go build -o bin/x ./cmd") == "go build"  # -o's value is cut off
+    assert command_words("env GOCACHE=/tmp/go go test ./...") == "go test ./..."
     assert command_words("git status") is None and command_words("ls -la && cat x") is None
 
 
@@ -63,7 +66,8 @@ def test_one_session_writes_nothing_two_a_line_three_a_gotcha():
     [line] = [x for x in mine(two) if x.kind != COMMAND]
     assert line.kind == FAILURE and line.folder == "src/db"
     assert [s for s, _ in line.sessions] == ["s2", "s1"]  # newest first
-    assert line.quotes == ("npm test", ESM, "npm test --")
+    assert line.quotes == ("npm test", ESM, "npm test --", "src/db/migrate.js")
+    assert line.text.endswith("; then `npm test --` passed after a change to `src/db/migrate.js`")
     three = [*two, evidence_of(session("s3", 3, fixed_in="src/api/x.js"), ROOT)]
     [line] = [x for x in mine(three) if x.kind != COMMAND]
     assert line.kind == GOTCHA and line.folder == "src"  # no wider than its evidence
@@ -103,23 +107,59 @@ def test_the_file_cites_its_sessions_keeps_them_all_in_a_marker_and_redacts():
     secret = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
     two = [evidence_of(session(f"s{i}", i, fails=f"Error: auth failed for token {secret}"), ROOT)
            for i in (1, 2)]  # fmt: skip
-    files = notes.proposed(mine(two), stale={})
-    text = files["src/db"]
+    text = library_files(mine(two), [], {}, set(), None)["src/db/recurring.md"]
     assert secret not in text and "REDACTED" in text
     said = [x for x in text.splitlines() if x.startswith("- ")]
     assert said and all("(2 sessions: s2 2026-06-03, s1 2026-06-02)" in x for x in said)
     markers = [json.loads(x[len("<!-- librarian line "):-len(" -->")])
                for x in text.splitlines() if x.startswith("<!-- librarian line ")]  # fmt: skip
-    assert {m["kind"] for m in markers} == {FAILURE, COMMAND}
-    assert all(m["sessions"] == ["s2", "s1"] for m in markers)
+    assert sorted(m["files"] for m in markers) == [[], ["src/db/migrate.js"]]  # commands: none
+    sources = json.loads(library_files(mine(two), [], {}, set(), None)["src/db/.recurring.json"])
+    assert {x["kind"] for x in sources["lines"]} == {FAILURE, COMMAND}
+    assert all([s for s, _ in x["sessions"]] == ["s2", "s1"] for x in sources["lines"])
 
 
 def test_the_same_input_gives_an_empty_diff_and_a_written_library_reads_back(tmp_path):
     two = [evidence_of(session(f"s{i}", i), ROOT) for i in (1, 2)]
-    then = notes.proposed(mine(two))
+    then = library_files(mine(two), [], {}, set(), None)
     library = tmp_path / "_memory_library"
+    written = ["_memory_library/src/db/.recurring.json", "_memory_library/src/db/recurring.md"]
     assert notes.diff({}, then).count("+++ b/_memory_library/src/db/recurring.md") == 1
-    assert notes.write(library, {}, then) == ["_memory_library/src/db/recurring.md"]
+    assert notes.write(library, {}, then) == written
     assert notes.current(library) == then and notes.diff(notes.current(library), then) == ""
-    assert notes.write(library, then, {}) == ["_memory_library/src/db/recurring.md"]
+    assert notes.write(library, then, {}) == written
     assert notes.current(library) == {}
+
+
+def test_a_later_revert_of_its_files_or_a_switch_away_from_its_command_supersedes_a_line():
+    two = [evidence_of(session(f"s{i}", i), ROOT) for i in (1, 2)]
+    [line] = [x for x in mine(two) if x.kind == FAILURE]
+    assert superseded(line, two) is None
+    revert = session("s3", 3, fails=None)
+    undo = ToolUse("Bash", command="git revert HEAD~1", action=RUN)
+    revert.turns.append(Turn("assistant", "text", "", None, (undo,)))
+    assert superseded(line, [*two, evidence_of(revert, ROOT)]) == (
+        "superseded by s3 2026-06-04, which reverted a change to its files"
+    )
+    switch = session("s4", 4, fails=None)
+    switch.turns.insert(0, Turn("user", "prompt", "Switch away from `npm test`, use vitest", None))
+    said = superseded(line, [*two, evidence_of(switch, ROOT)])
+    assert said == "superseded by s4 2026-06-05, which switched away from `npm test`"
+    older = session("s0", 0, fails=None)  # before the line's newest session: no reversal
+    older.turns.insert(0, Turn("user", "prompt", "Switch away from `npm test`", None))
+    assert superseded(line, [*two, evidence_of(older, ROOT)]) is None
+
+
+def test_a_line_whose_files_are_gone_is_retired_and_kept_in_the_archive_till_forgotten(tmp_path):
+    two = [evidence_of(session(f"s{i}", i), ROOT) for i in (1, 2)]
+    [line] = [x for x in mine(two) if x.kind == FAILURE]
+    (tmp_path / "src" / "db").mkdir(parents=True)
+    (tmp_path / "src" / "db" / "migrate.js").write_text("x")
+    assert retired(line, tmp_path) is None
+    (tmp_path / "src" / "db" / "migrate.js").unlink()
+    why = retired(line, tmp_path)
+    assert why == "retired: `src/db/migrate.js` gone from the code"
+    kept = notes.archive(None, [notes.Archived(line, why)], {"s1", "s2"})
+    assert kept and ESM in kept and why in kept
+    assert notes.archive(kept, [], {"s2"}) == kept  # one of its sessions is still there
+    assert notes.archive(kept, [], set()) is None  # both forgotten: nothing of them is kept

@@ -76,6 +76,7 @@ def test_no_hook_writes_into_the_plugin_folder_and_bytecode_goes_to_the_data_fol
         "librarian_agents",
         "librarian_hooklib",
         "librarian_inject",
+        "librarian_recurring",
         "librarian_history",
         "librarian_recall",
         "librarian_routing",

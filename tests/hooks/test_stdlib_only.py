@@ -51,6 +51,7 @@ def test_hooks_import_only_the_standard_library(hooks, tmp_path):
         "librarian_hooklib",
         "librarian_routing",
         "librarian_inject",
+        "librarian_recurring",
         "librarian_history",
         "librarian_recall",
         "librarian_pycache",

@@ -17,15 +17,17 @@ PATH = re.compile(
 
 MAX_FAILURE_LINES = 3
 """A failed command's output is read for this many lines that say what failed."""
+ASKED_CHARS = 600
 COMMAND_WORDS = 3
 """A command is known by its first words (`go test -v`, `mise run lint`): its arguments vary."""
 GENERIC_PROGRAMS = frozenset((
-    "awk", "bash", "cat", "cd", "chmod", "cp", "curl", "date", "diff", "echo", "env", "export",
+    "awk", "bash", "cat", "cd", "chmod", "cp", "curl", "date", "diff", "echo", "export",
     "find", "gh", "git", "grep", "head", "jq", "kill", "less", "ls", "mkdir", "mv", "open",
     "printf", "ps", "pwd", "rg", "rm", "sed", "sleep", "sort", "source", "tail", "tee", "test",
     "touch", "tree", "true", "uniq", "wc", "which", "xargs",
 ))  # fmt: skip
 """Programs whose use says nothing about a project: files looked at, git and GitHub chores."""
+_REVERT = re.compile(r"\bgit\s+revert\b")
 _SEGMENT_END = re.compile(r"&&|\|\||[|;\n]|\s\d?>")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=\S*$")
 _SHORT_OPTION = re.compile(r"^-[A-Za-z]{1,2}$")
@@ -34,7 +36,10 @@ _NOT_A_FAILURE = re.compile(
     r"\b(INFO|DEBUG|TRACE)\b"  # a log line that names a field "failed_..."
     r"|[{};]\s*$|\s:=\s|^\s*(func|def|return|if|class)\b|\d→"  # code, as a tool showed it
 )
-_TAG = re.compile(r"\[[^\]]*\]")
+_RUNNER_TAG = re.compile(r"^\s*\[[\w:.-]+\]\s*")
+_QUOTED = re.compile(r"`[^`]*`|'[^'\s][^']*'|\"[^\"]*\"")
+_POSITION = re.compile(r":\d+(?::\d+)?\b")
+_NUMBER = re.compile(r"\b0x[0-9a-f]+\b|\d+(?:\.\d+)*", re.IGNORECASE)
 _GENERIC_WORDS = frozenset(("error", "errors", "failed", "fail", "failure", "task", "exit",
                             "code", "status", "fatal", "warn", "warning", "trace"))  # fmt: skip
 
@@ -61,6 +66,10 @@ class Evidence:
     passed: tuple[str, ...]
     """The commands (first words) that ran and did not fail, in first-run order."""
     failures: tuple[Failure, ...]
+    reverted: bool = False
+    """It ran `git revert`."""
+    asked: tuple[str, ...] = ()
+    """What the person typed, each prompt cut to `ASKED_CHARS`."""
 
 
 def command_words(command: str) -> str | None:
@@ -68,8 +77,8 @@ def command_words(command: str) -> str | None:
     redirects it; None for a generic program (`GENERIC_PROGRAMS`) or nothing at all."""
     for segment in _SEGMENT_END.split(command):
         words = [w for w in segment.split() if not _ASSIGNMENT.match(w)]
-        while words and words[0] in ("sudo", "time", "command", "exec"):
-            words = words[1:]
+        while words and words[0] in ("sudo", "time", "command", "exec", "env"):
+            words = [w for w in words[1:] if not _ASSIGNMENT.match(w)]
         if not words or words[0] == "cd":
             continue
         if words[0].rsplit("/", 1)[-1] in GENERIC_PROGRAMS:
@@ -83,11 +92,19 @@ def command_words(command: str) -> str | None:
 
 def says_what_failed(line: str) -> bool:
     """Whether an error line says what failed: not a wrapper's "[lint] ERROR task failed", a
-    log line or a line of code that only holds the word "error", nor a bare path."""
+    log line or a line of code that only holds the word "error", nor a bare path or name."""
     if _NOT_A_FAILURE.search(line):
         return False
-    words = re.findall(r"[A-Za-z_][\w.]*", PATH.sub(" ", _TAG.sub(" ", line)))
-    return len([w for w in words if w.casefold() not in _GENERIC_WORDS]) >= 2
+    words = re.findall(r"[a-z_][\w.]*", failure_key(line))
+    return len([w for w in words if w not in _GENERIC_WORDS and len(w) > 1]) >= 2
+
+
+def failure_key(line: str) -> str:
+    """A failure's line as it is compared: positions, numbers, paths, quoted names and the
+    runner's `[tags]` left out, so that the same error in another file, line or name, or after
+    another count of tests, is the same."""
+    line = _QUOTED.sub("Q", _RUNNER_TAG.sub("", _POSITION.sub("", line)))
+    return " ".join(_NUMBER.sub("N", PATH.sub("P", line)).casefold().split())
 
 
 def relative(path: str, root: str, cwd: str | None) -> str | None:
@@ -104,8 +121,13 @@ def evidence_of(session: Session, root: str) -> Evidence:
     runs: list[tuple[ToolUse, str, list[str]]] = []  # (use, its words, what it said failed)
     changes: list[tuple[int, str]] = []  # (runs so far, file)
     pending: list[ToolUse] = []
+    asked: list[str] = []
+    reverted = False
     for turn in session.turns:
+        if turn.kind == "prompt" and turn.agent_id is None and turn.text.strip():
+            asked.append(turn.text.strip()[:ASKED_CHARS])
         for use in turn.tool_uses:
+            reverted = reverted or bool(use.command and _REVERT.search(use.command))
             pending.append(use)
             if use.action == CHANGE:
                 for path in use.file_paths:
@@ -127,6 +149,8 @@ def evidence_of(session: Session, root: str) -> Evidence:
         changed=tuple(dict.fromkeys(path for _, path in changes)),
         passed=tuple(dict.fromkeys(words for use, words, _ in runs if not use.is_error)),
         failures=_failures(runs, changes),
+        reverted=reverted,
+        asked=tuple(asked),
     )
 
 

@@ -4,13 +4,12 @@ sessions changed. A line needs two distinct sessions; a failure that three met i
 Only the sessions' own words are used: the failed command and its output's line, the command
 that passed next, a command that passed. Every line is checked against them (`grounded`)."""
 
-import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from librarian_dagster.core.consolidation.evidence import PATH, Evidence
+from librarian_dagster.core.consolidation.evidence import Evidence, failure_key
 
 MIN_SESSIONS = 2
 """Sessions that must agree before anything is written."""
@@ -19,8 +18,6 @@ GOTCHA_SESSIONS = 3
 LINES_PER_FOLDER = 10
 """A folder's budget: its lines ranked by distinct sessions, then by the newest of them."""
 GOTCHA, FAILURE, COMMAND = "gotcha", "failure", "command"
-_POSITION = re.compile(r":\d+(?::\d+)?\b")
-_NUMBER = re.compile(r"\b0x[0-9a-f]+\b|\d+(?:\.\d+)*", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -38,12 +35,6 @@ class Line:
     """(session id, when it began), newest first."""
     files: tuple[str, ...]
     """The files its sessions changed that placed it, relative to the root, sorted."""
-
-
-def failure_key(line: str) -> str:
-    """A failure's line as it is compared: positions, numbers and paths left out, so that the
-    same error in another file or line, or after another count of tests, is the same."""
-    return _NUMBER.sub("N", PATH.sub("P", _POSITION.sub("", line))).casefold()
 
 
 def common_folder(paths: Iterable[str]) -> str:
@@ -87,35 +78,62 @@ def _cited(sessions: Sequence[Evidence]) -> tuple[tuple[str, datetime | None], .
     return tuple((e.session_id, e.started_at) for e in sessions)
 
 
+@dataclass(frozen=True)
+class _Met:
+    """How one session met a failure."""
+
+    said: str
+    command: str
+    then: str | None
+    fixed: tuple[str, ...]
+    """The files it changed before `then` passed (none when nothing passed after)."""
+    scope: tuple[str, ...]
+    """The files that place it: `fixed`, else every file the session changed."""
+
+
 def _failure_lines(evidence: Sequence[Evidence]) -> list[Line]:
-    # key -> session -> (the line as it said it, the command, what passed next, files changed)
-    met: dict[str, dict[str, tuple[str, str, str | None, tuple[str, ...]]]] = defaultdict(dict)
+    met: dict[str, dict[str, _Met]] = defaultdict(dict)  # key -> session -> how it met it
     by_id = {e.session_id: e for e in evidence}
     for e in evidence:
         for failure in e.failures:
+            fixed = failure.changed if failure.then else ()
+            scope = failure.changed or e.changed
             for said in failure.lines:
-                scope = failure.changed or e.changed
                 if scope:  # a session that changed nothing cannot say where a line belongs
                     met[failure_key(said)].setdefault(
-                        e.session_id, (said, failure.command, failure.then, scope)
+                        e.session_id, _Met(said, failure.command, failure.then, fixed, scope)
                     )
     lines = []
     for key, seen in met.items():
-        if len(seen) < MIN_SESSIONS:
-            continue
-        sessions = _newest_first(by_id[s] for s in seen)
-        said, command, _, _ = seen[sessions[0].session_id]
-        thens = Counter(then for _, _, then, _ in seen.values() if then)
-        then, agreed = thens.most_common(1)[0] if thens else (None, 0)
-        quotes = (command, said, *([then] if then and agreed >= MIN_SESSIONS else []))
-        text = f"{code(command)} failed with {code(said)}"
-        if len(quotes) == 3:
-            text += f"; then {code(then or '')} passed"
-        kind = GOTCHA if len(seen) >= GOTCHA_SESSIONS else FAILURE
-        files = sorted({p for *_, scope in seen.values() for p in scope})
-        lines.append(Line(common_folder(files), kind, key, text, quotes, _cited(sessions),
-                          tuple(files)))  # fmt: skip
+        if len(seen) >= MIN_SESSIONS:
+            sessions = _newest_first(by_id[s] for s in seen)
+            lines.append(_failure_line(key, [seen[e.session_id] for e in sessions], sessions))
     return lines
+
+
+def _agreed(values: Iterable[str]) -> str | None:
+    """The value most sessions gave, if at least MIN_SESSIONS gave it."""
+    ranked = Counter(values).most_common(1)
+    return ranked[0][0] if ranked and ranked[0][1] >= MIN_SESSIONS else None
+
+
+def _failure_line(key: str, met: list[_Met], sessions: list[Evidence]) -> Line:
+    """The line of one failure, `met` by `sessions` (newest first), quoting the newest."""
+    said, command = met[0].said, met[0].command
+    then = _agreed(m.then for m in met if m.then)
+    fixed = _agreed(path for m in met for path in set(m.fixed))
+    quotes = [command, said]
+    text = f"{code(command)} failed with {code(said)}"
+    if then:
+        quotes.append(then)
+        text += f"; then {code(then)} passed"
+    if fixed:
+        quotes.append(fixed)
+        text += f"{' after' if then else '; fixed in'} a change to {code(fixed)}"
+    kind = GOTCHA if len(met) >= GOTCHA_SESSIONS else FAILURE
+    files = sorted({p for m in met for p in m.scope})
+    return Line(common_folder(files), kind, key, text, tuple(quotes), _cited(sessions),
+                tuple(files))  # fmt: skip
 
 
 def _command_lines(evidence: Sequence[Evidence]) -> list[Line]:
@@ -137,7 +155,7 @@ def _command_lines(evidence: Sequence[Evidence]) -> list[Line]:
 
 def spoken(evidence: Evidence) -> set[str]:
     """Everything `evidence` said that a line may quote."""
-    said = set(evidence.passed)
+    said = {*evidence.passed, *evidence.changed}
     for failure in evidence.failures:
         said.update((failure.command, *failure.lines, *([failure.then] if failure.then else [])))
     return said
