@@ -22,6 +22,7 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import Mount
 
 from librarian_dagster.core.assembly.forgetting import Forgotten
+from librarian_dagster.core.consolidation.pending import Waiting
 from librarian_dagster.core.recall.ranking import DEFAULT_BOOSTS, Boosts
 from librarian_dagster.core.recall.relevance import DEFAULT_THRESHOLD
 from mcp_server.auth import auth_settings
@@ -64,6 +65,7 @@ def build_server(
     dagster_url: str | None = None,
     intake: Intake | None = None,
     own_person: str | None = None,
+    waiting: Callable[[str], Waiting | None] | None = None,
 ) -> RecallServer:
     """The tools over what `source` is, or opens when the HTTP app starts (and closes when it
     stops; elsewhere, as over stdio, `server.served.opened()` opens it), and the page for people
@@ -73,10 +75,11 @@ def build_server(
     private domain. `forget`: how the page forgets sessions (None: it does not); `dagster_url`:
     the Dagster UI a session's page links to; `intake`: where `POST /push` stages sessions
     pushed from other machines (None: it takes none); `own_person`: whose the sessions read on
-    the server's own machine are (default: the login name), and a token's of no person."""
+    the server's own machine are (default: the login name), and a token's of no person;
+    `waiting`: a project's library proposal waiting for a person, which its page shows."""
     served = ServedSlot(source)
     own = own_person or getpass.getuser()
-    page = Reader(served, min_relevance, boosts, verifier, forget, dagster_url, own)
+    page = Reader(served, min_relevance, boosts, verifier, forget, dagster_url, own, waiting)
     server = RecallServer(served, page, issuer_url, intake)
     add_tools(server, served, min_relevance, boosts, private_without_token, own)
     return server

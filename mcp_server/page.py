@@ -57,6 +57,7 @@ from mcp_server.auth import LoopbackOnly, person_of
 
 if TYPE_CHECKING:
     from librarian_dagster.core.assembly.forgetting import Forgotten
+    from librarian_dagster.core.consolidation.pending import Waiting
     from librarian_dagster.core.store.rows import SessionDigest
     from mcp_server.served import Served
 
@@ -141,6 +142,8 @@ class Reader:
     """The Dagster UI the session page links to (None: no links)."""
     own_person: str = ""
     """Whose the server's own sessions are, and a token's of no person."""
+    waiting: "Callable[[str], Waiting | None] | None" = None
+    """A project's library proposal waiting for a person (`library_notes`), if any."""
     _csrf_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
 
     def csrf(self, session_id: str, viewer: "Viewer") -> str:
@@ -345,7 +348,8 @@ async def _project(reader: Reader, http: Request, viewer: Viewer) -> Response:
         )
     except InvalidCursor:
         return _html(http, "missing.html", 400, what="that page link is not one this server made")
-    return _html(http, "project.html", project=name, listed=listed)
+    waiting = await run_in_threadpool(reader.waiting, name) if reader.waiting else None
+    return _html(http, "project.html", project=name, listed=listed, waiting=waiting)
 
 
 def _login(reader: Reader):

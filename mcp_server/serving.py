@@ -20,6 +20,7 @@ from mcp.server.auth.provider import TokenVerifier
 from librarian_dagster.core.assembly.forgetting import Forgotten, forget_sessions
 from librarian_dagster.core.assembly.providers import configured_embedder
 from librarian_dagster.core.assembly.store import Store, migrated_url, open_store
+from librarian_dagster.core.consolidation.pending import Pending
 from librarian_dagster.core.models.embeddings import Embedder
 from librarian_dagster.core.recall.ranking import Boosts
 from librarian_dagster.core.service.tokens import TokenFileError
@@ -121,6 +122,7 @@ def serve(
         dagster_url=settings.ui_url,
         intake=Intake(settings.uploads, int(settings.push_max_mb * 1e6)),
         own_person=settings.own_person,
+        waiting=Pending(settings.library_dir / "pending").of,
     )
     if transport == "stdio":
         with server.served.opened():

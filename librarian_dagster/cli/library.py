@@ -24,30 +24,33 @@ def _run_consolidate(args: argparse.Namespace) -> int:
     from librarian_dagster.core.consolidation.consolidate import propose
     from librarian_dagster.core.settings import Settings
 
-    repo = Path(args.repo).resolve()
-    if not repo.is_dir():
+    repo = Path(args.repo).resolve() if args.repo else None
+    if repo is not None and not repo.is_dir():
         print(f"librarian library consolidate: --repo: no such folder: {repo}", file=sys.stderr)
         return 2
     with open_store(Settings.from_env()) as store:
         proposal = propose(store.ledger, args.project, repo, args.before)
-    said = (
-        f"{proposal.read} sessions of {args.project} read"
-        f"{f' ({proposal.unread} could not be)' if proposal.unread else ''},"
-        f" {proposal.lines} lines supported, {proposal.archived} retired or superseded"
-    )
-    if not proposal.checked:
-        print(f"librarian library consolidate: {repo} holds none of the files the sessions "
+    where = proposal.library.parent if proposal.library else "no checkout of it here"
+    said = (f"{proposal.read} sessions of {args.project} read"
+            f"{f' ({proposal.unread} could not be)' if proposal.unread else ''},"
+            f" {proposal.lines} lines supported, {proposal.archived} retired or superseded"
+            f" ({where})")  # fmt: skip
+    if proposal.library and not proposal.checked:
+        print(f"librarian library consolidate: {where} holds none of the files the sessions "
               "changed: nothing is checked against the code", file=sys.stderr)  # fmt: skip
     diff = proposal.diff()
     if not diff:
         print(f"{said}: the library already says so, nothing to change", file=sys.stderr)
         return 0
     sys.stdout.write(diff)
-    if args.apply:
-        changed = proposal.apply()
-        print(f"{said}: wrote {', '.join(changed)}", file=sys.stderr)
-    else:
+    if not args.apply:
         print(f"{said}: the diff above; --apply writes it", file=sys.stderr)
+    elif proposal.library is None:
+        print(f"librarian library consolidate: {args.project} has no checkout here to write "
+              "into: name one with --repo", file=sys.stderr)  # fmt: skip
+        return 1
+    else:
+        print(f"{said}: wrote {', '.join(proposal.apply())}", file=sys.stderr)
     return 0
 
 
@@ -63,9 +66,9 @@ def _consolidate_parser(sub) -> None:
     parser.add_argument("project", metavar="PROJECT", help="the project, as the store names it")
     parser.add_argument(
         "--repo",
-        default=".",
         metavar="PATH",
-        help="the checkout whose _memory_library/ to write (default: here)",
+        help="the checkout whose _memory_library/ to write (default: the project's on this "
+        "machine, from its newest session's folder)",
     )
     parser.add_argument(
         "--before",

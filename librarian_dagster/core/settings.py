@@ -291,6 +291,11 @@ class Settings(BaseModel):
     """a mirror with no new transcript, or a machine that pushes here not heard of, for this
     long is a capture gap, and the `memory` asset turns stale (red) in the UI; `0` turns all
     off"""
+    consolidation: Flag = False
+    """the `library_sensor` proposes, for each project with new sessions, what they repeat as
+    `_memory_library/` notes (`librarian library consolidate`), shown on the page; on the
+    project's checkout here it writes only stale marks and sources, never a new line (decision
+    0049)"""
     verbose: Flag = False
     """`librarian up` shows in the terminal what Dagster and the recall server log (as
     `--verbose` does); they always go to `logs/` under `LIBRARIAN_HOME`"""
@@ -468,6 +473,12 @@ class Settings(BaseModel):
     def eval_dir(self) -> Path:
         """Golden question files (`*.jsonl`) the recall quality asset measures."""
         return self.home / "eval"
+
+    @property
+    def library_dir(self) -> Path:
+        """Consolidation's own: each session's evidence kept (`cache/`, its watermark) and the
+        proposals waiting for a person (`pending/`)."""
+        return self.home / "library"
 
     @property
     def telegram_configured(self) -> bool:

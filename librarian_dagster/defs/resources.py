@@ -21,6 +21,8 @@ from librarian_dagster.core.assembly.providers import (
     make_embedder,
 )
 from librarian_dagster.core.assembly.store import Store, migrated_url, open_store
+from librarian_dagster.core.consolidation.cache import EvidenceCache
+from librarian_dagster.core.consolidation.pending import Pending
 from librarian_dagster.core.digest.schema import Digester
 from librarian_dagster.core.models.embeddings import Embedder
 from librarian_dagster.core.recall.search import Search
@@ -180,6 +182,21 @@ def _settings(home: str, url: str | None) -> Settings:
 def _migrated(home: str, url: str | None) -> str:
     # Migrated once per process: every run and sensor tick after the first skips the check.
     return migrated_url(_settings(home, url))
+
+
+class LibraryResource(dg.ConfigurableResource):
+    """Consolidation (core/consolidation/): whether the sensor proposes, and where its evidence
+    and the proposals waiting for a person are kept."""
+
+    enabled: bool = default("consolidation")
+    folder: str
+    """LIBRARIAN_HOME/library"""
+
+    def cache(self, project: str) -> EvidenceCache:
+        return EvidenceCache(Path(self.folder) / "cache" / Pending.file_name(project))
+
+    def pending(self) -> Pending:
+        return Pending(Path(self.folder) / "pending")
 
 
 class MirrorResource(dg.ConfigurableResource):
@@ -348,6 +365,24 @@ class ClockResource(dg.ConfigurableResource):
 TELEGRAM_TOKEN_VAR = "TELEGRAM_BOT_TOKEN"
 
 
+def _mirror(settings: Settings) -> MirrorResource:
+    return MirrorResource(
+        path=str(settings.mirror),
+        agent_folders={
+            agent: str(folder)
+            for agent, folder in settings.agent_folders.items()
+            if agent != "claude-code"
+        },
+        settle_seconds=settings.settle_seconds,
+        unreadable_wait_seconds=settings.unreadable_wait_seconds,
+        include_thinking=settings.include_thinking,
+        exclude=list(settings.exclude),
+        uploads=str(settings.uploads),
+        person=settings.own_person,
+        private_projects=list(settings.private_projects),
+    )
+
+
 def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | dg.IOManager]:
     """Every resource of the code location, bound to these settings."""
     store = StoreResource(home=str(settings.home), database_url=settings.database_url)
@@ -358,21 +393,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | d
         "search": SearchResource(store=store),
         # The default IO manager: every stage hands its output on through the staged files.
         "io_manager": StagingIOManager(home=str(settings.home)),
-        "mirror": MirrorResource(
-            path=str(settings.mirror),
-            agent_folders={
-                agent: str(folder)
-                for agent, folder in settings.agent_folders.items()
-                if agent != "claude-code"
-            },
-            settle_seconds=settings.settle_seconds,
-            unreadable_wait_seconds=settings.unreadable_wait_seconds,
-            include_thinking=settings.include_thinking,
-            exclude=list(settings.exclude),
-            uploads=str(settings.uploads),
-            person=settings.own_person,
-            private_projects=list(settings.private_projects),
-        ),
+        "mirror": _mirror(settings),
         "digester": DigesterResource.from_config(
             digest_config(settings),
             ANTHROPIC_KEY_VARIABLE
@@ -385,6 +406,9 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | d
             embed_config(settings),
             settings.gemini_api_key_variable,
             step_retry_seconds=settings.llm_step_retry_seconds,
+        ),
+        "library": LibraryResource(
+            enabled=settings.consolidation, folder=str(settings.library_dir)
         ),
         "quality": QualityResource(
             eval_dir=str(settings.eval_dir),

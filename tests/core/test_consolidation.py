@@ -3,11 +3,13 @@ the lines sessions support (`mine`: two to write a line, three for a gotcha, pla
 deepest folder their changed files share), their grounding, and the files and their diff."""
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from librarian_dagster.core.capture.session import CHANGE, RUN, Session, ToolUse, Turn
 from librarian_dagster.core.consolidation import notes
 from librarian_dagster.core.consolidation.checks import retired, superseded
+from librarian_dagster.core.consolidation.consolidate import Proposal
 from librarian_dagster.core.consolidation.consolidate import files as library_files
 from librarian_dagster.core.consolidation.evidence import command_words, evidence_of
 from librarian_dagster.core.consolidation.mining import (
@@ -163,3 +165,14 @@ def test_a_line_whose_files_are_gone_is_retired_and_kept_in_the_archive_till_for
     assert kept and ESM in kept and why in kept
     assert notes.archive(kept, [], {"s2"}) == kept  # one of its sessions is still there
     assert notes.archive(kept, [], set()) is None  # both forgotten: nothing of them is kept
+
+
+def test_support_counts_need_no_person_a_new_line_does(tmp_path):
+    def proposal(days) -> Proposal:
+        lines = mine([evidence_of(session(f"s{i}", i), ROOT) for i in days])
+        return Proposal(tmp_path, {}, library_files(lines, [], {}, set(), None), 0, 0, 0, 0, False)
+
+    three, four = proposal((1, 2, 3)), proposal((1, 2, 3, 4))
+    assert replace(four, now=three.then).needs_a_person() is False  # one more session, same lines
+    assert replace(three, now=proposal((1, 2)).then).needs_a_person()  # a failure became a gotcha
+    assert replace(three, now={}).needs_a_person()  # new lines

@@ -66,7 +66,7 @@ def test_the_code_location_loads(defs):
 
 def test_the_stages_form_one_chain_on_the_sessions_partitions(defs):
     specs = {spec.key.to_user_string(): spec for spec in defs.resolve_all_asset_specs()}
-    assert set(specs) == {*STAGES, QUALITY_ASSET}
+    assert set(specs) == {*STAGES, QUALITY_ASSET, "library_notes"}
     for name in STAGES:
         spec = specs[name]
         assert {dep.asset_key.to_user_string() for dep in spec.deps} == UPSTREAM[name], name
@@ -131,3 +131,14 @@ def test_the_quality_resource_is_bound_to_the_settings(defs):
     assert isinstance(quality, QualityResource)
     assert quality.recall_floor == 0.7
     assert Path(quality.eval_dir).name == "eval" and quality.min_relevance == DEFAULT_THRESHOLD
+
+
+def test_the_library_is_one_partition_per_project_asked_by_a_sensor_run_in_one_process(defs):
+    [spec] = [
+        s for s in defs.resolve_all_asset_specs() if s.key.to_user_string() == "library_notes"
+    ]
+    assert isinstance(spec.partitions_def, dg.DynamicPartitionsDefinition)
+    assert spec.partitions_def.name == "projects" and spec.group_name == "library"
+    sensor = defs.resolve_sensor_def("library_sensor")
+    assert sensor.job_name == "consolidate_library"
+    assert defs.resolve_job_def("consolidate_library").executor_def is dg.in_process_executor

@@ -23,12 +23,14 @@ TAKES = {
     "chunk_embeddings": {"memories"},
     "memory": {"memories", "ledger"},
     "recall_quality": {"memories", "search"},
+    "library_notes": {"ledger"},
 }
 SENSORS = {
     "mirror_sensor": {"ledger", "memories"},
     "digest_alerts": {"memories"},
     "capture_gap_alerts": {"store", "ledger"},
     "run_failure_alerts": set(),
+    "library_sensor": {"memories"},
 }
 
 

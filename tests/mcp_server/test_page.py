@@ -345,3 +345,23 @@ def test_forgetting_needs_the_forget_scope(store, database_url, tmp_path):
 def test_an_open_server_refuses_other_names_on_forms_too(store, path):
     page = _client(store, forget=lambda ids: None)
     assert page.post(path, data={}, headers={"host": "evil.example"}).status_code == 421
+
+
+def test_a_project_shows_its_library_proposal_with_each_lines_sessions_a_click_away(
+    store, tmp_path
+):
+    from librarian_dagster.core.consolidation.pending import Pending
+
+    _remember(store, SESSION, "lock", project="alpha")
+    pending = Pending(tmp_path / "pending")
+    line = "`npm test` failed with `<script>alert(1)</script>`"
+    diff = f"--- /dev/null\n+++ b/_memory_library/src/recurring.md\n+- Gotcha: {line}\n"
+    pending.save("alpha", diff, "/work/alpha", {line: [SESSION]})
+    page = _client(store, waiting=pending.of).get("/projects/alpha").text
+    assert "A library proposal waits for you" in page
+    assert f'href="/session/{SESSION}"' in page and "<script>alert" not in page
+    assert "librarian library consolidate alpha --apply" in _text(page)
+    pending.save("alpha", "", None, {})  # applied, or nothing left to propose
+    assert (
+        "A library proposal" not in _client(store, waiting=pending.of).get("/projects/alpha").text
+    )

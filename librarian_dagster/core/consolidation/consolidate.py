@@ -7,12 +7,13 @@ from its files and redacted as ingestion does, so nothing unredacted reaches a n
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from librarian_dagster.core.capture.readers import parse_session
 from librarian_dagster.core.consolidation import git, notes
+from librarian_dagster.core.consolidation.cache import EvidenceCache
 from librarian_dagster.core.consolidation.checks import retired, superseded
 from librarian_dagster.core.consolidation.evidence import Evidence, evidence_of
 from librarian_dagster.core.consolidation.mining import Line, grounded, mine
@@ -24,7 +25,8 @@ from librarian_dagster.core.store.ledger import Ledger, RememberedSource
 
 @dataclass(frozen=True)
 class Proposal:
-    library: Path
+    library: Path | None
+    """The checkout's `_memory_library/`; None: no checkout of the project here."""
     now: dict[str, str]
     """Path inside the library -> what consolidation's files there hold."""
     then: dict[str, str]
@@ -38,36 +40,64 @@ class Proposal:
     """Lines retired or superseded by this proposal."""
     checked: bool
     """Whether the checkout could be checked (git, and the files the sessions changed)."""
+    cited: dict[str, list[str]] = field(default_factory=dict)
+    """What each line it keeps says -> the sessions it cites, newest first."""
 
     def diff(self) -> str:
         return notes.diff(self.now, self.then)
 
     def apply(self) -> list[str]:
+        if self.library is None:
+            raise ValueError("no checkout of the project here to write its library in")
         return notes.write(self.library, self.now, self.then)
 
-    def only_marks(self) -> bool:
-        """Whether all it changes is stale marks and sources: what applies without a person."""
+    def needs_a_person(self) -> bool:
+        """Whether it changes what a note says (a line new, gone, retired or superseded), not
+        only its sources, support counts and stale marks, which apply on their own."""
 
-        def lines_of(files: Mapping[str, str]) -> dict[str, str]:
-            return {p: notes.unmarked(t) for p, t in files.items() if p.endswith(notes.NOTES_NAME)}
+        def said(files: Mapping[str, str]) -> dict[str, object]:
+            return {p: notes.claims(t) if p.endswith(notes.NOTES_NAME) else t
+                    for p, t in files.items() if not p.endswith(notes.SOURCES_NAME)}  # fmt: skip
 
-        return bool(self.diff()) and lines_of(self.now) == lines_of(self.then)
+        return said(self.now) != said(self.then)
 
 
-def read_evidence(sources: Sequence[RememberedSource]) -> tuple[list[Evidence], int]:
-    """The evidence of each shared session (and how many could not be read)."""
+def read_evidence(
+    sources: Sequence[RememberedSource], cache: EvidenceCache | None = None
+) -> tuple[list[Evidence], int]:
+    """The evidence of each shared session (and how many could not be read): from `cache` for
+    a session whose files are as they were, else read and redacted, and kept there."""
     shared = [s for s in sources if s.shared]
     cwds = sorted({s.cwd for s in sources if s.cwd})
     found, unread = [], 0
     for source in shared:
-        session = parse_session(source.files, known_cwds=cwds)
-        if session.skip_reason or not session.turns:
-            unread += 1
-            continue
-        redacted, _ = redact_session(session)
-        root = root_of(redacted.cwd or source.cwd or "/", cwds)
-        found.append(evidence_of(redacted, root))
+        fingerprint = source.files.fingerprint()
+        held = cache.get(source.files.session_id, fingerprint) if cache else None
+        if held is None:
+            session = parse_session(source.files, known_cwds=cwds)
+            if session.skip_reason or not session.turns:
+                unread += 1
+                continue
+            redacted, _ = redact_session(session)
+            held = evidence_of(redacted, root_of(redacted.cwd or source.cwd or "/", cwds))
+            if cache:
+                cache.put(held, fingerprint)
+        found.append(held)
+    if cache:
+        cache.keep_only(e.session_id for e in found)
     return found, unread
+
+
+def local_checkout(sources: Sequence[RememberedSource]) -> Path | None:
+    """The project's checkout on this machine, if any: the root of the newest session's folder
+    that is still here and a git checkout."""
+    cwds = sorted({s.cwd for s in sources if s.cwd})
+    for source in sorted(sources, key=lambda s: s.started_at or datetime.min.replace(tzinfo=UTC),
+                         reverse=True):  # fmt: skip
+        root = Path(root_of(source.cwd, cwds)) if source.cwd else None
+        if root and root.is_dir() and git.is_checkout(root):
+            return root
+    return None
 
 
 def holds_the_project(repo: Path, evidence: Sequence[Evidence]) -> bool:
@@ -77,25 +107,35 @@ def holds_the_project(repo: Path, evidence: Sequence[Evidence]) -> bool:
     return any((repo / path).exists() for path in changed) or git.ever_held(repo, changed)
 
 
-def propose(ledger: Ledger, project: str, repo: Path, before: datetime | None = None) -> Proposal:
-    """What `project`'s sessions (begun before `before`) support, for the checkout `repo`."""
+def propose(
+    ledger: Ledger,
+    project: str,
+    repo: Path | None,
+    before: datetime | None = None,
+    cache: EvidenceCache | None = None,
+) -> Proposal:
+    """What `project`'s sessions (begun before `before`) support, for the checkout `repo` (None:
+    the project's checkout on this machine, if there is one; else a proposal from nothing)."""
     sources = ledger.remembered_sources(project, before)
-    evidence, unread = read_evidence(sources)
+    evidence, unread = read_evidence(sources, cache)
+    repo = repo or local_checkout(sources)
     by_id = {e.session_id: e for e in evidence}
     lines = [line for line in mine(evidence) if grounded(line, by_id)]
-    checked = holds_the_project(repo, evidence)
+    checked = repo is not None and holds_the_project(repo, evidence)
     kept, archived = [], []
     for line in lines:
-        why = (retired(line, repo) if checked else None) or superseded(line, evidence)
+        why = (retired(line, repo) if checked and repo else None) or superseded(line, evidence)
         if why:
             archived.append(notes.Archived(line, why))
         else:
             kept.append(line)
-    library = repo / LIBRARY_DIRNAME
-    now = notes.current(library)
+    library = repo / LIBRARY_DIRNAME if repo else None
+    now = notes.current(library) if library else {}
     known = {e.session_id for e in evidence}
     then = files(kept, archived, now, known, repo if checked else None)
-    return Proposal(library, now, then, len(evidence), unread, len(kept), len(archived), checked)
+    cited = {line.text: [s for s, _ in line.sessions] for line in kept}
+    return Proposal(library, now, then, len(evidence), unread, len(kept), len(archived), checked,
+                    cited)  # fmt: skip
 
 
 def files(kept: Sequence[Line], archived: Sequence[notes.Archived], now: Mapping[str, str],

@@ -179,9 +179,10 @@ def write(library: Path, now: Mapping[str, str], then: Mapping[str, str]) -> lis
     return changed
 
 
-_STALE = re.compile(r" \(may be stale since \w+\)$")
+_SOURCES = re.compile(r" \(\d+ sessions: [^)]*\)( \(may be stale since [^)]*\))?$")
 
 
-def unmarked(text: str) -> str:
-    """A `recurring.md` without its stale marks: what its lines say whatever the code did."""
-    return "\n".join(_STALE.sub("", line) for line in text.splitlines()) + "\n"
+def claims(text: str) -> list[str]:
+    """What a `recurring.md` says, without its sources and stale marks: a change of these is a
+    person's to make; a change of the rest (which sessions, how many, what changed since) not."""
+    return [_SOURCES.sub("", line) for line in text.splitlines() if line.startswith("- ")]

@@ -366,6 +366,14 @@ class Memories:
             ).fetchall()
         return [r["tag"] for r in rows]
 
+    def last_written(self) -> dict[str, datetime]:
+        """Project -> when a memory of it was last written: what `library_sensor` watches."""
+        with self._db.connection() as conn:
+            rows = conn.execute(
+                "SELECT project, max(ingested_at) AS last FROM memories GROUP BY project"
+            ).fetchall()
+        return {r["project"]: r["last"] for r in rows}
+
 
 def _of_known_repository(conn: psycopg.Connection[Any], memory: MemoryRecord) -> MemoryRecord:
     """One project across a person's sessions of one folder, whenever its remote is known: a
