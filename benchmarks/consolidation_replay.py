@@ -62,10 +62,12 @@ from edit_replay import (
     Replayer,
     Stored,
     dev_projects,
+    hook_event,
     ingest,
     pct,
     sessions_of,
     start_server,
+    tool_calls,
 )
 
 
@@ -107,32 +109,20 @@ def way_out(failure: Failure, touched: str) -> list[str]:
 def first_edit_under(session: Session, folder: str, root: str, replay_dir: Path):
     """(event, path relative to root) of the session's first edit of a file under `folder`."""
     source = Path(session.files[0])
-    with open(source, encoding="utf-8", errors="replace") as fh:
-        for number, raw in enumerate(fh):
-            try:
-                record_ = json.loads(raw)
-            except ValueError:
-                continue
-            content = (record_.get("message") or {}).get("content")
-            if record_.get("type") != "assistant" or not isinstance(content, list):
-                continue
-            for block in content:
-                if not isinstance(block, dict) or block.get("name") not in CHANGE_TOOLS:
-                    continue
-                given = block.get("input")
-                given = given if isinstance(given, dict) else {}
-                path = given.get("file_path") or given.get("notebook_path")
-                cwd = record_.get("cwd") or session.cwd
-                rel = relative(path, root, cwd) if isinstance(path, str) else None
-                if rel and (not folder or rel.startswith(folder + "/")):
-                    return {
-                        "session_id": f"{session.session_id}-{number}",
-                        "transcript_path": str(replay_dir / f"{session.session_id}.jsonl"),
-                        "cwd": cwd, "permission_mode": "default",
-                        "hook_event_name": "PreToolUse", "tool_name": block["name"],
-                        "tool_input": given, "tool_use_id": block.get("id") or f"t{number}",
-                        "_line": number, "_source": str(source),
-                    }, rel  # fmt: skip
+    for number, said, block in tool_calls(source):
+        given = block["input"]
+        path = given.get("file_path") or given.get("notebook_path")
+        cwd = said.get("cwd") or session.cwd
+        rel = relative(path, root, cwd) if isinstance(path, str) else None
+        if (
+            block.get("name") in CHANGE_TOOLS
+            and rel
+            and (not folder or rel.startswith(folder + "/"))
+        ):
+            transcript = replay_dir / f"{session.session_id}.jsonl"
+            # A session id of its own: the hook injects a note once per session.
+            sid = f"{session.session_id}-{number}"
+            return hook_event(sid, transcript, source, number, cwd, block), rel
     return None
 
 

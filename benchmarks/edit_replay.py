@@ -43,6 +43,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -111,6 +112,42 @@ def sessions_of(folder: Path) -> list[Session]:
     return sorted(sessions, key=lambda s: (s.started_at, s.session_id))
 
 
+def tool_calls(source: Path) -> Iterator[tuple[int, dict, dict]]:
+    """(line number, record, tool_use block) of each of the main agent's tool calls with an
+    input, in a Claude Code transcript, in order."""
+    with open(source, encoding="utf-8", errors="replace") as fh:
+        for number, line in enumerate(fh):
+            try:
+                said = json.loads(line)
+            except ValueError:
+                continue
+            if said.get("type") != "assistant" or said.get("isSidechain"):
+                continue
+            content = (said.get("message") or {}).get("content")
+            for block in content if isinstance(content, list) else []:
+                if (isinstance(block, dict) and block.get("type") == "tool_use"
+                        and isinstance(block.get("input"), dict)):  # fmt: skip
+                    yield number, said, block
+
+
+def hook_event(session_id: str, transcript: Path, source: Path, number: int, cwd: str | None,
+               block: dict) -> dict:  # fmt: skip
+    """The PreToolUse event of a tool call, as Claude Code sends it; `_line` and `_source` say
+    where the call is, for `Replayer.write_until`."""
+    return {
+        "session_id": session_id,
+        "transcript_path": str(transcript),
+        "cwd": cwd,
+        "permission_mode": "default",
+        "hook_event_name": "PreToolUse",
+        "tool_name": block.get("name"),
+        "tool_input": block["input"],
+        "tool_use_id": block.get("id") or f"toolu_{number}",
+        "_line": number,
+        "_source": str(source),
+    }
+
+
 def first_touches(project: str, session: Session, replay_dir: Path) -> list[Touch]:
     """The session's first touches, each with its event; the transcript is written again up to
     each call as the replay reaches it (`write_until`)."""
@@ -119,40 +156,18 @@ def first_touches(project: str, session: Session, replay_dir: Path) -> list[Touc
         return []
     transcript = replay_dir / f"{session.session_id}.jsonl"
     touches, seen = [], set()
-    with open(source, encoding="utf-8", errors="replace") as fh:
-        for number, line in enumerate(fh):
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if record.get("type") != "assistant" or record.get("isSidechain"):
-                continue
-            content = (record.get("message") or {}).get("content")
-            for block in content if isinstance(content, list) else []:
-                if not isinstance(block, dict) or block.get("type") != "tool_use":
-                    continue
-                name, tool_input = block.get("name"), block.get("input")
-                if name not in TOOLS or not isinstance(tool_input, dict):
-                    continue
-                raw = tool_input.get("file_path") or tool_input.get("notebook_path")
-                cwd = record.get("cwd") or session.cwd
-                path = normal_path(raw, cwd) if isinstance(raw, str) else None
-                if path is None or path in seen:
-                    continue
-                seen.add(path)
-                event = {
-                    "session_id": session.session_id,
-                    "transcript_path": str(transcript),
-                    "cwd": cwd,
-                    "permission_mode": "default",
-                    "hook_event_name": "PreToolUse",
-                    "tool_name": name,
-                    "tool_input": tool_input,
-                    "tool_use_id": block.get("id") or f"toolu_{number}",
-                    "_line": number,
-                    "_source": str(source),
-                }
-                touches.append(Touch(project, name, path, event))
+    for number, said, block in tool_calls(source):
+        name, tool_input = block.get("name"), block["input"]
+        if name not in TOOLS:
+            continue
+        raw = tool_input.get("file_path") or tool_input.get("notebook_path")
+        cwd = said.get("cwd") or session.cwd
+        path = normal_path(raw, cwd) if isinstance(raw, str) else None
+        if path is None or path in seen:
+            continue
+        seen.add(path)
+        event = hook_event(session.session_id, transcript, source, number, cwd, block)
+        touches.append(Touch(project, name, path, event))
     return touches
 
 

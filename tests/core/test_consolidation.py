@@ -176,3 +176,17 @@ def test_support_counts_need_no_person_a_new_line_does(tmp_path):
     assert replace(four, now=three.then).needs_a_person() is False  # one more session, same lines
     assert replace(three, now=proposal((1, 2)).then).needs_a_person()  # a failure became a gotcha
     assert replace(three, now={}).needs_a_person()  # new lines
+
+
+def test_a_line_whose_every_session_is_forgotten_goes_on_its_own_a_retired_one_waits(tmp_path):
+    gone = mine([evidence_of(session(f"s{i}", i, fails=ESM), ROOT) for i in (1, 2)])
+    other = "Error: the widget cannot load its theme file"
+    both = mine([evidence_of(session(f"s{i}", i, fails=ESM if i < 3 else other), ROOT)
+                 for i in (1, 2, 3, 4)])  # fmt: skip
+    held = library_files(both, [], {}, set(), None)
+    left = library_files(mine([evidence_of(session(f"s{i}", i, fails=other), ROOT)
+                               for i in (3, 4)]), [], held, {"s3", "s4"}, None)  # fmt: skip
+    assert not Proposal(tmp_path, held, left, 0, 0, 0, 0, False).needs_a_person()
+    [line] = [x for x in gone if x.kind == FAILURE]
+    retiring = library_files([], [notes.Archived(line, "retired: gone")], held, {"s1"}, None)
+    assert Proposal(tmp_path, held, retiring, 0, 0, 0, 0, False).needs_a_person()

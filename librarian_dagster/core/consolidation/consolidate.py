@@ -52,14 +52,19 @@ class Proposal:
         return notes.write(self.library, self.now, self.then)
 
     def needs_a_person(self) -> bool:
-        """Whether it changes what a note says (a line new, gone, retired or superseded), not
-        only its sources, support counts and stale marks, which apply on their own."""
-
-        def said(files: Mapping[str, str]) -> dict[str, object]:
-            return {p: notes.claims(t) if p.endswith(notes.NOTES_NAME) else t
-                    for p, t in files.items() if not p.endswith(notes.SOURCES_NAME)}  # fmt: skip
-
-        return said(self.now) != said(self.then)
+        """Whether it says something new: a line, or an archive entry (a line retired or
+        superseded). What applies on its own only drops or restates: sources, support counts,
+        stale marks, and the lines and entries whose every session was forgotten."""
+        for path, text in self.then.items():
+            held = self.now.get(path, "")
+            if path.endswith(notes.NOTES_NAME):
+                if set(notes.claims(text)) - set(notes.claims(held)):
+                    return True
+            elif path.endswith(notes.ARCHIVE_NAME) and set(notes.archived(text)) - set(
+                notes.archived(held)
+            ):
+                return True
+        return False
 
 
 def read_evidence(

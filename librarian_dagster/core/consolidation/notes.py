@@ -120,6 +120,11 @@ def archive(held: str | None, archived: Sequence[Archived], known: set[str]) -> 
     return _redacted(out)
 
 
+def archived(text: str) -> list[str]:
+    """The entries an archive holds, as it says them."""
+    return [said for said, _ in _entries(text)]
+
+
 def _entries(text: str) -> list[tuple[str, list[str]]]:
     lines = text.splitlines()
     found = []
