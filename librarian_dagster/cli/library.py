@@ -20,16 +20,20 @@ def _run_import(args: argparse.Namespace) -> int:
 
 
 def _run_consolidate(args: argparse.Namespace) -> int:
+    from librarian_dagster.core.assembly.providers import digest_config, make_digester
     from librarian_dagster.core.assembly.store import open_store
     from librarian_dagster.core.consolidation.consolidate import propose
+    from librarian_dagster.core.consolidation.wording import model_of
     from librarian_dagster.core.settings import Settings
 
     repo = Path(args.repo).resolve() if args.repo else None
     if repo is not None and not repo.is_dir():
         print(f"librarian library consolidate: --repo: no such folder: {repo}", file=sys.stderr)
         return 2
-    with open_store(Settings.from_env()) as store:
-        proposal = propose(store.ledger, args.project, repo, args.before)
+    settings = Settings.from_env()
+    answer = model_of(make_digester(digest_config(settings)))
+    with open_store(settings) as store:
+        proposal = propose(store.ledger, args.project, repo, args.before, answer=answer)
     where = proposal.library.parent if proposal.library else "no checkout of it here"
     said = (f"{proposal.read} sessions of {args.project} read"
             f"{f' ({proposal.unread} could not be)' if proposal.unread else ''},"

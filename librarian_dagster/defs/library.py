@@ -13,7 +13,13 @@ import json
 import dagster as dg
 
 from librarian_dagster.core.consolidation.consolidate import propose
-from librarian_dagster.defs.resources import LedgerResource, LibraryResource, MemoriesResource
+from librarian_dagster.core.consolidation.wording import model_of
+from librarian_dagster.defs.resources import (
+    DigesterResource,
+    LedgerResource,
+    LibraryResource,
+    MemoriesResource,
+)
 
 PROJECTS = "projects"
 projects_partitions = dg.DynamicPartitionsDefinition(name=PROJECTS)
@@ -22,13 +28,17 @@ LIBRARY = "library"
 
 @dg.asset(partitions_def=projects_partitions, group_name=LIBRARY, kinds={"python"})
 def library_notes(
-    context: dg.AssetExecutionContext, ledger: LedgerResource, library: LibraryResource
+    context: dg.AssetExecutionContext,
+    ledger: LedgerResource,
+    library: LibraryResource,
+    digester: DigesterResource,
 ) -> dg.MaterializeResult:
     """A project's `_memory_library/` as its sessions support it: what repeats across them, each
     line in the deepest folder their changes share, citing them. Applied here only where no
     person is needed (stale marks, sources); the rest waits on the page."""
     project = context.partition_key
-    proposal = propose(ledger.get(), project, None, cache=library.cache(project))
+    answer = model_of(digester.get())  # a configured model may only say lines shorter
+    proposal = propose(ledger.get(), project, None, cache=library.cache(project), answer=answer)
     own = proposal.library is not None and not proposal.needs_a_person()
     applied = proposal.apply() if own else []
     waiting = "" if own else proposal.diff()

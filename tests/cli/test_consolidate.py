@@ -150,3 +150,45 @@ def test_recurring_failure_is_proposed_written_delivered_and_never_cites_a_priva
     assert "`src/db/migrate.js` gone from the code" in archived and ESM in archived
     left = (repo / "_memory_library" / "src" / "db" / "recurring.md").read_text()
     assert ESM not in left and "`npm test --` ran and passed" in left  # what it ran holds
+
+
+def test_a_configured_model_says_lines_shorter_through_the_real_sdk_and_invents_nothing(
+    tmp_path, database_url, librarian_cli
+):
+    from tests.fake_anthropic import FakeAnthropic, message
+
+    repo = tmp_path / "app"
+    (repo / "src" / "db").mkdir(parents=True)
+    mirror = tmp_path / "mirror" / "-work-app"
+    mirror.mkdir(parents=True)
+    for day, sid in enumerate(SESSIONS[:2], start=3):
+        lines = _records(sid, day, str(repo))
+        (mirror / f"{sid}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    settings = make_settings(tmp_path, database_url, mirror.parent)
+    ingest_sessions(session_files_for([mirror]), settings, open_instance(settings), per_run=10)
+    with psycopg.connect(database_url) as conn:
+        [(project,)] = conn.execute("SELECT DISTINCT project FROM memories").fetchall()
+
+    with FakeAnthropic() as fake:
+
+        def shorter(raw: bytes):
+            asked = json.loads(raw)["messages"][0]["content"]
+            notes = json.loads(asked.split("\n", 1)[1])
+            return message(json.dumps({"notes": [  # the command line gains a flag: refused
+                {"id": n["id"], "text": n["note"].replace(" failed with ", ": ").replace(
+                    " ran and passed", " passes with `--ci`")} for n in notes]}))  # fmt: skip
+
+        fake.default = shorter  # type: ignore[method-assign]
+        env = {"PATH": "/usr/bin:/bin", "LIBRARIAN_HOME": str(settings.home),
+               "LIBRARIAN_DATABASE_URL": database_url, "LIBRARIAN_DIGEST_PROVIDER": "anthropic",
+               "ANTHROPIC_API_KEY": "sk-ant-api03-FAKEFAKEFAKEFAKEFAKEFAKE",
+               "LIBRARIAN_ANTHROPIC_BASE_URL": fake.url}  # fmt: skip
+        done = librarian_cli(["library", "consolidate", project, "--repo", str(repo), "--apply"],
+                             env)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert f"+- `npm test`: `{ESM}`; then `npm test --` passed" in done.stdout
+        assert "+- `npm test --` ran and passed (2 sessions" in done.stdout  # as mined
+        assert "--ci" not in done.stdout
+        [call] = fake.calls()
+        again = librarian_cli(["library", "consolidate", project, "--repo", str(repo)], env)
+        assert again.stdout == "" and fake.calls() == [call]  # the same lines: no request

@@ -6,13 +6,13 @@ domain) is never cited, since notes are committed with the repository. Each sess
 from its files and redacted as ingestion does, so nothing unredacted reaches a note."""
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from librarian_dagster.core.capture.readers import parse_session
-from librarian_dagster.core.consolidation import git, notes
+from librarian_dagster.core.consolidation import git, notes, wording
 from librarian_dagster.core.consolidation.cache import EvidenceCache
 from librarian_dagster.core.consolidation.checks import retired, superseded
 from librarian_dagster.core.consolidation.evidence import Evidence, evidence_of
@@ -118,9 +118,11 @@ def propose(
     repo: Path | None,
     before: datetime | None = None,
     cache: EvidenceCache | None = None,
+    answer: Callable[[str], str] | None = None,
 ) -> Proposal:
     """What `project`'s sessions (begun before `before`) support, for the checkout `repo` (None:
-    the project's checkout on this machine, if there is one; else a proposal from nothing)."""
+    the project's checkout on this machine, if there is one; else a proposal from nothing).
+    `answer`: a configured model's reply to a wording request, which may say lines shorter."""
     sources = ledger.remembered_sources(project, before)
     evidence, unread = read_evidence(sources, cache)
     repo = repo or local_checkout(sources)
@@ -136,6 +138,8 @@ def propose(
             kept.append(line)
     library = repo / LIBRARY_DIRNAME if repo else None
     now = notes.current(library) if library else {}
+    if answer is not None:
+        kept, _ = wording.reword(kept, answer, notes.wordings(now))
     known = {e.session_id for e in evidence}
     then = files(kept, archived, now, known, repo if checked else None)
     cited = {line.text: [s for s, _ in line.sessions] for line in kept}

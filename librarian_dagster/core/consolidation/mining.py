@@ -35,6 +35,8 @@ class Line:
     """(session id, when it began), newest first."""
     files: tuple[str, ...]
     """The files its sessions changed that placed it, relative to the root, sorted."""
+    mined: str | None = None
+    """Its wording as mined, when a model said it shorter (core/consolidation/wording.py)."""
 
 
 def common_folder(paths: Iterable[str]) -> str:

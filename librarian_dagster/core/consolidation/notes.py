@@ -95,11 +95,25 @@ def sources(lines: Sequence[Line], commits: Mapping[str, str | None]) -> str:
             "sessions": [[s, w.isoformat() if w else None] for s, w in line.sessions],
             "commit": commits.get(line.key),
             "names": list(line.quotes),
+            "text": line.text,
+            "mined": line.mined,
         }
         for line in lines
     ]
     text, _ = redact(json.dumps({"lines": held}, indent=1, sort_keys=True) + "\n")
     return text
+
+
+def wordings(files: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """A line's key -> (its wording as mined, the wording a model gave it), from the sources
+    files among `files`."""
+    found = {}
+    for path, text in files.items():
+        if path.endswith(SOURCES_NAME):
+            for held in json.loads(text).get("lines", []):
+                if held.get("mined") and held.get("text"):
+                    found[held["key"]] = (held["mined"], held["text"])
+    return found
 
 
 def archive(held: str | None, archived: Sequence[Archived], known: set[str]) -> str | None:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from librarian_dagster.core.capture.session import Session
 from librarian_dagster.core.digest.offline import Exchange, exchanges
@@ -57,6 +57,17 @@ if TYPE_CHECKING:
 
 Config = TypeVar("Config")
 """How a digester reaches its service (ClientConfig, AnthropicConfig, ClaudeCodeConfig)."""
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What a request asks the model for: its system prompt, and the JSON schema of the reply."""
+
+    system: str
+    schema: type[BaseModel]
+
+
+DIGEST = Ask(SYSTEM, Digest)
 
 # A token is about four characters of English or code; the budget is checked on this estimate.
 CHARS_PER_TOKEN = 4
@@ -163,7 +174,13 @@ class LLMDigester(Generic[Config]):
             raise DigestRejected(not_a_digest)
         return digest
 
-    def _generate(self, request: str, usage: _Usage) -> str:
+    def answer(self, request: str, asked: Ask) -> str:
+        """The model's reply to a request of another kind than a digest (`asked`): leak-checked
+        before it leaves and retried, as a digest's request is (consolidation's wording,
+        core/consolidation/wording.py)."""
+        return self._generate(request, _Usage(), asked)
+
+    def _generate(self, request: str, usage: _Usage, asked: Ask = DIGEST) -> str:
         found = Counter(f.family for f in find_secrets(request))
         if found:
             # Families only: the value goes nowhere, not even into this message.
@@ -171,9 +188,9 @@ class LLMDigester(Generic[Config]):
                 f"the digest input still holds what the leak-check flags ({dict(found)}): "
                 "not sent to the model"
             )
-        return self._complete(request, usage)
+        return self._complete(request, usage, asked)
 
-    def _complete(self, request: str, usage: _Usage) -> str:
+    def _complete(self, request: str, usage: _Usage, asked: Ask) -> str:
         """The service's reply text to one request, its tokens added to `usage`."""
         raise NotImplementedError
 
@@ -195,13 +212,13 @@ class GeminiDigester(LLMDigester[ClientConfig]):
         self._credentials = credentials
         self._client: genai.Client | None = None
 
-    def _complete(self, request: str, usage: _Usage) -> str:
+    def _complete(self, request: str, usage: _Usage, asked: Ask) -> str:
         from google.genai import types
 
         config = types.GenerateContentConfig(
-            system_instruction=SYSTEM,
+            system_instruction=asked.system,
             response_mime_type="application/json",
-            response_schema=Digest,
+            response_schema=asked.schema,
             temperature=0.2,
         )
         response = call_with_backoff(
@@ -247,21 +264,21 @@ class AnthropicDigester(LLMDigester[AnthropicConfig]):
 
     _client: "anthropic.Anthropic | None" = None
 
-    def _complete(self, request: str, usage: _Usage) -> str:
+    def _complete(self, request: str, usage: _Usage, asked: Ask) -> str:
         import anthropic
 
         if self._client is None:
             self._client = make_anthropic_client(self.config)
         client = self._client
         output: OutputConfigParam = {
-            "format": {"type": "json_schema", "schema": anthropic.transform_schema(Digest)}
+            "format": {"type": "json_schema", "schema": anthropic.transform_schema(asked.schema)}
         }
         messages: list[MessageParam] = [{"role": "user", "content": request}]
         message = call_with_backoff(
             lambda: client.messages.create(
                 model=self.model,
                 max_tokens=ANTHROPIC_MAX_TOKENS,
-                system=SYSTEM,
+                system=asked.system,
                 messages=messages,
                 output_config=output,
             ),
@@ -389,10 +406,10 @@ class ClaudeCodeDigester(LLMDigester[ClaudeCodeConfig]):
     """Digests through the user's own Claude Code (`claude -p`, JSON out, the digest's schema as
     `--json-schema`): no API key, the CLI's login pays (core/models/claude_code.py)."""
 
-    def _complete(self, request: str, usage: _Usage) -> str:
-        schema = Digest.model_json_schema()
+    def _complete(self, request: str, usage: _Usage, asked: Ask) -> str:
+        schema = asked.schema.model_json_schema()
         result = call_with_backoff(
-            lambda: ask(self.config, self.model, SYSTEM, schema, request),
+            lambda: ask(self.config, self.model, asked.system, schema, request),
             self.bounds,
             f"{self.model} claude -p",
             claude_code_failure,
