@@ -31,13 +31,9 @@ class EvidenceCache:
         return _evidence(held["evidence"])
 
     def put(self, evidence: Evidence, fingerprint: str) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
         data = asdict(evidence)
         data["started_at"] = evidence.started_at.isoformat() if evidence.started_at else None
-        path = self._path(evidence.session_id)
-        partial = path.with_suffix(".part")
-        partial.write_text(json.dumps({"fingerprint": fingerprint, "evidence": data}), "utf-8")
-        partial.replace(path)
+        write_json(self._path(evidence.session_id), {"fingerprint": fingerprint, "evidence": data})
 
     def keep_only(self, session_ids: Iterable[str]) -> int:
         """Drop the entries of every other session; how many were dropped."""
@@ -48,6 +44,14 @@ class EvidenceCache:
                 path.unlink(missing_ok=True)
                 dropped += 1
         return dropped
+
+
+def write_json(path: Path, data: object) -> None:
+    """`data` as JSON at `path`, whole or not at all: a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".part")
+    partial.write_text(json.dumps(data), encoding="utf-8")
+    partial.replace(path)
 
 
 def _evidence(data: dict) -> Evidence:

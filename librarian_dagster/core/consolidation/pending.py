@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from librarian_dagster.core.consolidation.cache import write_json
+
 
 @dataclass(frozen=True)
 class Waiting:
@@ -40,11 +42,9 @@ class Pending:
         if not diff:
             path.unlink(missing_ok=True)
             return
-        self.folder.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".part")
-        data = {"project": project, "diff": diff, "checkout": checkout, "sources": sources}
-        partial.write_text(json.dumps(data), encoding="utf-8")
-        partial.replace(path)
+        write_json(
+            path, {"project": project, "diff": diff, "checkout": checkout, "sources": sources}
+        )
 
     def all(self) -> list[Waiting]:
         found = []
