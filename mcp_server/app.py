@@ -65,7 +65,7 @@ def build_server(
     dagster_url: str | None = None,
     intake: Intake | None = None,
     own_person: str | None = None,
-    waiting: Callable[[str], Waiting | None] | None = None,
+    waiting: Callable[[], list[Waiting]] | None = None,
 ) -> RecallServer:
     """The tools over what `source` is, or opens when the HTTP app starts (and closes when it
     stops; elsewhere, as over stdio, `server.served.opened()` opens it), and the page for people
@@ -76,7 +76,7 @@ def build_server(
     the Dagster UI a session's page links to; `intake`: where `POST /push` stages sessions
     pushed from other machines (None: it takes none); `own_person`: whose the sessions read on
     the server's own machine are (default: the login name), and a token's of no person;
-    `waiting`: a project's library proposal waiting for a person, which its page shows."""
+    `waiting`: the library proposals waiting for a person, which the projects' pages show."""
     served = ServedSlot(source)
     own = own_person or getpass.getuser()
     page = Reader(served, min_relevance, boosts, verifier, forget, dagster_url, own, waiting)

@@ -142,8 +142,8 @@ class Reader:
     """The Dagster UI the session page links to (None: no links)."""
     own_person: str = ""
     """Whose the server's own sessions are, and a token's of no person."""
-    waiting: "Callable[[str], Waiting | None] | None" = None
-    """A project's library proposal waiting for a person (`library_notes`), if any."""
+    waiting: "Callable[[], list[Waiting]] | None" = None
+    """The library proposals waiting for a person (`library_notes`), a project's each."""
     _csrf_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
 
     def csrf(self, session_id: str, viewer: "Viewer") -> str:
@@ -333,7 +333,9 @@ async def _forget(reader: Reader, http: Request, viewer: Viewer) -> Response:
 async def _projects(reader: Reader, http: Request, viewer: Viewer) -> Response:
     memories = reader.served().memories
     found = await run_in_threadpool(memories.projects, viewer.private, 500, viewer.person)
-    return _html(http, "projects.html", projects=found)
+    proposals = await run_in_threadpool(reader.waiting) if reader.waiting else []
+    waiting = {w.project for w in proposals}
+    return _html(http, "projects.html", projects=found, waiting=waiting)
 
 
 async def _project(reader: Reader, http: Request, viewer: Viewer) -> Response:
@@ -348,7 +350,8 @@ async def _project(reader: Reader, http: Request, viewer: Viewer) -> Response:
         )
     except InvalidCursor:
         return _html(http, "missing.html", 400, what="that page link is not one this server made")
-    waiting = await run_in_threadpool(reader.waiting, name) if reader.waiting else None
+    proposals = await run_in_threadpool(reader.waiting) if reader.waiting else []
+    waiting = next((w for w in proposals if w.project == name), None)
     return _html(http, "project.html", project=name, listed=listed, waiting=waiting)
 
 

@@ -122,7 +122,7 @@ def serve(
         dagster_url=settings.ui_url,
         intake=Intake(settings.uploads, int(settings.push_max_mb * 1e6)),
         own_person=settings.own_person,
-        waiting=Pending(settings.library_dir / "pending").of,
+        waiting=Pending(settings.library_dir / "pending").all,
     )
     if transport == "stdio":
         with server.served.opened():

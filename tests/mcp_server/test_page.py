@@ -357,11 +357,13 @@ def test_a_project_shows_its_library_proposal_with_each_lines_sessions_a_click_a
     line = "`npm test` failed with `<script>alert(1)</script>`"
     diff = f"--- /dev/null\n+++ b/_memory_library/src/recurring.md\n+- Gotcha: {line}\n"
     pending.save("alpha", diff, "/work/alpha", {line: [SESSION]})
-    page = _client(store, waiting=pending.of).get("/projects/alpha").text
+    listed = _client(store, waiting=pending.all).get("/projects").text
+    assert "a library proposal waits" in listed
+    page = _client(store, waiting=pending.all).get("/projects/alpha").text
     assert "A library proposal waits for you" in page
     assert f'href="/session/{SESSION}"' in page and "<script>alert" not in page
     assert "librarian library consolidate alpha --apply" in _text(page)
     pending.save("alpha", "", None, {})  # applied, or nothing left to propose
-    assert (
-        "A library proposal" not in _client(store, waiting=pending.of).get("/projects/alpha").text
-    )
+    page = _client(store, waiting=pending.all)
+    assert "A library proposal" not in page.get("/projects/alpha").text
+    assert "proposal waits" not in page.get("/projects").text

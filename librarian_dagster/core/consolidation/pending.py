@@ -56,6 +56,3 @@ class Pending:
             except (OSError, ValueError, KeyError):
                 continue  # being replaced, or not ours: the next run writes it again
         return sorted(found, key=lambda w: w.project)
-
-    def of(self, project: str) -> Waiting | None:
-        return next((w for w in self.all() if w.project == project), None)
