@@ -238,7 +238,7 @@ def staleness(checkout: Path, at: float, text: str, lines: list[Line]) -> tuple[
     stale = unmarked = 0
     for said in (x for x in text.splitlines() if x.startswith("- ")):
         line = next((x for x in lines if x.text in said and x.files and x.kind != COMMAND), None)
-        newest = line and max((w for _, w in line.sessions if w), default=None)
+        newest = line.newest if line else None
         if line is None or newest is None:
             continue
         changed = _git(checkout, "log", "-1", "--format=%h", f"--since={int(newest.timestamp())}",

@@ -22,7 +22,7 @@ def retired(line: Line, repo: Path) -> str | None:
 
 def superseded(line: Line, evidence: Sequence[Evidence]) -> str | None:
     """Why `line` is superseded, by the first session after its newest that reversed it."""
-    last = max((w for _, w in line.sessions if w), default=None)
+    last = line.newest
     if last is None:
         return None
     command = line.quotes[0]

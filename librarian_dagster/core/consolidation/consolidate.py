@@ -150,8 +150,9 @@ def propose(
 def files(kept: Sequence[Line], archived: Sequence[notes.Archived], now: Mapping[str, str],
           known: set[str], repo: Path | None) -> dict[str, str]:  # fmt: skip
     """Path inside the library -> text: each folder's notes, sources and archive."""
-    stale = git.stale(repo, kept) if repo else {}
-    commits = git.commits(repo, kept) if repo else {}
+    checkout = repo if repo is not None and git.is_checkout(repo) else None
+    stale = git.stale(checkout, kept) if checkout else {}
+    commits = git.commits(checkout, kept) if checkout else {}
     code_then = None
     if repo:
         named = sorted({f for line in kept for f in line.files[: notes.MARKED_FILES]})

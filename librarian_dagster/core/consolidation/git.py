@@ -49,14 +49,13 @@ def changed_since(repo: Path, when: datetime, files: Sequence[str]) -> str | Non
 
 
 def stale(repo: Path, lines: Sequence[Line]) -> dict[str, str]:
-    """A line's key -> the commit since which it may be stale, for the lines git says so of."""
-    if not is_checkout(repo):
-        return {}
+    """A line's key -> the commit since which it may be stale, for the lines git says so of;
+    `repo` is a git checkout (`is_checkout`)."""
     marks = {}
     for line in lines:
         if line.kind == COMMAND:  # a command many sessions ran holds until one sees it fail
             continue
-        newest = max((when for _, when in line.sessions if when), default=None)
+        newest = line.newest
         since = changed_since(repo, newest, line.files) if newest and line.files else None
         if since:
             marks[line.key] = since
@@ -64,12 +63,11 @@ def stale(repo: Path, lines: Sequence[Line]) -> dict[str, str]:
 
 
 def commits(repo: Path, lines: Sequence[Line]) -> dict[str, str | None]:
-    """A line's key -> the commit its newest session worked on (the last before it began)."""
-    if not is_checkout(repo):
-        return {}
+    """A line's key -> the commit its newest session worked on (the last before it began);
+    `repo` is a git checkout (`is_checkout`)."""
     found: dict[str, str | None] = {}
     for line in lines:
-        newest = max((when for _, when in line.sessions if when), default=None)
+        newest = line.newest
         out = _git(repo, "rev-list", "-1", "--abbrev-commit", f"--before={newest.isoformat()}",
                    "HEAD") if newest else None  # fmt: skip
         found[line.key] = (out or "").strip() or None

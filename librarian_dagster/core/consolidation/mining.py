@@ -38,6 +38,11 @@ class Line:
     mined: str | None = None
     """Its wording as mined, when a model said it shorter (core/consolidation/wording.py)."""
 
+    @property
+    def newest(self) -> datetime | None:
+        """When the newest of its sessions began (None: none of them says)."""
+        return max((when for _, when in self.sessions if when), default=None)
+
 
 def common_folder(paths: Iterable[str]) -> str:
     """The deepest folder that holds all `paths` (relative, '/'), "" for the root."""
@@ -67,8 +72,8 @@ def mine(evidence: Sequence[Evidence]) -> list[Line]:
 
 
 def _rank(line: Line) -> tuple:
-    newest = max((when.timestamp() for _, when in line.sessions if when), default=0.0)
-    return (-len(line.sessions), -newest, line.kind, line.key)
+    newest = line.newest
+    return (-len(line.sessions), -(newest.timestamp() if newest else 0.0), line.kind, line.key)
 
 
 def _newest_first(sessions: Iterable[Evidence]) -> list[Evidence]:

@@ -1,8 +1,9 @@
 """The files consolidation writes in a library folder, and the diff between what a library holds
 and what the sessions now support:
 - `recurring.md`: one line per cluster, citing its newest sessions, each followed by a
-  `<!-- librarian line {...} -->` marker (its key, newest session and files) that the PreToolUse
-  hook reads to mark a stale line and drops before it injects the note;
+  `<!-- librarian line {...} -->` marker (its key, its files, and the commit and blob names they
+  had as it was written) that the PreToolUse hook reads to mark a stale line and drops before it
+  injects the note;
 - `.recurring.json`: each line's every session, the commit it was seen at and what it names;
 - `.recurring-archive.md`: the lines retired or superseded, and why. Nothing is deleted
   silently: a line leaves the archive only when every session it cites is forgotten.
@@ -16,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from librarian_dagster.core.consolidation.mining import GOTCHA, Line
+from librarian_dagster.core.consolidation.mining import COMMAND, GOTCHA, Line
 from librarian_dagster.core.library.paths import LIBRARY_DIRNAME
 from librarian_dagster.core.redaction.scan import redact
 
@@ -78,7 +79,7 @@ def render(lines: Sequence[Line], stale: Mapping[str, str] | None = None,
         since = (stale or {}).get(line.key)
         mark = f" (may be stale since {since})" if since else ""
         out.append(f"- {lead}{line.text} {cited(line)}{mark}")
-        files = list(line.files[:MARKED_FILES]) if line.kind != "command" else []
+        files = list(line.files[:MARKED_FILES]) if line.kind != COMMAND else []
         facts: dict[str, object] = {"key": line.key, "files": files}
         if code_then and files and not since:
             facts |= {"at": code_then.commit, "blobs": [code_then.blobs.get(f) for f in files]}
