@@ -34,6 +34,10 @@ def _run_consolidate(args: argparse.Namespace) -> int:
     answer = model_of(make_digester(digest_config(settings)))
     with open_store(settings) as store:
         proposal = propose(store.ledger, args.project, repo, args.before, answer=answer)
+    if not proposal.read and not proposal.unread:
+        print(f"librarian library consolidate: no session of {args.project!r} is remembered "
+              "(`librarian status` names the projects)", file=sys.stderr)  # fmt: skip
+        return 1
     where = proposal.library.parent if proposal.library else "no checkout of it here"
     said = (f"{proposal.read} sessions of {args.project} read"
             f"{f' ({proposal.unread} could not be)' if proposal.unread else ''},"

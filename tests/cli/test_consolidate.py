@@ -192,3 +192,11 @@ def test_a_configured_model_says_lines_shorter_through_the_real_sdk_and_invents_
         [call] = fake.calls()
         again = librarian_cli(["library", "consolidate", project, "--repo", str(repo)], env)
         assert again.stdout == "" and fake.calls() == [call]  # the same lines: no request
+
+
+def test_a_project_with_no_session_remembered_is_said_so(tmp_path, database_url, librarian_cli):
+    env = {"PATH": "/usr/bin:/bin", "LIBRARIAN_HOME": str(tmp_path / "home"),
+           "LIBRARIAN_DATABASE_URL": database_url}  # fmt: skip
+    done = librarian_cli(["library", "consolidate", "nosuch", "--repo", str(tmp_path)], env)
+    assert done.returncode == 1 and done.stdout == ""
+    assert "no session of 'nosuch' is remembered" in done.stderr
