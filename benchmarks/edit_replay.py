@@ -24,7 +24,7 @@ a check independent of it, which touched the very same absolute path. Reported b
 The last line is one JSON object of those figures.
 
     uv run python benchmarks/edit_replay.py [--project NAME=DIR ...] [--home DIR] [--keep]
-        [--split 0.7] [--fault-sample 150]
+        [--split 0.7] [--fault-sample 150] [--texts FILE]
 
 Without `--project`, the three dev projects of ../shared/corpus (unpacked into a temporary
 folder). `--home` reuses (or keeps) an ingested home: the store must hold exactly the earlier
@@ -345,6 +345,12 @@ def main() -> None:
     parser.add_argument("--home", type=Path, help="an ingested home to reuse, or to keep")
     parser.add_argument("--split", type=float, default=0.7)
     parser.add_argument("--fault-sample", type=int, default=150)
+    parser.add_argument(
+        "--texts",
+        type=Path,
+        help="write each first touch's context here (JSON lines): two "
+        "versions of the hook compared byte for byte",
+    )
     add_record_option(parser)
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="edit-replay-"))
@@ -388,15 +394,19 @@ def main() -> None:
         port = int(env["LIBRARIAN_MCP_PORT"])
         server = start_server(env, port)
         url = f"http://127.0.0.1:{port}"
+        texts: list[dict] = []
         try:
             replayer = Replayer(scratch, url)
             for touch in touches:
                 text, touch.ms = replayer.run(touch)
                 touch.chars = len(text)
                 touch.named = list(dict.fromkeys(UUID.findall(text)))
+                texts.append({"session": touch.event["session_id"], "text": text})
         finally:
             server.terminate()
             server.wait(30)
+        if args.texts:
+            args.texts.write_text("".join(json.dumps(t) + "\n" for t in texts), encoding="utf-8")
         rows = {name: report([t for t in touches if t.project == name]) for name in projects}
         rows["all"] = report(touches)
         table(rows)

@@ -4,8 +4,8 @@ For every session in the store, its first typed prompt (parsed from its transcri
 parses it) is asked of recall with the cwd and git branch it was typed in (from the transcript's
 first records, as the hook would read them), against only the memories that existed before it
 (`until` = a moment before the session began): the same call as `POST /recall` makes (the
-`search_chunks` tool's `recall`, with the server's threshold and boosts). The answer is rendered
-with the hook's own `sessions_of` and `render`, within the hook's default budget.
+`search_chunks` tool's `recall`, with the server's threshold and boosts). The answer is written
+as `POST /recall` writes it for the hooks (core/recall/hook_text.py), within its default budget.
 
 Reported, per project and in all:
 - injected: the share of asked prompts that get a context (prompts the hook skips, short ones and
@@ -27,7 +27,6 @@ store's `session_sources.main_path` says where it is. The store is only read (no
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -47,26 +46,16 @@ from librarian_dagster.core.digest.offline import exchanges
 from librarian_dagster.core.models.embeddings import Embedder
 from librarian_dagster.core.recall import answer as recall_module
 from librarian_dagster.core.recall.answer import recall
+from librarian_dagster.core.recall.hook_text import RECALL_BUDGET, recall_text, skip_reason
 from librarian_dagster.core.recall.ranking import Boosts, RecallContext, is_feature_branch
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.database import database_url
 from librarian_dagster.core.store.queries import SearchFilters
 
-
-def _hook_module():
-    """hooks/librarian_recall.py, the hook's own request limits and rendering: a script of the
-    plugin folder, not a package module, so loaded from its file."""
-    path = Path(__file__).resolve().parents[1] / "hooks" / "librarian_recall.py"
-    sys.path.append(str(path.parent))  # its siblings, as a hook finds them (sys.path[0])
-    spec = importlib.util.spec_from_file_location("librarian_recall", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-hook = _hook_module()
-
+LIMIT = 3
+"""Chunks the hooks ask for."""
+MAX_QUERY_CHARS = 2000
+"""Of a prompt, what the hooks send (the endpoint's limit)."""
 # Before the session's first record: its own memory must not answer its own opening prompt.
 _BEFORE = timedelta(microseconds=1)
 
@@ -155,7 +144,7 @@ def replay_one(
     """(the context the hook would inject, the sessions it names with their projects); None
     when the hook would
     not ask (a short prompt, a slash command)."""
-    if hook.skip_reason(opening.prompt):
+    if skip_reason(opening.prompt):
         return None
     context = RecallContext(opening.cwd, opening.branch) if opening.cwd else None
     # What the search_chunks tool does for POST /recall (the hook asks for `limit` chunks, no
@@ -163,16 +152,16 @@ def replay_one(
     result = recall(
         store.search,
         embedder,
-        opening.prompt[: hook.MAX_QUERY_CHARS],
+        opening.prompt[:MAX_QUERY_CHARS],
         SearchFilters(until=opening.started_at - _BEFORE),
         limit,
         min_relevance=settings.recall_threshold,
         boosts=boosts,
         context=context,
     )
-    sessions = hook.sessions_of(result.model_dump(mode="json"))
-    text, named = hook.render(sessions, hook.DEFAULT_BUDGET)
-    return text, [(s["id"], s["project"]) for s in sessions[:named]]
+    text, named = recall_text(result.results, RECALL_BUDGET, settings.own_person)
+    sessions = list({hit.session_id: hit.project for hit in result.results}.items())
+    return text, sessions[:named]
 
 
 def _share(part: int, whole: int) -> float | None:
@@ -234,7 +223,7 @@ def main() -> int:
     parser.add_argument("--project-boost", type=_floats, default=[defaults.project])
     parser.add_argument("--branch-boost", type=_floats, default=[defaults.branch])
     parser.add_argument("--branch-logit", type=_floats, default=[recall_module.SAME_BRANCH_LOGIT])
-    parser.add_argument("--limit", type=int, default=hook.LIMIT, help="chunks asked for")
+    parser.add_argument("--limit", type=int, default=LIMIT, help="chunks asked for")
     parser.add_argument("--grid", action="store_true", help="one row per combination of the lists")
     add_record_option(parser)
     args = parser.parse_args()

@@ -21,6 +21,9 @@ process imports this.
 import json
 import os
 
+HOME_AGENT = "claude-code"
+"""The agent whose plugin these hooks are; another agent's configuration names its own after the
+script (`run-hook.sh pre_tool_use.py codex`, as `librarian connect` writes it)."""
 COPILOT = "copilot"
 _COPILOT_KEYS = (
     ("sessionId", "session_id"),
@@ -30,6 +33,23 @@ _COPILOT_KEYS = (
     ("transcriptPath", "transcript_path"),
 )
 """Copilot CLI's payload keys, and Claude Code's for the same."""
+
+
+def agent_argument(argv: list[str]) -> str:
+    """The agent named after the script, else HOME_AGENT; the server says which it knows."""
+    name = argv[1] if len(argv) > 1 else ""
+    ok = 0 < len(name) <= 40 and name.replace("-", "").isalnum() and name.isascii()
+    return name if ok else HOME_AGENT
+
+
+def event_name(event: dict, default: str) -> str:
+    """The event's own name, for the output's `hookEventName`: the same scripts answer Claude
+    Code's and Codex's UserPromptSubmit and PreToolUse, and Gemini CLI's BeforeAgent and
+    AfterTool, which take the same output under their own names."""
+    name = event.get("hook_event_name")
+    if isinstance(name, str) and 0 < len(name) <= 40 and name.isalpha():
+        return name
+    return default
 
 
 def event_of(agent: str, raw: dict, env=None) -> dict:

@@ -27,18 +27,24 @@ LOG_MAX_BYTES = 256 * 1024
 STATE_MAX_AGE_S = 7 * 24 * 3600
 
 
-def log_path(env=None) -> str:
+def log_path(env=None, agent: str | None = None) -> str:
+    """LIBRARIAN_LOG; else Claude Code's hooks log to ~/.claude/librarian.log, where the design
+    says to look, and another agent's (`agent`) to a file of its own outside ~/.claude:
+    $XDG_STATE_HOME (~/.local/state)/librarian/AGENT.log."""
     env = os.environ if env is None else env
     explicit = env.get("LIBRARIAN_LOG")
     if explicit:
         return explicit
-    return os.path.join(os.path.expanduser("~"), ".claude", "librarian.log")
+    if agent is None or agent == "claude-code":
+        return os.path.join(os.path.expanduser("~"), ".claude", "librarian.log")
+    state = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "librarian", agent + ".log")
 
 
-def log_line(hook: str, outcome: str, ms: float, env=None) -> None:
+def log_line(hook: str, outcome: str, ms: float, env=None, agent: str | None = None) -> None:
     """Append one line (hook, outcome, milliseconds); never raises: a log must not break a hook."""
     try:
-        path = log_path(env)
+        path = log_path(env, agent)
         try:
             if os.stat(path).st_size > LOG_MAX_BYTES:
                 os.replace(path, path + ".1")
@@ -62,8 +68,9 @@ def read_event() -> dict:
     return event
 
 
-def run(hook: str, handle) -> int:
-    """Read the event, call `handle(event) -> (output | None, outcome)`, print, log; always exit 0.
+def run(hook: str, handle, agent: str | None = None) -> int:
+    """Read the event, call `handle(event) -> (output | None, outcome)`, print, log (`agent`'s
+    log, log_path); always exit 0.
 
     Output is serialised before anything is printed, so an internal error leaves stdout empty and
     Claude Code carries on exactly as if the hook were not installed.
@@ -85,7 +92,7 @@ def run(hook: str, handle) -> int:
             sys.stdout.flush()
         except Exception:
             outcome += " (stdout failed)"
-    log_line(hook, outcome, (time.perf_counter() - start) * 1000.0)
+    log_line(hook, outcome, (time.perf_counter() - start) * 1000.0, agent=agent)
     return 0
 
 

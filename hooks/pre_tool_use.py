@@ -6,7 +6,7 @@ Two contributions, one process and one `additionalContext` (notes first):
   (`global`), most specific first, within a character budget; a note already injected in this
   session is not injected again unless it changed;
 - at the first Read or edit of a file in a session, the earlier sessions that changed it, and
-  why (`librarian_history.py`), from the recall server, within a deadline; needs no library.
+  why (`librarian_memory.py`), from the recall server, within a deadline; needs no library.
 Never sets `permissionDecision` and never changes the tool's input: adding context must not
 bypass the permission prompt or alter what the agent asked for. The logic is in modules, whose
 bytecode Python caches (in the plugin's data folder).
@@ -20,48 +20,47 @@ import librarian_pycache as pycache
 
 with pycache.elsewhere():
     import librarian_agents as agents
-    import librarian_history as history
     import librarian_hooklib as lib  # siblings, found through sys.path[0] (the script's folder)
     import librarian_inject as inject
-    import librarian_recall as recall
+    import librarian_memory as memory
 
 HOOK = "pre_tool_use"
 READS = ("Read",)  # hooks.json's other tools change the file
 
 
-def handle(event: dict, env=None, agent: str = recall.HOME_AGENT):
+def handle(event: dict, env=None, agent: str = agents.HOME_AGENT):
     """`event` in Claude Code's shape (librarian_agents.event_of); `agent`: whose hook this is
     (the command's argument). Claude Code's tool calls name their file; another agent's (a shell
     command, a patch) are read by the server's reader of it."""
     env = os.environ if env is None else env
-    if agent == recall.HOME_AGENT:
+    if agent == agents.HOME_AGENT:
         path = inject.target_file(event)
         if path is None:
             return None, "no file path"
         paths, changes = [path], event.get("tool_name") not in READS
     else:
-        action, paths, outcome = history.touched(event, agent, env)  # never raises
+        action, paths, outcome = memory.touched(event, agent, env)  # never raises
         if not paths:
             return None, outcome
         changes = action == "change"
     noted, outcome = inject.notes(event, paths[0], env) if changes else (None, "a read")
     # The first file of the call not seen yet in this session: one history per tool call.
     for path in paths:
-        recalled, history_outcome = history.context(event, path, env)  # never raises
-        if history_outcome != history.SEEN:
+        recalled, history_outcome = memory.history(event, path, env)  # never raises
+        if history_outcome != memory.SEEN:
             break
     texts = [t for t in (noted, recalled) if t]
     outcome = f"{outcome}; {history_outcome}"
     if not texts:
         return None, outcome
     text = "\n\n".join(texts)
-    name = recall.event_name(event, "PreToolUse")
+    name = agents.event_name(event, "PreToolUse")
     return agents.output_of(agent, name, text), outcome
 
 
 def main() -> int:
-    agent = recall.agent_argument(sys.argv)
-    return lib.run(HOOK, lambda raw: handle(agents.event_of(agent, raw), agent=agent))
+    agent = agents.agent_argument(sys.argv)
+    return lib.run(HOOK, lambda raw: handle(agents.event_of(agent, raw), agent=agent), agent)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ Two contributions, one process and one `additionalContext` (reminder first):
 - the reminder, once per session, of how to tag learnings; only where a library exists (walking
   up from the session's cwd, or `LIBRARIAN_PATH`): a project without `_memory_library/` never
   sees it;
-- recall (`librarian_recall.py`): what the recall server remembers about the prompt, only when
+- recall (`librarian_memory.py`): what the recall server remembers about the prompt, only when
   it answers with something relevant, within a deadline; independent of any library.
 One hook rather than two entries in hooks.json: Python starts once per prompt, not twice, and a
 failure of recall cannot lose the reminder (its once-per-session mark is already taken).
@@ -19,7 +19,7 @@ import librarian_pycache as pycache
 with pycache.elsewhere():
     import librarian_agents as agents
     import librarian_hooklib as lib  # siblings, found through sys.path[0] (the script's folder)
-    import librarian_recall as recall
+    import librarian_memory as memory
 
 HOOK = "user_prompt_submit"
 
@@ -53,25 +53,25 @@ def remind(event: dict, env) -> tuple[str | None, str]:
     return reminder(*found), "reminded"
 
 
-def handle(event: dict, env=None, agent: str = recall.HOME_AGENT):
+def handle(event: dict, env=None, agent: str = agents.HOME_AGENT):
     """`event` in Claude Code's shape (librarian_agents.event_of); `agent`: whose hook this is
     (the command's argument), which says what its output looks like."""
     env = os.environ if env is None else env
     reminded, outcome = remind(event, env)
-    recalled, recall_outcome = recall.context(event, env)  # never raises
+    recalled, recall_outcome = memory.recall(event, env)  # never raises
     texts = [t for t in (reminded, recalled) if t]
     outcome = f"{outcome}; {recall_outcome}"
     if not texts:
         return None, outcome
     # Claude Code delivers each hook's additionalContext; one hook joins its own two parts.
     text = "\n\n".join(texts)
-    name = recall.event_name(event, "UserPromptSubmit")
+    name = agents.event_name(event, "UserPromptSubmit")
     return agents.output_of(agent, name, text), outcome
 
 
 def main() -> int:
-    agent = recall.agent_argument(sys.argv)
-    return lib.run(HOOK, lambda raw: handle(agents.event_of(agent, raw), agent=agent))
+    agent = agents.agent_argument(sys.argv)
+    return lib.run(HOOK, lambda raw: handle(agents.event_of(agent, raw), agent=agent), agent)
 
 
 if __name__ == "__main__":

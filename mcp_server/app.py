@@ -116,7 +116,7 @@ def http_app(server: RecallServer, host: str) -> Starlette:
         else []
     )
     routes = [
-        *hook_routes(server, host),
+        *hook_routes(server, host, server.page.own_person),
         *pushes,
         *page_routes(server.page),
         Mount("/", app=mcp),

@@ -1,10 +1,15 @@
 """The hooks' REST adapter: `POST /recall`, `/history` and `/touches`, one round trip each, for a
 hook with no MCP client and a deadline of under a second (docs/decisions/0004).
 
-Each answers with what its MCP tool answers (`_through_tool`: the same threshold, the same
-refusals), as plain JSON. Guarded by middleware on each route: Starlette's body limit, the
-loopback guard (`LoopbackOnly`, the rule the SDK applies to /mcp on loopback) and, with tokens,
-the SDK's `RequireAuthMiddleware`. Left here: JSON only (a browser cannot send it cross-origin
+`/recall` and `/history` answer with the text the agent reads, finished
+(core/recall/hook_text.py), within the budget the caller sends: `{"context": str | null,
+"sessions": int, "note": str | null}`; every agent's hooks and plugins only print it. The facts
+under it are what the MCP tool answers (`_through_tool`: the same threshold, the same refusals),
+and the asker is the token's person (a teammate's session names whose it is).
+
+Guarded by middleware on each route: Starlette's body limit, the loopback guard (`LoopbackOnly`,
+the rule the SDK applies to /mcp on loopback) and, with tokens, the SDK's
+`RequireAuthMiddleware`. Left here: JSON only (a browser cannot send it cross-origin
 without a preflight we never allow), and pydantic's validation, said by location and reason only
 (its own message repeats the input, a prompt). The middleware answers in its own words: the
 SDK's JSON for a 401, plain text for a 413 or a 421; the endpoints' own refusals are
@@ -12,6 +17,7 @@ SDK's JSON for a 401, plain text for a 413 or a 421; the endpoints' own refusals
 """
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
@@ -31,7 +37,16 @@ from starlette.routing import Route
 from librarian_dagster.core.capture.readers import READERS, live_task, live_tool
 from librarian_dagster.core.capture.session import CHANGE, READ
 from librarian_dagster.core.recall.history import DEFAULT_SESSIONS, MAX_SESSIONS
-from mcp_server.auth import LOOPBACK_HOSTS, LoopbackOnly
+from librarian_dagster.core.recall.hook_text import (
+    HISTORY_BUDGET,
+    RECALL_BUDGET,
+    budget_of,
+    history_text,
+    recall_text,
+    skip_reason,
+)
+from librarian_dagster.core.store.rows import FileHistory, SearchResult
+from mcp_server.auth import LOOPBACK_HOSTS, LoopbackOnly, caller_person
 from mcp_server.parameters import (
     MAX_PATH,
     MAX_SESSION_ID,
@@ -77,12 +92,20 @@ class RecallRequest(BaseModel):
     any_tags: list[Tag] | None = Field(default=None, max_length=50)
     since: datetime | None = None
     until: datetime | None = None
+    budget: int | None = Field(default=None, description="Characters of context, at most.")
+    deadline_ms: int | None = Field(default=None, ge=1, le=60_000)
+    """How long the caller waits for the answer: git's check of the sessions' files stops in
+    time for it."""
 
 
 _RECALL_SHAPE = (
     '{"query": str, "limit": 1..10} and optionally "cwd", "git_branch", "project", "agent", '
-    '"person", "domain", "tags", "any_tags", "since", "until"'
+    '"person", "domain", "tags", "any_tags", "since", "until", "budget", "deadline_ms"'
 )
+STALE_DEFAULT_S = 0.3
+"""git's share of an answer whose caller says no deadline."""
+STALE_MARGIN_S = 0.1
+"""Of the caller's deadline, what is left for the way back."""
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -108,11 +131,12 @@ class HistoryRequest(BaseModel):
     remote: Text | None = Field(default=None, max_length=400)
     """The remote of the asker's repository, as its git config says (without user or password):
     a teammate's checkout of it, in a folder named otherwise, is the same repository."""
+    budget: int | None = Field(default=None, description="Characters of context, at most.")
 
 
 _HISTORY_SHAPE = (
     '{"path": str} and optionally "cwd", "root", "task", "session_id", "limit", '
-    '"transcript_path", "subagent", "remote"'
+    '"transcript_path", "subagent", "remote", "budget"'
 )
 
 HOOKED = tuple(agent for agent, reader in READERS.items() if reader.live_tool is not None)
@@ -136,7 +160,9 @@ _TOUCHES_SHAPE = '{"agent": str, "tool_name": str, "tool_input": {...}} and opti
 
 def _recall_arguments(asked: RecallRequest) -> dict[str, object]:
     # The tool's `git_branch` is a filter: the hook's branch is context, its `current_branch`.
-    arguments = asked.model_dump(mode="json", exclude_none=True, exclude={"git_branch"})
+    arguments = asked.model_dump(
+        mode="json", exclude_none=True, exclude={"git_branch", "budget", "deadline_ms"}
+    )
     if asked.git_branch is not None:
         arguments["current_branch"] = asked.git_branch
     return arguments
@@ -144,30 +170,66 @@ def _recall_arguments(asked: RecallRequest) -> dict[str, object]:
 
 Asked = TypeVar("Asked", bound=BaseModel)
 Answer = Callable[[Asked], Awaitable[Response]]
+Facts = TypeVar("Facts", bound=BaseModel)
 
 
-def _through_tool(
-    server: MCPServer, name: str, tool: str, arguments_of: Callable[[Asked], dict[str, object]]
-) -> "Answer[Asked]":
-    """The answer of the `tool` itself, as JSON, not a second call of core: the endpoint gives
-    exactly the answer the tool gives (same threshold, same errors). `arguments_of` may read
-    files, so it runs in a worker thread, as MCPServer runs the tool."""
-    path = f"POST /{name}"
+async def _through_tool(
+    server: MCPServer, name: str, tool: str, arguments: dict[str, object], facts: type[Facts]
+) -> Facts | Response:
+    """The answer of the `tool` itself, not a second call of core: the endpoint says exactly
+    what the tool says (same threshold, same errors); a refusal as the Response to send."""
+    try:
+        result = await server.call_tool(tool, arguments)
+    except UnexpectedToolError as exc:
+        # The database is down or broken: the cause goes to the server's log (psycopg's
+        # messages name the server, never query parameters), not to the client.
+        logger.error("POST /%s: %s failed", name, tool, exc_info=exc.__cause__)
+        return _error(503, f"{name} failed on the server")
+    except ToolError as exc:  # a deliberate refusal from the tool, meant for the caller
+        return _error(400, str(exc))
+    if not isinstance(result, CallToolResult) or result.structured_content is None:
+        return _error(503, f"{name} returned no structured result")
+    return facts.model_validate(result.structured_content)
 
-    async def answer(asked: Asked) -> Response:
-        arguments = await anyio.to_thread.run_sync(arguments_of, asked)
-        try:
-            result = await server.call_tool(tool, arguments)
-        except UnexpectedToolError as exc:
-            # The database is down or broken: the cause goes to the server's log (psycopg's
-            # messages name the server, never query parameters), not to the client.
-            logger.error("%s: %s failed", path, tool, exc_info=exc.__cause__)
-            return _error(503, f"{name} failed on the server")
-        except ToolError as exc:  # a deliberate refusal from the tool, meant for the caller
-            return _error(400, str(exc))
-        if not isinstance(result, CallToolResult) or result.structured_content is None:
-            return _error(503, f"{name} returned no structured result")
-        return JSONResponse(result.structured_content)
+
+def _told(text: str | None, sessions: int, note: str | None = None) -> JSONResponse:
+    return JSONResponse({"context": text, "sessions": sessions, "note": note})
+
+
+def _recall(server: MCPServer, own_person: str) -> "Answer[RecallRequest]":
+    async def answer(asked: RecallRequest) -> Response:
+        started = time.perf_counter()
+        skipped = skip_reason(asked.query)
+        if skipped:
+            return _told(None, 0, skipped)
+        facts = await _through_tool(
+            server, "recall", "search_chunks", _recall_arguments(asked), SearchResult
+        )
+        if isinstance(facts, Response):
+            return facts
+        wait = STALE_DEFAULT_S
+        if asked.deadline_ms is not None:
+            wait = asked.deadline_ms / 1000.0 - STALE_MARGIN_S
+        budget, asker = budget_of(asked.budget, RECALL_BUDGET), caller_person(own_person)
+        text, named = await anyio.to_thread.run_sync(  # git runs: not on the event loop
+            lambda: recall_text(facts.results, budget, asker, asked.cwd, started + wait)
+        )
+        return _told(text, named, None if text else facts.note or "nothing relevant")
+
+    return answer
+
+
+def _history(server: MCPServer, own_person: str) -> "Answer[HistoryRequest]":
+    async def answer(asked: HistoryRequest) -> Response:
+        # The live transcript is read for the task: a worker thread, as the tools run.
+        arguments = await anyio.to_thread.run_sync(_history_arguments, asked)
+        facts = await _through_tool(server, "history", "file_history", arguments, FileHistory)
+        if isinstance(facts, Response):
+            return facts
+        budget = budget_of(asked.budget, HISTORY_BUDGET)
+        shown = Path(asked.path).name
+        text, named = history_text(facts, shown, budget, caller_person(own_person))
+        return _told(text, named, None if text else facts.note)
 
     return answer
 
@@ -191,18 +253,17 @@ async def _touches(asked: "TouchesRequest") -> Response:
     return JSONResponse({"action": use.action, "paths": paths[:MAX_TOUCHED]})
 
 
-def hook_routes(server: MCPServer, host: str) -> list[Route]:
-    """The three endpoints, answered through `server`'s tools, for an app served on `host`."""
+def hook_routes(server: MCPServer, host: str, own_person: str) -> list[Route]:
+    """The three endpoints, answered through `server`'s tools, for an app served on `host`;
+    `own_person`: whose a request without a token's person is."""
     guards = [Middleware(LoopbackOnly)] if host in LOOPBACK_HOSTS else []
     if server.settings.auth is not None:
         # The app's bearer backend has checked the token (mcp_server/app.py); this refuses a
         # request without one, as /mcp does.
         guards.append(Middleware(RequireAuthMiddleware, required_scopes=[]))
-    recall = _through_tool(server, "recall", "search_chunks", _recall_arguments)
-    history = _through_tool(server, "history", "file_history", _history_arguments)
     endpoints = {
-        RECALL_PATH: _endpoint(RecallRequest, _RECALL_SHAPE, recall),
-        HISTORY_PATH: _endpoint(HistoryRequest, _HISTORY_SHAPE, history),
+        RECALL_PATH: _endpoint(RecallRequest, _RECALL_SHAPE, _recall(server, own_person)),
+        HISTORY_PATH: _endpoint(HistoryRequest, _HISTORY_SHAPE, _history(server, own_person)),
         TOUCHES_PATH: _endpoint(TouchesRequest, _TOUCHES_SHAPE, _touches),
     }
     return [

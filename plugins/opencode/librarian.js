@@ -16,6 +16,7 @@
 import {
   fileHistory,
   isObject,
+  logFile,
   logLine,
   recallContext,
   rememberPrompt,
@@ -80,7 +81,7 @@ export const LibrarianPlugin = async ({ directory }, options) => {
       } catch (error) {
         outcome = `recall error: ${error?.name || "error"}`
       }
-      logLine(`${AGENT} chat.message`, outcome, performance.now() - start, env)
+      logLine(`${AGENT} chat.message`, outcome, performance.now() - start, logFile(AGENT, env))
     },
     "tool.execute.after": async (input, output) => {
       if (!FILE_TOOLS.has(input?.tool)) return
@@ -94,7 +95,7 @@ export const LibrarianPlugin = async ({ directory }, options) => {
       } catch (error) {
         outcome = `history error: ${error?.name || "error"}`
       }
-      logLine(`${AGENT} tool.execute.after ${input.tool}`, outcome, performance.now() - start, env)
+      logLine(`${AGENT} tool.execute.after ${input.tool}`, outcome, performance.now() - start, logFile(AGENT, env))
     },
   }
 }

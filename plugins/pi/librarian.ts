@@ -18,7 +18,7 @@ import { readFileSync } from "node:fs"
 import { homedir } from "node:os"
 import path from "node:path"
 
-import { fileHistory, logLine, recallContext, rememberPrompt, withServer, workingDir } from "../shared/memory.js"
+import { fileHistory, logFile, logLine, recallContext, rememberPrompt, withServer, workingDir } from "../shared/memory.js"
 
 const AGENT = "pi"
 // Pi's file tools (dist/core/tools/): read, edit and write name their file as `path`.
@@ -77,7 +77,7 @@ export default function librarian(pi: ExtensionAPI) {
     } catch (error) {
       outcome = `recall error: ${(error as Error)?.name || "error"}`
     }
-    logLine(`${AGENT} before_agent_start`, outcome, performance.now() - start, env)
+    logLine(`${AGENT} before_agent_start`, outcome, performance.now() - start, logFile(AGENT, env))
     return message ? { message } : undefined
   })
 
@@ -94,7 +94,7 @@ export default function librarian(pi: ExtensionAPI) {
     } catch (error) {
       outcome = `history error: ${(error as Error)?.name || "error"}`
     }
-    logLine(`${AGENT} tool_result ${event.toolName}`, outcome, performance.now() - start, env)
+    logLine(`${AGENT} tool_result ${event.toolName}`, outcome, performance.now() - start, logFile(AGENT, env))
     return result
   })
 }

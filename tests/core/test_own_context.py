@@ -10,6 +10,7 @@ import pytest
 
 from librarian_dagster.core.capture import readers
 from librarian_dagster.core.capture.own_context import HEADERS, without_own_context
+from librarian_dagster.core.recall.hook_text import HISTORY_HEADER, RECALL_HEADER
 
 HOOKS = Path(__file__).resolve().parents[2] / "hooks"
 RECALL = (
@@ -23,18 +24,16 @@ HISTORY = (
 )
 
 
-def test_the_headers_are_the_hooks_own():
+def test_the_headers_are_the_ones_librarian_writes():
     sys.path.insert(0, str(HOOKS))
     try:
-        import librarian_history
         import librarian_inject
-        import librarian_recall
         import user_prompt_submit
     finally:
         sys.path.remove(str(HOOKS))
     said = [
-        librarian_recall.HEADER,
-        librarian_history.HEADER.format(path="x.go"),
+        RECALL_HEADER,
+        HISTORY_HEADER.format(path="x.go"),
         librarian_inject.NOTES_HEADER.format(path="cmd/main.go"),
         user_prompt_submit.reminder("/r/_memory_library", "/r"),
     ]

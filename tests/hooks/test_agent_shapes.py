@@ -72,12 +72,8 @@ def test_a_copilot_payload_becomes_claude_s_shape(tmp_path):
 def _server(tmp_path: Path, touched: list[str]):
     """A recall server: /touches says the call reads `touched`, /history remembers a session
     that changed it, /recall one that bears on the prompt."""
-    changed = {"session_id": "s-older", "changed": True, "edits": 2,
-               "date": "2026-11-01T10:00:00Z", "summary": "Released the lock"}  # fmt: skip
-    history = {"path": "notes.txt", "results": [changed]}
-    recall = {"results": [{"text": "t", "score": 0.9, "session_id": "s-recalled",
-              "section": "solution", "position": 0, "project": "p", "date": "2026-11-01T10:00:00Z",
-              "summary": "the cache lock", "highlights": ["Release it in teardown"]}]}  # fmt: skip
+    history = {"context": f"{HISTORY} notes.txt:\n- session s-older", "sessions": 1}
+    recall = {"context": f"{RECALL}:\n- session s-recalled", "sessions": 1}
 
     def respond(handler) -> None:
         if handler.path == "/touches":

@@ -2,8 +2,8 @@
 
 The branch is read from `.git/HEAD` with the standard library, in real repositories made by git
 and in odd ones made by hand. Whatever the tree holds, the hook answers within its deadline and
-its budget: every case here must still end in "recall added" (a hook that blocked on a FIFO or
-read a huge HEAD whole would end in "recall failed (timeout)" or not at all).
+the budget it sends: every case here must still end in "recall added" (a hook that blocked on a
+FIFO or read a huge HEAD whole would end in "recall failed (timeout)" or not at all).
 """
 
 import json
@@ -41,24 +41,7 @@ def _repo(root: Path, branch: str = "feat/lock-fix") -> Path:
     return root
 
 
-def _long_results() -> dict:
-    """More than BUDGET characters of sessions, so the budget is what stops the context."""
-    return {
-        "results": [
-            {
-                "text": "window " * 50,
-                "session_id": f"s{i}",
-                "section": "exchange",
-                "project": "alpha",
-                "date": "2026-11-01T10:00:00Z",
-                "summary": "summary " * 20,
-                "git_branch": "feat/lock-fix",
-                "title": f"title {i}",
-                "highlights": [f"line {i}.{j} " + "z" * 150 for j in range(3)],
-            }
-            for i in range(4)
-        ]
-    }
+RECALLED = "Librarian remembers past sessions that may bear on this prompt:\n- session s1"
 
 
 def _ask(hooks, cwd: str) -> dict:
@@ -67,15 +50,16 @@ def _ask(hooks, cwd: str) -> dict:
         "LIBRARIAN_RECALL": "on",
         "LIBRARIAN_RECALL_BUDGET": str(BUDGET),
     }
-    with answering(200, _long_results()) as server:
+    with answering(200, {"context": RECALLED, "sessions": 1}) as server:
         env["LIBRARIAN_RECALL_URL"] = server.url + "/recall"
         proc = hooks.run("user_prompt_submit", user_prompt_event(cwd, prompt=PROMPT), env)
     assert proc.returncode == 0, proc.stderr
     assert "recall added" in hooks.log_lines()[-1]  # not "failed (timeout)": within the deadline
-    text = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
-    assert len(text) <= BUDGET
+    assert json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"] == RECALLED
     [(_, _, _, body)] = server.requests
-    return json.loads(body)
+    asked = json.loads(body)
+    assert (asked.pop("budget"), asked.pop("deadline_ms")) == (BUDGET, 800)
+    return asked
 
 
 def test_a_repository_made_by_git_gives_its_branch_from_any_folder_inside(hooks, tmp_path):

@@ -143,7 +143,7 @@ def test_an_https_server_is_asked_over_tls_within_the_deadline(hooks, tmp_path):
 
 
 def test_the_server_the_configuration_names_is_asked_with_the_environment_s_token(hooks, tmp_path):
-    answer = json.dumps({"results": []}).encode()
+    answer = json.dumps({"context": None, "sessions": 0, "note": "nothing relevant"}).encode()
     with FakeServer(lambda handler: send(handler, 200, answer)) as server:
         _, proc = connected(hooks, server.url + "/mcp", "user_prompt_submit.py", "gemini",
                             _prompt(tmp_path))  # fmt: skip
@@ -152,5 +152,5 @@ def test_the_server_the_configuration_names_is_asked_with_the_environment_s_toke
     assert (method, path) == ("POST", "/recall")
     assert headers["Authorization"] == f"Bearer {TOKEN}"
     assert json.loads(body)["query"] == PROMPT
-    assert "recall nothing relevant" in hooks.log_lines()[-1]
+    assert "recall none (nothing relevant)" in hooks.log_lines()[-1]
     assert os.environ.get("LIBRARIAN_MCP_TOKEN") != TOKEN  # the test's own, not the machine's

@@ -52,8 +52,7 @@ def test_hooks_import_only_the_standard_library(hooks, tmp_path):
         "librarian_routing",
         "librarian_inject",
         "librarian_recurring",
-        "librarian_history",
-        "librarian_recall",
+        "librarian_memory",
         "librarian_pycache",
         "pre_tool_use",
         "stop",
@@ -74,12 +73,13 @@ def test_hooks_import_only_the_standard_library(hooks, tmp_path):
     assert (repo / "_memory_library" / "a" / "patterns.md").exists()
 
 
-def test_a_short_prompt_does_not_load_the_http_client(hooks, tmp_path):
-    """Speed: http.client costs ~20 ms; only a prompt that is really asked about pays for it."""
+def test_a_prompt_not_asked_about_does_not_load_the_http_client(hooks, tmp_path):
+    """Speed: http.client costs ~20 ms; only a prompt that is really asked about pays for it
+    (an empty one is not; the server says which others are not looked up)."""
     probe = (
         "import os, sys; sys.path.insert(0, sys.argv[1]); import user_prompt_submit; "
         "env = dict(os.environ, LIBRARIAN_RECALL='on'); "
-        "user_prompt_submit.handle({'session_id': 's', 'prompt': 'fix it'}, env); "
+        "user_prompt_submit.handle({'session_id': 's', 'prompt': ' '}, env); "
         "print(*[m in sys.modules for m in ('http.client', 'threading')])"
     )
     proc = subprocess.run(

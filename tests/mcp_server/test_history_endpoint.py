@@ -1,4 +1,5 @@
-"""`POST /history` beside /mcp: file_history as plain JSON in one round trip, over real HTTP."""
+"""`POST /history` beside /mcp: what file_history finds, as the text an agent's hook hands its
+model, in one round trip over real HTTP."""
 
 import asyncio
 import json
@@ -9,6 +10,7 @@ from mcp import Client
 
 from librarian_dagster.core.capture.touches import FileTouch
 from librarian_dagster.core.recall.history import NOTHING_TOUCHED
+from librarian_dagster.core.recall.hook_text import HISTORY_HEADER, history_text
 from librarian_dagster.core.store.rows import FileHistory
 from mcp_server.app import Served, build_server, http_app
 from tests.core.test_store import memory_record
@@ -34,9 +36,11 @@ def test_history_answers_what_file_history_answers(served):
     body = {"path": "cmd/main.go", "cwd": "/src/alpha", "session_id": "s0"}
     response = _post(served, body)
     assert response.status_code == 200, response.text
-    answer = FileHistory.model_validate(response.json())
-    assert answer.path == "cmd/main.go"
-    assert [s.session_id for s in answer.results] == ["s1"]  # s0 asks: never its own answer
+    answer = response.json()
+    assert answer["context"].startswith(
+        HISTORY_HEADER.format(path="cmd/main.go") + "\n- session s1 ("
+    )
+    assert "s0" not in answer["context"] and answer["sessions"] == 1  # s0 asks: never its own
 
     async def over_mcp():
         async with Client(served + "/mcp") as client:
@@ -44,13 +48,14 @@ def test_history_answers_what_file_history_answers(served):
 
     tool = asyncio.run(over_mcp())
     assert not tool.is_error
-    assert response.json() == tool.structured_content
+    facts = FileHistory.model_validate(tool.structured_content)
+    assert (answer["context"], 1) == history_text(facts, "main.go", 1200, asker=None)
 
 
 def test_an_untouched_file_is_an_empty_answer_with_a_note(served):
     response = _post(served, {"path": "/src/alpha/README.md", "cwd": "/src/alpha"})
     assert response.status_code == 200
-    assert response.json()["results"] == [] and response.json()["note"] == NOTHING_TOUCHED
+    assert response.json() == {"context": None, "sessions": 0, "note": NOTHING_TOUCHED}
 
 
 @pytest.mark.parametrize(

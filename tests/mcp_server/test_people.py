@@ -117,20 +117,22 @@ def test_the_person_filters_and_is_on_every_json_answer(team):
     seen = _tools(url, made["alice"], person="bob")
     assert seen["search"] == seen["list"] == {"bob-work"}
     headers = {"Authorization": f"Bearer {made['bob']}"}
-    recall = httpx.post(
-        url + "/recall", json={"query": "lock", "limit": 10}, headers=headers, timeout=30
-    )
+    ask = {"query": "how did we fix the sqlite lock", "limit": 10, "budget": 9000}
+    recall = httpx.post(url + "/recall", json=ask, headers=headers, timeout=30)
     assert recall.status_code == 200
-    assert {(r["session_id"], r["person"]) for r in recall.json()["results"]} == {
-        ("alice-work", "alice"), ("bob-work", "bob"), ("bob-secret", "bob"),
-    }  # fmt: skip
+    # The hooks' text names a teammate's session as theirs, and the asker's (the token's
+    # person's) plainly.
+    heads = sorted(x for x in recall.json()["context"].splitlines() if x.startswith("- "))
+    assert [h.split(" (")[0] for h in heads] == [
+        "- alice's session alice-work", "- session bob-secret", "- session bob-work",
+    ]  # fmt: skip
     history = httpx.post(url + "/history", json={"path": FILE}, headers=headers, timeout=30)
     assert history.status_code == 200
-    assert all(r["person"] in ("alice", "bob") for r in history.json()["results"])
-    only = httpx.post(
-        url + "/recall", json={"query": "lock", "person": "alice"}, headers=headers, timeout=30
-    )
-    assert {r["person"] for r in only.json()["results"]} == {"alice"}
+    assert "\n- alice's session alice-" in history.json()["context"]
+    only = httpx.post(url + "/recall", json={**ask, "person": "alice"}, headers=headers, timeout=30)
+    assert [
+        h.split(" (")[0] for h in only.json()["context"].splitlines() if h.startswith("- ")
+    ] == ["- alice's session alice-work"]
 
 
 def test_the_page_names_the_person_offers_them_and_forgets_only_one_s_own(store, tmp_path):

@@ -1,6 +1,8 @@
-"""`POST /recall` beside /mcp: search_chunks as plain JSON in one round trip, over real HTTP."""
+"""`POST /recall` beside /mcp: what search_chunks finds, as the text an agent's hook hands its
+model, in one round trip over real HTTP."""
 
 import asyncio
+import re
 
 import httpx
 import pytest
@@ -8,10 +10,10 @@ from mcp import Client
 
 from librarian_dagster.core.assembly.store import Store
 from librarian_dagster.core.recall.answer import NOTHING_RELEVANT, branch_prior
+from librarian_dagster.core.recall.hook_text import RECALL_HEADER
 from librarian_dagster.core.recall.relevance import DEFAULT_THRESHOLD, Evidence, relevance
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.memories import ChunkRecord
-from librarian_dagster.core.store.rows import SearchResult
 from mcp_server.app import Served, build_server, http_app
 from mcp_server.auth import TokenFileVerifier
 from tests.core.test_store import memory_record
@@ -22,6 +24,7 @@ pytestmark = pytest.mark.process  # starts a process or a server: not in the fas
 
 
 TOKEN = "s3cret-token-for-tests"
+QUERY = "how did we fix the sqlite lock"
 
 
 def _remember(store, count: int = 5) -> None:
@@ -49,35 +52,55 @@ def _post(url: str, body=None, **kwargs) -> httpx.Response:
     return httpx.post(url + "/recall", json=body, timeout=20, **kwargs)
 
 
-def test_recall_answers_what_search_chunks_answers(served):
-    response = _post(served, {"query": "lock", "limit": 4})
+def _named(response: httpx.Response) -> list[str]:
+    """The sessions the context names, in its order."""
     assert response.status_code == 200, response.text
-    answer = SearchResult.model_validate(response.json())
-    assert answer.query == "lock" and answer.note is None
-    assert len(answer.results) == 4
+    context = response.json()["context"] or ""
+    return re.findall(r"^- (?:\S+ )*?session (\S+) ", context, flags=re.MULTILINE)
+
+
+def test_recall_names_what_search_chunks_finds_in_its_order(served):
+    response = _post(served, {"query": QUERY, "limit": 4})
+    answer = response.json()
+    assert answer["context"].startswith(RECALL_HEADER + "\n- session ")
+    assert answer["note"] is None
 
     async def over_mcp():
         async with Client(served + "/mcp") as client:
-            return await client.call_tool("search_chunks", {"query": "lock", "limit": 4})
+            return await client.call_tool("search_chunks", {"query": QUERY, "limit": 4})
 
     tool = asyncio.run(over_mcp())
-    assert not tool.is_error
-    assert response.json() == tool.structured_content
+    assert not tool.is_error and tool.structured_content is not None
+    found = [r["session_id"] for r in tool.structured_content["results"]]
+    assert len(found) == 4 and _named(response) == list(dict.fromkeys(found))
+    assert answer["sessions"] == len(set(found))
 
 
-def test_limit_defaults_to_three(served):
-    response = _post(served, {"query": "lock"})
-    assert response.status_code == 200
-    assert len(response.json()["results"]) == 3
+def test_limit_defaults_to_three_chunks_and_the_budget_is_the_caller_s(served):
+    # Each session has two chunks that match: three chunks are two sessions, ten are five.
+    assert len(_named(_post(served, {"query": QUERY}))) == 2
+    assert len(_named(_post(served, {"query": QUERY, "limit": 10}))) == 5
+    small = _post(served, {"query": QUERY, "limit": 10, "budget": 400}).json()
+    assert 0 < len(small["context"]) <= 400 and small["sessions"] < 5
+    # A budget out of range is kept within what a hook can hand on, not refused.
+    assert len(_post(served, {"query": QUERY, "budget": 10**9}).json()["context"]) <= 10_000
+
+
+@pytest.mark.parametrize(
+    ("query", "note"),
+    [("fix the lock", "short prompt"), ("/compact keep the sqlite lock notes", "slash command")],
+)
+def test_a_prompt_that_says_too_little_is_not_looked_up(served, query, note):
+    assert _post(served, {"query": query}).json() == {"context": None, "sessions": 0, "note": note}
 
 
 def test_an_empty_memory_answers_nothing_relevant_with_a_note(store):
     with serve_http(
         http_app(build_server(Served.of(store, FakeEmbedder())), "127.0.0.1"), free_port()
     ) as url:
-        response = _post(url, {"query": "lock"})
+        response = _post(url, {"query": QUERY})
     assert response.status_code == 200
-    assert response.json()["results"] == [] and response.json()["note"] == NOTHING_RELEVANT
+    assert response.json() == {"context": None, "sessions": 0, "note": NOTHING_RELEVANT}
 
 
 @pytest.mark.parametrize(
@@ -121,16 +144,15 @@ def test_the_filters_of_search_chunks_filter(store):
         http_app(build_server(Served.of(store, FakeEmbedder())), "127.0.0.1"), free_port()
     ) as url:
         # s<i> began i days and an hour before 2026-11-01: until the 29th leaves s3 and s4.
-        until = _post(url, {"query": "lock", "limit": 10, "until": "2026-10-29T00:00:00Z"})
-        beta = _post(url, {"query": "lock", "limit": 10, "project": "beta"})
-        codex = _post(url, {"query": "lock", "limit": 10, "agent": "codex"})
-        claude = _post(url, {"query": "lock", "limit": 10, "agent": "claude-code"})
-        private = _post(url, {"query": "lock", "domain": "private"})
-    assert {r["session_id"] for r in until.json()["results"]} == {"s3", "s4"}
-    assert {r["session_id"] for r in beta.json()["results"]} == {"b0"}
-    assert [(r["session_id"], r["agent"]) for r in codex.json()["results"]] == [("b0", "codex")]
-    assert {r["agent"] for r in claude.json()["results"]} == {"claude-code"}
-    assert {r["session_id"] for r in claude.json()["results"]} == {f"s{i}" for i in range(5)}
+        until = _post(url, {"query": QUERY, "limit": 10, "until": "2026-10-29T00:00:00Z"})
+        beta = _post(url, {"query": QUERY, "limit": 10, "project": "beta"})
+        codex = _post(url, {"query": QUERY, "limit": 10, "agent": "codex"})
+        claude = _post(url, {"query": QUERY, "limit": 10, "agent": "claude-code", "budget": 9000})
+        private = _post(url, {"query": QUERY, "domain": "private"})
+    assert set(_named(until)) == {"s3", "s4"}
+    assert _named(beta) == ["b0"]
+    assert "\n- Codex session b0 (beta, " in codex.json()["context"] and _named(codex) == ["b0"]
+    assert set(_named(claude)) == {f"s{i}" for i in range(5)}
     assert private.status_code == 400 and "private" in private.json()["error"]
 
 
@@ -144,10 +166,8 @@ def _alike(store, session_id: str, project: str, cwd: str, days_ago: int, branch
     )
 
 
-def _order(url: str, **context) -> list[tuple[str, str | None]]:
-    response = _post(url, {"query": "lock", "limit": 10, **context})
-    assert response.status_code == 200, response.text
-    return [(r["session_id"], r["context"]) for r in response.json()["results"]]
+def _order(url: str, **context) -> list[str]:
+    return _named(_post(url, {"query": QUERY, "limit": 10, **context}))
 
 
 def test_the_cwd_s_project_comes_first_and_filters_nothing(store):
@@ -166,11 +186,11 @@ def test_the_cwd_s_project_comes_first_and_filters_nothing(store):
         stranger = _order(url, cwd="/src/gamma", git_branch="feat/lock")
         prefix = _order(url, cwd="/src/bet")  # a prefix of the path, not a folder of it
         trunk = _order(url, cwd="/src/beta", git_branch="main")  # everyone's branch
-    assert alone == [("a-new", None), ("b-old", None), ("b-feature", None)]
-    assert inside == [("b-old", "project"), ("b-feature", "project"), ("a-new", None)]
-    assert above == [("a-new", "project"), ("b-old", "project"), ("b-feature", "project")]
+    assert alone == ["a-new", "b-old", "b-feature"]
+    assert inside == ["b-old", "b-feature", "a-new"]
+    assert above == alone  # both projects are "here": newer first, as without context
     assert by_name == inside
-    assert branch == [("b-feature", "branch"), ("b-old", "project"), ("a-new", None)]
+    assert branch == ["b-feature", "b-old", "a-new"]
     assert trunk == inside  # sharing main says nothing about the work
     # Another project's branch of the same name is not this branch: nothing is "here".
     assert stranger == alone == prefix
@@ -193,15 +213,12 @@ def test_a_same_feature_branch_session_passes_with_less_evidence(store):
     with serve_http(
         http_app(build_server(Served.of(store, FakeEmbedder())), "127.0.0.1"), free_port()
     ) as url:
-        bare = _post(url, {"query": "lock"}).json()
-        trunk = _post(url, {"query": "lock", "cwd": "/src/alpha", "git_branch": "main"}).json()
-        other = _post(url, {"query": "lock", "cwd": "/src/beta", "git_branch": "fix/busy"}).json()
-        same = _post(url, {"query": "lock", "cwd": "/src/alpha", "git_branch": "fix/busy"}).json()
-    assert bare["results"] == trunk["results"] == other["results"] == []
-    [hit] = same["results"]
-    assert hit["session_id"] == "s-near" and hit["context"] == "branch"
-    assert hit["git_branch"] == "fix/busy" and hit["score"] >= same["min_relevance"]
-    assert hit["score"] == pytest.approx(branch_prior(alone), abs=0.01)
+        bare = _post(url, {"query": QUERY})
+        trunk = _post(url, {"query": QUERY, "cwd": "/src/alpha", "git_branch": "main"})
+        other = _post(url, {"query": QUERY, "cwd": "/src/beta", "git_branch": "fix/busy"})
+        same = _post(url, {"query": QUERY, "cwd": "/src/alpha", "git_branch": "fix/busy"})
+    assert _named(bare) == _named(trunk) == _named(other) == []
+    assert _named(same) == ["s-near"] and ", branch fix/busy)" in same.json()["context"]
 
 
 def test_a_400_never_repeats_the_prompt(served):
@@ -229,9 +246,9 @@ def test_not_json_not_post_too_large_and_wrong_content_type(served):
 
 def test_a_foreign_host_header_is_refused_on_loopback(served):
     # What a DNS-rebinding page would send: its own hostname, resolved to 127.0.0.1.
-    response = _post(served, {"query": "lock"}, headers={"Host": "attacker.example:3201"})
+    response = _post(served, {"query": QUERY}, headers={"Host": "attacker.example:3201"})
     assert response.status_code == 421
-    assert _post(served, {"query": "lock"}, headers={"Host": "localhost:3201"}).status_code == 200
+    assert _post(served, {"query": QUERY}, headers={"Host": "localhost:3201"}).status_code == 200
 
 
 def test_with_a_token_the_endpoint_demands_it(store):
@@ -241,16 +258,16 @@ def test_with_a_token_the_endpoint_demands_it(store):
     )
     app = http_app(server, "127.0.0.1")
     with serve_http(app, free_port()) as url:
-        missing = _post(url, {"query": "lock"})
-        wrong = _post(url, {"query": "lock"}, headers={"Authorization": "Bearer nope"})
-        basic = _post(url, {"query": "lock"}, headers={"Authorization": f"Basic {TOKEN}"})
-        right = _post(url, {"query": "lock"}, headers={"Authorization": f"Bearer {TOKEN}"})
+        missing = _post(url, {"query": QUERY})
+        wrong = _post(url, {"query": QUERY}, headers={"Authorization": "Bearer nope"})
+        basic = _post(url, {"query": QUERY}, headers={"Authorization": f"Basic {TOKEN}"})
+        right = _post(url, {"query": QUERY}, headers={"Authorization": f"Bearer {TOKEN}"})
     for refused in (missing, wrong, basic):
         assert refused.status_code == 401
         # The SDK's own refusal, as /mcp gives it.
         assert refused.headers["www-authenticate"].startswith('Bearer error="invalid_token"')
         assert TOKEN not in refused.text
-    assert right.status_code == 200 and right.json()["results"]
+    assert _named(right) == ["s0", "s1"]
 
 
 def test_a_broken_database_is_a_503_without_details(tmp_path):
@@ -261,7 +278,7 @@ def test_a_broken_database_is_a_503_without_details(tmp_path):
             http_app(build_server(Served.of(nowhere, FakeEmbedder())), "127.0.0.1"), free_port()
         ) as url,
     ):
-        response = _post(url, {"query": "lock"})
+        response = _post(url, {"query": QUERY})
     assert response.status_code == 503
     assert response.json() == {"error": "recall failed on the server"}
 

@@ -5,10 +5,9 @@ read back would hold the memory it was given, and recall would find its own echo
 texts starts with one of HEADERS, and ends the text it was added to; `without_own_context` cuts
 it off there, with the wrapper the agent put around it.
 
-The headers are the hooks' (hooks/librarian_recall.py, librarian_history.py, librarian_inject.py,
-user_prompt_submit.py), which tests/core/test_own_context.py holds equal to these, and the
-plugins' (plugins/shared/memory.js), whose texts tests/hooks/test_opencode_plugin.py holds equal
-to the hooks'.
+The headers are those of the recall server's text for every agent's hooks and plugins
+(core/recall/hook_text.py) and of the library notes' hooks (hooks/librarian_inject.py,
+user_prompt_submit.py), which tests/core/test_own_context.py holds equal to these.
 
 Standard library only: hooks and the MCP server import this without dagster.
 """

@@ -60,8 +60,7 @@ folder has always been read so, every `*.jsonl` a session, and its parse says wh
 holds nothing to remember. Any other file no reader claims is not ingested."""
 
 LABELS: dict[str, str] = {agent: reader.label for agent, reader in READERS.items()}
-"""Every agent, as people name it: what filters accept and answers show (the hooks, which run
-without this package, keep a copy in hooks/librarian_recall.py that a test holds equal)."""
+"""Every agent, as people name it: what filters accept and answers show, the hooks' text too."""
 
 
 class UnknownAgent(ValueError):

@@ -48,7 +48,7 @@ def mcp_url_of(raw: str) -> str:
 
 
 def recall_url_of(mcp_url: str) -> str:
-    """Where the hooks ask (as hooks/librarian_recall.recall_url puts it beside /mcp)."""
+    """Where the hooks ask (as hooks/librarian_memory.url_of puts it beside /mcp)."""
     return mcp_url[: -len("/mcp")] + "/recall"
 
 

@@ -2,7 +2,7 @@
 files it changed, enough to judge it without asking for its digest (`librarian search`).
 
 The MCP tool returns the same facts as fields of each result (core/store/rows.py: ChunkResult);
-the prompt hook renders its own, with the standard library only (hooks/librarian_recall.py).
+the hooks' text, for an agent's model, is written by core/recall/hook_text.py.
 
 A card names the agent that wrote its session beside the project ("git-sync · Codex") when that
 is not Claude Code: the sessions of most stores are mostly Claude Code's, and a name on every card

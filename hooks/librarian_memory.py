@@ -1,0 +1,504 @@
+"""What the recall server remembers, asked for an agent's hook: the past sessions that bear on a
+prompt (`POST /recall`), and at the first Read or edit of a file in a session the earlier
+sessions that changed it (`POST /history`). The server writes the text the agent reads
+(core/recall/hook_text.py); this module finds what to ask with (the prompt, the file, the cwd,
+the branch, the repository's remote), asks within a deadline, and hands the text on.
+
+The agent is waiting: the whole request (name lookup, connect, send, read) runs in a daemon
+thread that is waited for at most `LIBRARIAN_RECALL_TIMEOUT_MS` (800) or
+`LIBRARIAN_HISTORY_TIMEOUT_MS` (300). Per-socket timeouts alone would not bound it: a server that
+trickles bytes resets them on every read, and a name lookup ignores them. A server that missed a
+deadline is left alone for a while (librarian_hooklib.hung_lately). Everything fails open: no
+context, the prompt or the tool call goes on as it would without it. The server's text is taken
+as untrusted: at most MAX_CONTEXT_CHARS, else dropped, and never a permission decision.
+
+Once per file per agent of a session (a subagent has a context of its own): a marker file taken
+with O_EXCL, so two parallel Reads of one file cannot both add it; a failed ask gives it back.
+
+`socket` and `threading` are imported only when the server is really asked, and `http.client`
+only for an https server: it costs ~32 ms under `python3 -S` (docs/decisions/0033).
+"""
+
+import json
+import os
+import stat
+import time
+
+import librarian_hooklib as lib
+
+DEFAULT_URL = "http://127.0.0.1:3201/recall"
+MIN_TIMEOUT_MS, MAX_TIMEOUT_MS = 50, 5000  # hooks.json gives a hook 10 s
+LIMIT = 3  # chunks or sessions asked for: the few best, not a page of results
+MAX_QUERY_CHARS = 2000  # the endpoint's limit: the start of a long prompt says what it is about
+MAX_PATH_CHARS = 4096  # the endpoint's limit for a cwd or a path; a longer one is not sent
+MAX_BRANCH_CHARS = 200
+MAX_RESPONSE_BYTES = 1024 * 1024
+MAX_CONTEXT_CHARS = 10000  # Claude Code spills a longer hook output to a file
+MAX_GIT_WALK = 64  # folders looked at on the way up to the one holding `.git`
+MAX_GIT_READ = 4200  # bytes of `.git`, HEAD or a config read: a ref line is short
+MAX_TOOL_TEXT = 8000  # a patch names its files in its headers, a command its operands
+MAX_TOUCHED = 20
+OFF = ("off", "0", "false", "no")
+SEEN = "history seen"
+HOOK_CONTEXT = ("<hook_context>", "</hook_context>")
+
+
+class Failed(Exception):
+    """The server could not be asked or gave no usable answer; the message is safe to log."""
+
+
+def _off(env, *names: str) -> bool:
+    return any((env.get(name) or "").strip().lower() in OFF for name in names)
+
+
+def _ms(env, name: str, default: int) -> int:
+    try:
+        return max(MIN_TIMEOUT_MS, min(MAX_TIMEOUT_MS, int(env.get(name, default))))
+    except ValueError:
+        return default
+
+
+def _budget(env, name: str, body: dict) -> None:
+    """The user's budget, sent as it is: the server keeps it within what a hook hands on."""
+    value = (env.get(name) or "").strip()
+    if value.removeprefix("-").isdigit():
+        body["budget"] = int(value)
+
+
+def url_of(env, name: str) -> str:
+    """`/<name>` beside `LIBRARIAN_RECALL_URL`'s `/recall`, else beside the MCP URL's `/mcp`."""
+    url = env.get("LIBRARIAN_RECALL_URL") or ""
+    mcp = (env.get("LIBRARIAN_MCP_URL") or "").rstrip("/")
+    if not url:
+        url = (mcp[: -len("/mcp")] if mcp.endswith("/mcp") else mcp) + "/recall" if mcp else ""
+    url = (url or DEFAULT_URL).rstrip("/")
+    return (url[: -len("/recall")] if url.endswith("/recall") else url) + "/" + name
+
+
+def sendable(text, limit: int) -> bool:
+    """Whether the endpoint takes `text` as it is: a refused request would cost the answer."""
+    if not isinstance(text, str) or not text or len(text) > limit or "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")  # a lone surrogate (a \ud800 escape in the event) cannot go
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _cwd(event: dict) -> str | None:
+    cwd = event.get("cwd")
+    return (
+        cwd
+        if isinstance(cwd, str) and sendable(cwd, MAX_PATH_CHARS) and os.path.isabs(cwd)
+        else None
+    )
+
+
+# -- the request ---------------------------------------------------------------------------------
+
+
+def ask(env, what: str, body: dict, timeout_ms: int) -> tuple[dict | None, str]:
+    """(the answer, or None; what happened, for the log), within `timeout_ms`. Never raises.
+    Failures say our own words or an exception's class only: OS errors can carry addresses, and
+    nothing here may carry the prompt or the token."""
+    start = time.perf_counter()
+    url, token, timeout = url_of(env, what), env.get("LIBRARIAN_MCP_TOKEN") or "", timeout_ms / 1e3
+    try:
+        data = json.dumps(body).encode("ascii")
+        answer = within(timeout, lambda: fetch(url, data, token, timeout))
+    except (Failed, OSError, ValueError) as exc:
+        why = str(exc) if isinstance(exc, Failed) else type(exc).__name__
+        lib.count_hang(env, why == "timeout")
+        return None, f"failed ({why}) in {(time.perf_counter() - start) * 1e3:.0f}ms"
+    lib.count_hang(env, False)
+    return answer, f"in {(time.perf_counter() - start) * 1e3:.0f}ms"
+
+
+def told(answer: dict) -> tuple[str | None, str]:
+    """The server's text for the agent, and what it says of it."""
+    text, note = answer.get("context"), answer.get("note")
+    if text is not None and (not isinstance(text, str) or len(text) > MAX_CONTEXT_CHARS):
+        return None, "not a context"
+    if text:
+        return text, f"added {answer.get('sessions')} sessions, {len(text)} chars"
+    return None, f"none ({note})" if isinstance(note, str) and len(note) < 200 else "none"
+
+
+def fetch(url: str, body: bytes, token: str, timeout_s: float) -> dict:
+    """One POST; the answer as a dict. Raises Failed (or OSError) on anything else. Plain HTTP
+    goes over a socket written here, HTTPS (a server elsewhere) through `http.client`."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise Failed("bad url")
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if token:
+        headers["Authorization"] = "Bearer " + token
+    post = _post_plain if parts.scheme == "http" else _post_tls
+    status, data = post(parts, body, headers, timeout_s)
+    if status in (401, 403):
+        raise Failed(f"refused ({status})")
+    if status != 200:
+        raise Failed(f"http {status}")
+    if len(data) > MAX_RESPONSE_BYTES:
+        raise Failed("answer too large")
+    try:
+        answer = json.loads(data.decode("utf-8"))
+    except ValueError:
+        raise Failed("answer is not JSON") from None
+    if not isinstance(answer, dict):
+        raise Failed("answer is not an object")
+    return answer
+
+
+def _post_tls(parts, body: bytes, headers: dict, timeout_s: float) -> tuple[int, bytes]:
+    import http.client
+
+    conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout_s)
+    try:
+        conn.request("POST", parts.path or "/", body=body, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read(MAX_RESPONSE_BYTES + 1)
+    except http.client.HTTPException as exc:  # not an HTTP server, or it hung up mid-answer
+        raise Failed(type(exc).__name__) from None
+    finally:
+        conn.close()
+
+
+def _post_plain(parts, body: bytes, headers: dict, timeout_s: float) -> tuple[int, bytes]:
+    """HTTP/1.1 with `Connection: close`: the answer is all the server sends before it closes."""
+    import socket
+
+    host, port = parts.hostname, parts.port or 80
+    netloc = f"[{host}]" if ":" in host else host
+    lines = [f"POST {parts.path or '/'} HTTP/1.1", f"Host: {netloc}:{port}",
+             f"Content-Length: {len(body)}", "Connection: close"]  # fmt: skip
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+    received, size = [], 0
+    with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        sock.sendall(request)
+        while chunk := sock.recv(65536):
+            received.append(chunk)
+            size += len(chunk)
+            if size > MAX_RESPONSE_BYTES + 65536:
+                raise Failed("answer too large")
+    head, found, data = b"".join(received).partition(b"\r\n\r\n")
+    status_line, *header_lines = head.split(b"\r\n")
+    words = status_line.split()
+    if not found or len(words) < 2 or not words[0].startswith(b"HTTP/1.") or not words[1].isdigit():
+        raise Failed("not an HTTP answer")
+    names = {line.partition(b":")[0].strip().lower(): line.partition(b":")[2].strip()
+             for line in header_lines}  # fmt: skip
+    if names.get(b"transfer-encoding", b"").lower() == b"chunked":
+        data = _unchunked(data)
+    elif names.get(b"content-length", b"").isdigit():
+        length = int(names[b"content-length"])
+        if len(data) < length:
+            raise Failed("answer cut short")
+        data = data[:length]
+    return int(words[1]), data
+
+
+def _unchunked(data: bytes) -> bytes:
+    out, at = [], 0
+    while True:
+        end = data.find(b"\r\n", at)
+        if end < 0:
+            raise Failed("answer cut short")
+        try:
+            size = int(data[at:end].split(b";")[0], 16)
+        except ValueError:
+            raise Failed("not an HTTP answer") from None
+        if size == 0:
+            return b"".join(out)
+        out.append(data[end + 2 : end + 2 + size])
+        if len(out[-1]) < size:
+            raise Failed("answer cut short")
+        at = end + 2 + size + 2
+
+
+def within(timeout_s: float, work):
+    """`work()`'s value, or Failed("timeout") once `timeout_s` has passed: the call runs in a
+    daemon thread, abandoned past the deadline (it dies with the process)."""
+    import threading
+
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["answer"] = work()
+        except BaseException as exc:  # handed to the waiting thread, which decides
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, name="librarian-ask", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive() or isinstance(box.get("error"), TimeoutError):
+        raise Failed("timeout")  # the join's deadline, or the socket's own (the same one)
+    if "error" in box:
+        raise box["error"]
+    return box["answer"]
+
+
+# -- where the question comes from: git's files, read as git reads them ---------------------------
+
+
+def _read_start(path: str) -> str | None:
+    """The first MAX_GIT_READ bytes of a regular file as text; None for anything else. Opened
+    without blocking and checked before reading: a FIFO named HEAD must not hang the hook."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except (OSError, ValueError):  # ValueError: a NUL in the path
+        return None
+    try:
+        data = os.read(fd, MAX_GIT_READ) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except OSError:
+        data = None
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("utf-8") if data is not None else None
+    except UnicodeDecodeError:
+        return None
+
+
+def _dotgit(cwd: str) -> tuple[str, str, int] | None:
+    """The first `.git` at or above `cwd`, as git finds it: (its folder, its path, its mode)."""
+    try:
+        folder = os.path.abspath(cwd)
+        for _ in range(MAX_GIT_WALK):
+            dotgit = os.path.join(folder, ".git")
+            try:
+                return folder, dotgit, os.stat(dotgit).st_mode
+            except OSError:
+                pass
+            if os.path.dirname(folder) == folder:
+                return None
+            folder = os.path.dirname(folder)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def git_root(cwd: str) -> str | None:
+    """The top folder of the checkout (or worktree) holding `cwd`, or None."""
+    found = _dotgit(cwd)
+    return found[0] if found else None
+
+
+def _gitdir(cwd: str) -> str | None:
+    """The git folder of the repository holding `cwd`: `.git`, or for a worktree or submodule
+    the folder its `gitdir: <path>` file names (relative to the folder holding it)."""
+    found = _dotgit(cwd)
+    if found is None:
+        return None
+    folder, dotgit, mode = found
+    if stat.S_ISDIR(mode):
+        return dotgit
+    text = _read_start(dotgit)
+    line = text.splitlines()[0] if text else ""
+    gitdir = line.removeprefix("gitdir:").strip()
+    if not line.startswith("gitdir:") or not gitdir or "\0" in gitdir:
+        return None
+    return os.path.join(folder, gitdir)
+
+
+def git_branch(cwd: str) -> str | None:
+    """The branch checked out in the repository holding `cwd` (`ref: refs/heads/<name>` in
+    HEAD); a detached or odd HEAD names none."""
+    gitdir = _gitdir(cwd)
+    text = _read_start(os.path.join(gitdir, "HEAD")) if gitdir else None
+    line = text.splitlines()[0].strip() if text else ""
+    name = line.removeprefix("ref: refs/heads/")
+    # Git refuses spaces and control characters in a branch name; a HEAD with them is not git's.
+    if name == line or not sendable(name, MAX_BRANCH_CHARS):
+        return None
+    return None if any(c.isspace() or not c.isprintable() for c in name) else name
+
+
+def git_remote(cwd: str) -> str | None:
+    """The `origin` remote (else the first) of the repository holding `cwd`, as its git config
+    (a worktree's is the main repository's) says, without a user or password. With a file's
+    history question it tells the server a teammate's checkout named otherwise."""
+    import re
+
+    gitdir = _gitdir(cwd)
+    if gitdir is None:
+        return None
+    common = (_read_start(os.path.join(gitdir, "commondir")) or "").strip()
+    urls: dict[str, str] = {}
+    section = ""
+    for raw in (_read_start(os.path.join(gitdir, common, "config")) or "").splitlines():
+        line = raw.strip()
+        if line.startswith("["):
+            section = line
+        elif section.startswith("[remote ") and line.partition("=")[0].strip() == "url":
+            urls.setdefault(section, line.partition("=")[2].strip())
+    url = urls.get('[remote "origin"]') or next(iter(urls.values()), None)
+    if not url or not sendable(url, 400):
+        return None
+    return re.sub(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", r"\1", url, flags=re.I)
+
+
+# -- the prompt ----------------------------------------------------------------------------------
+
+
+def typed(prompt):
+    """The words the user typed. Gemini CLI, headless, hands BeforeAgent the prompt with its
+    SessionStart hooks' context put before it (`<hook_context>...</hook_context>\\n\\n`)."""
+    if not isinstance(prompt, str):
+        return prompt
+    opening, closing = HOOK_CONTEXT
+    rest = prompt.lstrip()
+    if not rest.startswith(opening):
+        return prompt
+    while rest.startswith(opening) and closing in rest:
+        rest = rest[rest.index(closing) + len(closing) :].lstrip()
+    return rest
+
+
+def recall(event: dict, env) -> tuple[str | None, str]:
+    """(text or None, outcome for the log) for a prompt. Never raises: recall must not cost the
+    reminder. The request says where the prompt comes from (its cwd and branch), so the server
+    ranks that project's sessions, and earlier work on that branch, first."""
+    try:
+        if _off(env, "LIBRARIAN_RECALL"):
+            return None, "recall off"
+        prompt = typed(event.get("prompt"))
+        if not isinstance(prompt, str) or not prompt.strip():
+            return None, "recall skipped (no prompt)"
+        if lib.hung_lately(env):
+            return None, "recall skipped (server hung lately)"
+        timeout = _ms(env, "LIBRARIAN_RECALL_TIMEOUT_MS", 800)
+        body: dict = {"query": prompt[:MAX_QUERY_CHARS], "limit": LIMIT, "deadline_ms": timeout}
+        _budget(env, "LIBRARIAN_RECALL_BUDGET", body)
+        cwd = _cwd(event)
+        if cwd:
+            body["cwd"] = cwd
+            branch = git_branch(cwd)
+            if branch:
+                body["git_branch"] = branch
+        answer, said = ask(env, "recall", body, timeout)
+        if answer is None:
+            return None, f"recall {said}"
+        text, outcome = told(answer)
+        return text, f"recall {outcome} {said}"
+    except Exception as exc:
+        return None, f"recall error: {type(exc).__name__}"
+
+
+# -- a file's history ----------------------------------------------------------------------------
+
+
+def touched(event: dict, agent: str, env) -> tuple[str, list[str], str]:
+    """(action, files, outcome) of a tool call that names no file (a shell command, a patch), as
+    the server's reader of `agent` says (`POST /touches`); relative paths joined to the cwd."""
+    try:
+        if _off(env, "LIBRARIAN_HISTORY", "LIBRARIAN_RECALL"):
+            return "", [], "history off"
+        if lib.hung_lately(env):
+            return "", [], "history skipped (server hung lately)"
+        name, tool_input = event.get("tool_name"), event.get("tool_input")
+        if not isinstance(name, str) or not isinstance(tool_input, dict):
+            return "", [], "no tool call"
+        shortened = {k: v[:MAX_TOOL_TEXT] if isinstance(v, str) else v
+                     for k, v in tool_input.items()}  # fmt: skip
+        body: dict = {"agent": agent, "tool_name": name[:200], "tool_input": shortened}
+        cwd = _cwd(event)
+        if cwd:
+            body["cwd"] = cwd
+        timeout = _ms(env, "LIBRARIAN_HISTORY_TIMEOUT_MS", 300)
+        answer, said = ask(env, "touches", body, timeout)
+        action, paths = (answer or {}).get("action"), (answer or {}).get("paths")
+        if not isinstance(action, str) or not isinstance(paths, list):
+            return "", [], f"touches {said if answer is None else 'failed (no paths)'}"
+        base = cwd or lib.event_cwd(event, env)
+        files = [os.path.normpath(os.path.join(base, p)) for p in paths[:MAX_TOUCHED]
+                 if sendable(p, MAX_PATH_CHARS)]  # fmt: skip
+        return action, files, f"{action or 'nothing'} of {len(files)} files {said}"
+    except Exception as exc:
+        return "", [], f"touches error: {type(exc).__name__}"
+
+
+def _marker(event: dict, path: str, env) -> str | None:
+    """This file's once-per-session marker (per agent); None without a session id."""
+    import zlib
+
+    state = lib.open_session_state(event, ".seen", env)
+    if state is None:
+        return None
+    key = f"{event.get('agent_id') or ''}\x00{path}".encode("utf-8", "replace")
+    return f"{state}.{zlib.crc32(key):08x}{len(key):x}"
+
+
+def _take(marker: str | None) -> bool:
+    """Whether this is the first touch: the marker was not there and now is."""
+    try:
+        if marker is not None:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    except OSError:
+        pass  # no state can be kept: better twice than never
+    return True
+
+
+def _give_back(marker: str | None) -> bool:
+    """Remove the marker, so that a later touch asks again; whether it was there."""
+    if marker is None:
+        return False
+    try:
+        os.remove(marker)
+    except OSError:
+        return False
+    return True
+
+
+def _history_body(event: dict, path: str, env) -> dict:
+    body: dict = {"path": path, "limit": LIMIT}
+    _budget(env, "LIBRARIAN_HISTORY_BUDGET", body)
+    cwd = _cwd(event)
+    if cwd:
+        body["cwd"] = cwd
+    root = git_root(os.path.dirname(path))
+    if root and sendable(root, MAX_PATH_CHARS):
+        body["root"] = root
+        remote = git_remote(root)
+        if remote:
+            body["remote"] = remote
+    # The task at hand is the server's to read from the live transcript, by the agent's reader.
+    named = (("transcript_path", "transcript_path", MAX_PATH_CHARS),
+             ("subagent", "agent_id", 200), ("session_id", "session_id", 200))  # fmt: skip
+    for key, theirs, limit in named:
+        if sendable(event.get(theirs), limit):
+            body[key] = event[theirs]
+    return body
+
+
+def history(event: dict, path: str, env) -> tuple[str | None, str]:
+    """(text or None, outcome for the log) for a touch of `path`. Never raises."""
+    try:
+        if _off(env, "LIBRARIAN_HISTORY", "LIBRARIAN_RECALL"):
+            return None, "history off"
+        if not sendable(path, MAX_PATH_CHARS):
+            return None, "history skipped (path)"
+        if f"{os.sep}{lib.LIBRARY_DIRNAME}{os.sep}" in path:
+            return None, "history skipped (library note)"
+        if lib.hung_lately(env):
+            return None, "history skipped (server hung lately)"
+        marker = _marker(event, path, env)
+        if not _take(marker):
+            return None, SEEN
+        timeout = _ms(env, "LIBRARIAN_HISTORY_TIMEOUT_MS", 300)
+        answer, said = ask(env, "history", _history_body(event, path, env), timeout)
+        if answer is None:
+            _give_back(marker)  # asked again at a later touch
+            return None, f"history {said}"
+        text, outcome = told(answer)
+        return text, f"history {outcome} {said}"
+    except Exception as exc:
+        return None, f"history error: {type(exc).__name__}"
