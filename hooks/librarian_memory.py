@@ -374,7 +374,7 @@ def recall(event: dict, env) -> tuple[str | None, str]:
         if lib.hung_lately(env):
             return None, "recall skipped (server hung lately)"
         timeout = _ms(env, "LIBRARIAN_RECALL_TIMEOUT_MS", 800)
-        body: dict = {"query": prompt[:MAX_QUERY_CHARS], "limit": LIMIT, "deadline_ms": timeout}
+        body: dict = {"prompt": prompt[:MAX_QUERY_CHARS], "limit": LIMIT, "deadline_ms": timeout}
         _budget(env, "LIBRARIAN_RECALL_BUDGET", body)
         cwd = _cwd(event)
         if cwd:
@@ -470,8 +470,9 @@ def _history_body(event: dict, path: str, env) -> dict:
         remote = git_remote(root)
         if remote:
             body["remote"] = remote
-    # The task at hand is the server's to read from the live transcript, by the agent's reader.
-    named = (("transcript_path", "transcript_path", MAX_PATH_CHARS),
+    # The task at hand is the server's to read from the live transcript, by the agent's reader;
+    # a plugin whose agent keeps no transcript file sends the session's latest prompt as `task`.
+    named = (("transcript_path", "transcript_path", MAX_PATH_CHARS), ("task", "task", 2000),
              ("subagent", "agent_id", 200), ("session_id", "session_id", 200))  # fmt: skip
     for key, theirs, limit in named:
         if sendable(event.get(theirs), limit):
@@ -502,3 +503,14 @@ def history(event: dict, path: str, env) -> tuple[str | None, str]:
         return text, f"history {outcome} {said}"
     except Exception as exc:
         return None, f"history error: {type(exc).__name__}"
+
+
+def first_history(event: dict, paths: list[str], env) -> tuple[str | None, str]:
+    """The history of the first of a tool call's files not seen yet in this session: one a
+    call."""
+    text, outcome = None, "no file"
+    for path in paths:
+        text, outcome = history(event, path, env)  # never raises
+        if outcome != SEEN:
+            break
+    return text, outcome

@@ -44,11 +44,7 @@ def handle(event: dict, env=None, agent: str = agents.HOME_AGENT):
             return None, outcome
         changes = action == "change"
     noted, outcome = inject.notes(event, paths[0], env) if changes else (None, "a read")
-    # The first file of the call not seen yet in this session: one history per tool call.
-    for path in paths:
-        recalled, history_outcome = memory.history(event, path, env)  # never raises
-        if history_outcome != memory.SEEN:
-            break
+    recalled, history_outcome = memory.first_history(event, paths, env)  # never raises
     texts = [t for t in (noted, recalled) if t]
     outcome = f"{outcome}; {history_outcome}"
     if not texts:

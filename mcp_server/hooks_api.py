@@ -1,11 +1,13 @@
 """The hooks' REST adapter: `POST /recall`, `/history` and `/touches`, one round trip each, for a
 hook with no MCP client and a deadline of under a second (docs/decisions/0004).
 
-`/recall` and `/history` answer with the text the agent reads, finished
-(core/recall/hook_text.py), within the budget the caller sends: `{"context": str | null,
-"sessions": int, "note": str | null}`; every agent's hooks and plugins only print it. The facts
-under it are what the MCP tool answers (`_through_tool`: the same threshold, the same refusals),
-and the asker is the token's person (a teammate's session names whose it is).
+`/recall` and `/history` answer what their MCP tool answers (`_through_tool`: the same
+threshold, the same refusals), which `librarian search` and `librarian history` print, and beside
+it the text an agent reads, finished (core/recall/hook_text.py) within the budget the caller
+sends: `"context"` (null for nothing) and how many `"sessions"` it names. Every agent's hooks and
+plugins only print it. The asker is the token's person (a teammate's session names whose it is).
+A hook sends what the user typed as `prompt`, not `query`: one that says too little (a slash
+command, under four words) is not looked up.
 
 Guarded by middleware on each route: Starlette's body limit, the loopback guard (`LoopbackOnly`,
 the rule the SDK applies to /mcp on loopback) and, with tokens, the SDK's
@@ -28,7 +30,7 @@ from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
@@ -80,7 +82,11 @@ class RecallRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    query: Text = Field(min_length=1, max_length=2000, description="What to recall.")
+    query: Text | None = Field(default=None, min_length=1, max_length=2000)
+    """What to recall."""
+    prompt: Text | None = Field(default=None, min_length=1, max_length=2000)
+    """What a user typed to an agent, in place of `query`: not looked up when it says too
+    little."""
     limit: int = Field(default=3, ge=1, le=RECALL_MAX_LIMIT, description="How many chunks.")
     cwd: Text | None = Field(default=None, max_length=MAX_PATH)
     git_branch: Text | None = Field(default=None, max_length=200)
@@ -97,10 +103,21 @@ class RecallRequest(BaseModel):
     """How long the caller waits for the answer: git's check of the sessions' files stops in
     time for it."""
 
+    @model_validator(mode="after")
+    def _one_question(self) -> "RecallRequest":
+        if (self.query is None) == (self.prompt is None):
+            raise ValueError("one of query and prompt")
+        return self
+
+    @property
+    def asked(self) -> str:
+        return self.query or self.prompt or ""
+
 
 _RECALL_SHAPE = (
-    '{"query": str, "limit": 1..10} and optionally "cwd", "git_branch", "project", "agent", '
-    '"person", "domain", "tags", "any_tags", "since", "until", "budget", "deadline_ms"'
+    '{"query": str, "limit": 1..10} (or "prompt" in place of "query") and optionally "cwd", '
+    '"git_branch", "project", "agent", "person", "domain", "tags", "any_tags", "since", "until", '
+    '"budget", "deadline_ms"'
 )
 STALE_DEFAULT_S = 0.3
 """git's share of an answer whose caller says no deadline."""
@@ -161,8 +178,11 @@ _TOUCHES_SHAPE = '{"agent": str, "tool_name": str, "tool_input": {...}} and opti
 def _recall_arguments(asked: RecallRequest) -> dict[str, object]:
     # The tool's `git_branch` is a filter: the hook's branch is context, its `current_branch`.
     arguments = asked.model_dump(
-        mode="json", exclude_none=True, exclude={"git_branch", "budget", "deadline_ms"}
+        mode="json",
+        exclude_none=True,
+        exclude={"prompt", "git_branch", "budget", "deadline_ms"},
     )
+    arguments["query"] = asked.asked
     if asked.git_branch is not None:
         arguments["current_branch"] = asked.git_branch
     return arguments
@@ -192,16 +212,19 @@ async def _through_tool(
     return facts.model_validate(result.structured_content)
 
 
-def _told(text: str | None, sessions: int, note: str | None = None) -> JSONResponse:
-    return JSONResponse({"context": text, "sessions": sessions, "note": note})
+def _told(facts: BaseModel, text: str | None, sessions: int) -> JSONResponse:
+    """The tool's answer, and the text for an agent beside it."""
+    return JSONResponse({**facts.model_dump(mode="json"), "context": text, "sessions": sessions})
 
 
 def _recall(server: MCPServer, own_person: str) -> "Answer[RecallRequest]":
     async def answer(asked: RecallRequest) -> Response:
         started = time.perf_counter()
-        skipped = skip_reason(asked.query)
+        skipped = skip_reason(asked.prompt) if asked.prompt is not None else None
         if skipped:
-            return _told(None, 0, skipped)
+            # Not looked up: no result could reach any relevance.
+            nothing = SearchResult(query=asked.asked, results=[], min_relevance=1.0, note=skipped)
+            return _told(nothing, None, 0)
         facts = await _through_tool(
             server, "recall", "search_chunks", _recall_arguments(asked), SearchResult
         )
@@ -214,7 +237,7 @@ def _recall(server: MCPServer, own_person: str) -> "Answer[RecallRequest]":
         text, named = await anyio.to_thread.run_sync(  # git runs: not on the event loop
             lambda: recall_text(facts.results, budget, asker, asked.cwd, started + wait)
         )
-        return _told(text, named, None if text else facts.note or "nothing relevant")
+        return _told(facts, text, named)
 
     return answer
 
@@ -229,7 +252,7 @@ def _history(server: MCPServer, own_person: str) -> "Answer[HistoryRequest]":
         budget = budget_of(asked.budget, HISTORY_BUDGET)
         shown = Path(asked.path).name
         text, named = history_text(facts, shown, budget, caller_person(own_person))
-        return _told(text, named, None if text else facts.note)
+        return _told(facts, text, named)
 
     return answer
 

@@ -13,16 +13,7 @@
 // it asks that server. Every exported function of a module is an OpenCode plugin: this one
 // exports one.
 
-import {
-  fileHistory,
-  isObject,
-  logFile,
-  logLine,
-  recallContext,
-  rememberPrompt,
-  withServer,
-  workingDir,
-} from "../shared/memory.js"
+import { fileHistory, isObject, recallContext, workingDir } from "../shared/memory.js"
 
 const AGENT = "opencode"
 // OpenCode's file tools (packages/opencode/src/tool/): read, edit and write name `filePath`;
@@ -59,16 +50,10 @@ export const LibrarianPlugin = async ({ directory }, options) => {
   const server = options?.server
   return {
     "chat.message": async (input, output) => {
-      const start = performance.now()
-      const env = withServer(process.env, server)
-      let outcome
       try {
         const message = output?.message
         const sessionID = input?.sessionID || message?.sessionID
-        const prompt = typedText(output?.parts)
-        rememberPrompt(sessionID, prompt)
-        let text
-        ;[text, outcome] = await recallContext(prompt, cwd, env)
+        const text = await recallContext(AGENT, typedText(output?.parts), sessionID, cwd, process.env, server)
         if (text && message && Array.isArray(output.parts))
           output.parts.push({
             id: partIdAfter(output.parts),
@@ -78,24 +63,14 @@ export const LibrarianPlugin = async ({ directory }, options) => {
             synthetic: true,
             text,
           })
-      } catch (error) {
-        outcome = `recall error: ${error?.name || "error"}`
-      }
-      logLine(`${AGENT} chat.message`, outcome, performance.now() - start, logFile(AGENT, env))
+      } catch {} // memory must never break a prompt
     },
     "tool.execute.after": async (input, output) => {
       if (!FILE_TOOLS.has(input?.tool)) return
-      const start = performance.now()
-      const env = withServer(process.env, server)
-      let outcome
       try {
-        let text
-        ;[text, outcome] = await fileHistory(AGENT, input.tool, input.args, input.sessionID, cwd, env)
+        const text = await fileHistory(AGENT, input.tool, input.args, input.sessionID, cwd, process.env, server)
         if (text && typeof output?.output === "string") output.output += "\n\n" + text
-      } catch (error) {
-        outcome = `history error: ${error?.name || "error"}`
-      }
-      logLine(`${AGENT} tool.execute.after ${input.tool}`, outcome, performance.now() - start, logFile(AGENT, env))
+      } catch {}
     },
   }
 }

@@ -18,7 +18,7 @@ import { readFileSync } from "node:fs"
 import { homedir } from "node:os"
 import path from "node:path"
 
-import { fileHistory, logFile, logLine, recallContext, rememberPrompt, withServer, workingDir } from "../shared/memory.js"
+import { fileHistory, recallContext, workingDir } from "../shared/memory.js"
 
 const AGENT = "pi"
 // Pi's file tools (dist/core/tools/): read, edit and write name their file as `path`.
@@ -64,37 +64,22 @@ function sessionOf(ctx: Context): string | undefined {
 
 export default function librarian(pi: ExtensionAPI) {
   pi.on("before_agent_start", async (event, ctx) => {
-    const start = performance.now()
-    const env = withServer(process.env, serverOf(ctx?.cwd, process.env))
-    let outcome = "recall error"
-    let message
     try {
       const prompt = typeof event?.prompt === "string" ? event.prompt : ""
-      rememberPrompt(sessionOf(ctx), prompt)
-      let text
-      ;[text, outcome] = await recallContext(prompt, workingDir(ctx?.cwd), env)
-      if (text) message = { customType: "librarian", content: text, display: false }
-    } catch (error) {
-      outcome = `recall error: ${(error as Error)?.name || "error"}`
-    }
-    logLine(`${AGENT} before_agent_start`, outcome, performance.now() - start, logFile(AGENT, env))
-    return message ? { message } : undefined
+      const server = serverOf(ctx?.cwd, process.env)
+      const text = await recallContext(AGENT, prompt, sessionOf(ctx), workingDir(ctx?.cwd), process.env, server)
+      if (text) return { message: { customType: "librarian", content: text, display: false } }
+    } catch {} // memory must never break a prompt
+    return undefined
   })
 
   pi.on("tool_result", async (event, ctx) => {
     if (!FILE_TOOLS.has(event?.toolName) || event.isError) return undefined
-    const start = performance.now()
-    const env = withServer(process.env, serverOf(ctx?.cwd, process.env))
-    let outcome = "history error"
-    let result
     try {
-      let text
-      ;[text, outcome] = await fileHistory(AGENT, event.toolName, event.input, sessionOf(ctx), workingDir(ctx?.cwd), env)
-      if (text && Array.isArray(event.content)) result = { content: [...event.content, { type: "text" as const, text }] }
-    } catch (error) {
-      outcome = `history error: ${(error as Error)?.name || "error"}`
-    }
-    logLine(`${AGENT} tool_result ${event.toolName}`, outcome, performance.now() - start, logFile(AGENT, env))
-    return result
+      const server = serverOf(ctx?.cwd, process.env)
+      const text = await fileHistory(AGENT, event.toolName, event.input, sessionOf(ctx), workingDir(ctx?.cwd), process.env, server)
+      if (text && Array.isArray(event.content)) return { content: [...event.content, { type: "text" as const, text }] }
+    } catch {}
+    return undefined
   })
 }

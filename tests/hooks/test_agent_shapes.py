@@ -136,7 +136,7 @@ def test_a_copilot_prompt_gets_recall_flat(hooks, tmp_path):
     assert text is not None and text.startswith(RECALL) and "s-recalled" in text
     [(_, path, _, body)] = server.requests
     assert path == "/recall"
-    assert json.loads(body)["query"] == "How did we release the cache lock last time?"
+    assert json.loads(body)["prompt"] == "How did we release the cache lock last time?"
 
 
 @pytest.mark.process

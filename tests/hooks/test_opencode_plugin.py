@@ -187,7 +187,7 @@ def test_what_it_asks_the_server(bun, tmp_path, server):
     assert added(said[0]) == []  # nothing relevant: nothing added
     assert {r.headers["Authorization"] for r in server.requests} == {"Bearer s3cret"}
     assert server.asked("/recall") == [
-        {"query": "how did we fix the verbose flag", "limit": 3, "deadline_ms": 800,
+        {"prompt": "how did we fix the verbose flag", "limit": 3, "deadline_ms": 800,
          "cwd": str(tmp_path), "git_branch": "fix/flags"}
     ]  # fmt: skip
     # Every file tool's call is read by the server's reader; bash is not a file tool.

@@ -67,7 +67,7 @@ def test_a_repository_made_by_git_gives_its_branch_from_any_folder_inside(hooks,
     deep = repo / "src" / "pkg"
     deep.mkdir(parents=True)
     body = _ask(hooks, str(deep))
-    assert body == {"query": PROMPT, "limit": 3, "cwd": str(deep), "git_branch": "feat/lock-fix"}
+    assert body == {"prompt": PROMPT, "limit": 3, "cwd": str(deep), "git_branch": "feat/lock-fix"}
 
 
 def test_a_worktree_and_a_submodule_style_gitdir_file(hooks, tmp_path):
@@ -88,10 +88,10 @@ def test_a_worktree_and_a_submodule_style_gitdir_file(hooks, tmp_path):
 def test_a_detached_head_and_no_repository_send_the_cwd_alone(hooks, tmp_path):
     repo = _repo(tmp_path / "repo")
     _git(repo, "checkout", "-q", "--detach")
-    assert _ask(hooks, str(repo)) == {"query": PROMPT, "limit": 3, "cwd": str(repo)}
+    assert _ask(hooks, str(repo)) == {"prompt": PROMPT, "limit": 3, "cwd": str(repo)}
     bare = tmp_path / "bare"
     bare.mkdir()
-    assert _ask(hooks, str(bare)) == {"query": PROMPT, "limit": 3, "cwd": str(bare)}
+    assert _ask(hooks, str(bare)) == {"prompt": PROMPT, "limit": 3, "cwd": str(bare)}
 
 
 def _odd_head(dotgit: Path, kind: str) -> None:
@@ -123,7 +123,7 @@ def test_an_odd_head_names_no_branch_and_costs_nothing(hooks, tmp_path, kind):
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
     _odd_head(repo / ".git", kind)
-    assert _ask(hooks, str(repo)) == {"query": PROMPT, "limit": 3, "cwd": str(repo)}
+    assert _ask(hooks, str(repo)) == {"prompt": PROMPT, "limit": 3, "cwd": str(repo)}
 
 
 def test_only_the_start_of_head_is_read(hooks, tmp_path):
@@ -157,4 +157,4 @@ def test_the_walk_up_is_bounded(hooks, tmp_path):
 
 @pytest.mark.parametrize("cwd", ["relative/path", "/x" * 3000, "/a\x00b"])
 def test_a_cwd_the_endpoint_would_refuse_is_not_sent(hooks, cwd):
-    assert _ask(hooks, cwd) == {"query": PROMPT, "limit": 3}
+    assert _ask(hooks, cwd) == {"prompt": PROMPT, "limit": 3}

@@ -143,7 +143,7 @@ def test_the_request_carries_the_prompt_the_token_and_goes_beside_mcp(hooks, bar
     assert headers["Authorization"] == f"Bearer {TOKEN}"
     assert headers["Content-Type"] == "application/json"
     # No repository there: the cwd alone says where the prompt comes from.
-    assert json.loads(body) == {"query": PROMPT, "limit": 3, "deadline_ms": 800, "cwd": bare}
+    assert json.loads(body) == {"prompt": PROMPT, "limit": 3, "deadline_ms": 800, "cwd": bare}
     assert TOKEN not in hooks.log.read_text(encoding="utf-8")
 
 
@@ -155,7 +155,7 @@ def test_what_gemini_s_start_hooks_put_before_the_prompt_is_not_asked_about(hook
     with answering(200, _told(RECALLED)) as server:
         proc = hooks.run("user_prompt_submit", event, _on(server.url))
     [(_, _, _, body)] = server.requests
-    assert json.loads(body)["query"] == PROMPT
+    assert json.loads(body)["prompt"] == PROMPT
     output = json.loads(proc.stdout)["hookSpecificOutput"]
     assert output == {"hookEventName": "BeforeAgent", "additionalContext": RECALLED}
 

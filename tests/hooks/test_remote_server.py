@@ -151,6 +151,6 @@ def test_the_server_the_configuration_names_is_asked_with_the_environment_s_toke
     [(method, path, headers, body)] = server.requests
     assert (method, path) == ("POST", "/recall")
     assert headers["Authorization"] == f"Bearer {TOKEN}"
-    assert json.loads(body)["query"] == PROMPT
+    assert json.loads(body)["prompt"] == PROMPT
     assert "recall none (nothing relevant)" in hooks.log_lines()[-1]
     assert os.environ.get("LIBRARIAN_MCP_TOKEN") != TOKEN  # the test's own, not the machine's

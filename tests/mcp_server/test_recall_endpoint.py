@@ -71,6 +71,10 @@ def test_recall_names_what_search_chunks_finds_in_its_order(served):
 
     tool = asyncio.run(over_mcp())
     assert not tool.is_error and tool.structured_content is not None
+    # The tool's own answer, and the text beside it.
+    assert {k: v for k, v in answer.items() if k not in ("context", "sessions")} == (
+        tool.structured_content
+    )
     found = [r["session_id"] for r in tool.structured_content["results"]]
     assert len(found) == 4 and _named(response) == list(dict.fromkeys(found))
     assert answer["sessions"] == len(set(found))
@@ -91,7 +95,17 @@ def test_limit_defaults_to_three_chunks_and_the_budget_is_the_caller_s(served):
     [("fix the lock", "short prompt"), ("/compact keep the sqlite lock notes", "slash command")],
 )
 def test_a_prompt_that_says_too_little_is_not_looked_up(served, query, note):
-    assert _post(served, {"query": query}).json() == {"context": None, "sessions": 0, "note": note}
+    said = _post(served, {"prompt": query}).json()
+    assert (said["context"], said["sessions"], said["results"], said["note"]) == (None, 0, [], note)
+    # Asked as a search, the same words are looked up.
+    assert _named(_post(served, {"query": query}))
+
+
+def test_a_prompt_is_asked_as_a_query_is(served):
+    prompt, query = (_post(served, {key: QUERY}).json() for key in ("prompt", "query"))
+    assert prompt == query and prompt["context"]
+    both = _post(served, {"query": QUERY, "prompt": QUERY})
+    assert both.status_code == 400 and "one of query and prompt" in both.json()["error"]
 
 
 def test_an_empty_memory_answers_nothing_relevant_with_a_note(store):
@@ -100,7 +114,10 @@ def test_an_empty_memory_answers_nothing_relevant_with_a_note(store):
     ) as url:
         response = _post(url, {"query": QUERY})
     assert response.status_code == 200
-    assert response.json() == {"context": None, "sessions": 0, "note": NOTHING_RELEVANT}
+    said = response.json()
+    assert (said["context"], said["sessions"], said["results"], said["note"]) == (
+        None, 0, [], NOTHING_RELEVANT,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -130,7 +147,7 @@ def test_a_bad_body_is_a_400_that_says_what_is_wrong(served, body, says):
     response = _post(served, body)
     assert response.status_code == 400
     message = response.json()["error"]
-    assert message.startswith('expected {"query": str, "limit": 1..10} and optionally "cwd"')
+    assert message.startswith('expected {"query": str, "limit": 1..10} (or "prompt" in place')
     assert says in message.split(": ", 1)[1]
 
 
