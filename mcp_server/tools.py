@@ -12,6 +12,7 @@ from collections.abc import Callable
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from librarian_dagster.core.capture.readers import LABELS
 from librarian_dagster.core.capture.repository import normal_remote
 from librarian_dagster.core.digest.schema import PRIVATE_DOMAIN
 from librarian_dagster.core.recall.answer import EmbeddingSpaceMismatch, recall
@@ -58,12 +59,12 @@ from mcp_server.parameters import (
 )
 from mcp_server.served import ServedSlot
 
-INSTRUCTIONS = """\
-Librarian remembers past coding-agent sessions (Claude Code, Codex, Gemini CLI, OpenCode, Copilot
-CLI, Pi; each result names its `agent`). Before solving a problem, ask search_chunks
-"have I dealt with this before?" in plain words (an error message, a component, a decision);
-read the whole session with get_digest; browse recent work with list_sessions. Before changing
-a file, file_history says which earlier sessions changed it, and why."""
+INSTRUCTIONS = f"""\
+Librarian remembers past coding-agent sessions ({", ".join(LABELS.values())}; each result names
+its `agent`). Before solving a problem, ask search_chunks "have I dealt with this before?" in
+plain words (an error message, a component, a decision); read the whole session with get_digest;
+browse recent work with list_sessions. Before changing a file, file_history says which earlier
+sessions changed it, and why."""
 
 PRIVATE_REFUSED = "the private domain needs a token with the `private` scope"
 

@@ -19,6 +19,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from librarian_dagster.core.capture.agents import AGENTS
 from tests.template_copies import TemplateCopies
 
 # Small real fixtures live in the repository (see tests/fixtures/README.md), so a clone tests
@@ -31,10 +32,12 @@ CORPUS_ENV = "LIBRARIAN_TEST_CORPUS"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 AGENTS_AWAY = {
-    f"LIBRARIAN_{name}": str(Path(tempfile.gettempdir()) / "librarian-tests-no-agent" / name)
-    for name in ("CODEX_SESSIONS", "GEMINI_SESSIONS", "OPENCODE_DATA", "COPILOT_SESSIONS",
-                 "PI_SESSIONS")
-}  # fmt: skip
+    agent.folder.variable: str(
+        Path(tempfile.gettempdir()) / "librarian-tests-no-agent" / agent.folder.variable
+    )
+    for name, agent in AGENTS.items()
+    if name != "claude-code"  # a test's settings name its own (tests/helpers.py)
+}
 """The other agents' folders, somewhere that never exists: no test reads this machine's own
 sessions (~/.codex, ~/.gemini, ...); a test that wants an agent's folder names its own."""
 for _variable, _folder in AGENTS_AWAY.items():

@@ -16,6 +16,7 @@ import time
 
 import dagster as dg
 
+from librarian_dagster.core.capture.agents import folders
 from librarian_dagster.dead_runs import HOST_TAG, end_dead_runs, this_host
 from tests.conftest import TRANSCRIPTS
 from tests.fake_gemini import FakeGemini, digest_reply
@@ -60,7 +61,7 @@ def test_a_killed_ingest_is_marked_failed_and_the_next_one_completes(tmp_path, d
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("LIBRARIAN_")},
             "LIBRARIAN_HOME": str(settings.home),
-            "LIBRARIAN_MIRROR": str(settings.mirror),
+            "LIBRARIAN_MIRROR": str(folders(settings)["claude-code"]),
             "LIBRARIAN_DATABASE_URL": database_url,
             "LIBRARIAN_DIGEST_PROVIDER": "gemini",
             "GEMINI_API_KEY": KEY,

@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from librarian_dagster.core.assembly.store import Store
+from librarian_dagster.core.capture.agents import folders
 from librarian_dagster.core.models.minilm import local_embedder
 from librarian_dagster.core.service import tokens
 from librarian_dagster.core.service.journal import journal_path
@@ -424,7 +425,7 @@ def test_a_session_both_here_and_pushed_is_read_here_once(server, tmp_path):
     """The server's own mirror holds the session a laptop pushes too (a machine pushing to
     itself): one source, so one ingest, and no tick after it asks again."""
     alice = laptop(tmp_path / "alice", ALICE_CLAUDE, "hello there", codex=False)
-    here = server.settings.mirror / "-home-me-app"
+    here = folders(server.settings)["claude-code"] / "-home-me-app"
     here.mkdir(parents=True)
     source = Path(alice["LIBRARIAN_MIRROR"]) / "-home-me-app" / f"{ALICE_CLAUDE}.jsonl"
     shutil.copy2(source, here / source.name)

@@ -16,7 +16,7 @@ PLUGIN = Path(__file__).resolve().parents[2]
 
 
 def register(add_parser: AddParser) -> None:
-    from librarian_dagster.core.connect.connectors import CONNECTORS
+    from librarian_dagster.core.capture.agents import CONNECTORS
 
     parser = add_parser(
         "connect",
@@ -100,8 +100,8 @@ class _Connection:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from librarian_dagster.core.capture.agents import CONNECTORS
     from librarian_dagster.core.connect import files
-    from librarian_dagster.core.connect.connectors import CONNECTORS
     from librarian_dagster.core.settings import Settings
 
     if args.check:
@@ -136,8 +136,8 @@ def handle(args: argparse.Namespace) -> int:
 def _connect(args: argparse.Namespace, connection: _Connection, where, targets: list) -> list:
     """Apply (or show) `targets`, the connection to `where`; one made to another server is taken
     out first, so that an agent never asks two (its hooks twice, its MCP entry left as it was)."""
+    from librarian_dagster.core.capture.agents import CONNECTORS
     from librarian_dagster.core.connect import files
-    from librarian_dagster.core.connect.connectors import CONNECTORS
 
     connector = CONNECTORS[args.agent]
     server = where.mcp_url if where.remote else None
@@ -192,7 +192,7 @@ def _remote_notes(where) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from librarian_dagster.core.connect.connectors import CONNECTORS
+    from librarian_dagster.core.capture.agents import CONNECTORS
     from librarian_dagster.core.connect.server import TOKEN_VARIABLE, ask
     from librarian_dagster.core.settings import Settings
 

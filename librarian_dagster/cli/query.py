@@ -5,6 +5,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from librarian_dagster.core.capture.readers import AGENTS
 from librarian_dagster.core.commandline import AddParser, iso_date
 
 if TYPE_CHECKING:
@@ -18,9 +19,7 @@ def register(add_parser: AddParser) -> None:
     search.add_argument("query")
     search.add_argument("--project")
     search.add_argument(
-        "--agent",
-        help="only sessions of this coding agent: claude-code, codex, gemini, opencode, "
-        "copilot or pi",
+        "--agent", help=f"only sessions of this coding agent: one of {', '.join(AGENTS)}"
     )
     search.add_argument("--person", help="only sessions of this person (who pushed them)")
     search.add_argument("--domain", help="only sessions of this domain, e.g. technical")

@@ -114,7 +114,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     last = stats.last_ingest
     providers = describe(settings)
     print(f"database:    {describe_location(settings)}")
-    print(f"mirror:      {settings.mirror}")
+    for line in _folder_lines(settings, "sessions:   "):
+        print(line)
     print(f"sessions:    {stats.sessions} in {stats.projects} project(s)")
     if agents:
         print("by agent:    " + ", ".join(f"{label(a.agent)} {a.sessions}" for a in agents))
@@ -255,13 +256,29 @@ def _say_where(settings: "Settings", args: argparse.Namespace) -> None:
     from librarian_dagster.core.store.database import describe_location
 
     print(f"database  {describe_location(settings)}", file=sys.stderr)
-    print(f"mirror    {settings.mirror}", file=sys.stderr)
+    for line in _folder_lines(settings, "sessions "):
+        print(line, file=sys.stderr)
     print(f"dagster   http://127.0.0.1:{args.ui_port}", file=sys.stderr)
     if not args.no_mcp:
         served = f"http://127.0.0.1:{args.mcp_port or settings.mcp_port}"
         print(f"mcp       {served}/mcp", file=sys.stderr)
         print(f"page      {served}/  (search, read and forget the memory)", file=sys.stderr)
     print("Ctrl-C stops everything.", file=sys.stderr)
+
+
+def _folder_lines(settings: "Settings", head: str) -> list[str]:
+    """Each agent's sessions folder, one line each under `head`, and whether it is there."""
+    from librarian_dagster.core.capture.agents import AGENTS
+
+    width = max(len(agent.label) for agent in AGENTS.values())
+    lines = []
+    for agent in AGENTS.values():
+        folder = agent.folder.path(settings)
+        there = "" if folder.is_dir() else "  (not there)"
+        lines.append(
+            f"{head if not lines else ' ' * len(head)} {agent.label:<{width}}  {folder}{there}"
+        )
+    return lines
 
 
 def _supervise(
@@ -387,6 +404,7 @@ class _Supervisor:
 def _watches(settings: "Settings", url: str, stopping: threading.Event):
     """The watches of the database, the mirror folder and LIBRARIAN_HOME (core/service/watch.py),
     each running in a thread until `stopping`."""
+    from librarian_dagster.core.capture.agents import AGENTS
     from librarian_dagster.core.capture.mirror import unreadable
     from librarian_dagster.core.service.watch import Watch, alert_here, database_watch, recorder
 
@@ -397,7 +415,8 @@ def _watches(settings: "Settings", url: str, stopping: threading.Event):
     # The sensor's own alert for a mirror it cannot read comes after ten minutes without a good
     # tick (and from the daemon); this one in seconds, from here.
     every = settings.watch_interval_seconds
-    mirror = Watch("the mirror folder", str(settings.mirror), lambda: unreadable(settings.mirror),
+    claude_code = AGENTS["claude-code"].folder.path(settings)
+    mirror = Watch("the mirror folder", str(claude_code), lambda: unreadable(claude_code),
                    None, alert, every, trouble="cannot be read",
                    on_healed=recorder(settings, "the mirror folder"))  # fmt: skip
     # A full disk stops the database's writes (and Dagster's, and the staged files) while

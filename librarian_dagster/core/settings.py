@@ -25,6 +25,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     model_validator,
 )
@@ -175,27 +176,12 @@ class Settings(BaseModel):
         use_attribute_docstrings=True,
         alias_generator=AliasGenerator(validation_alias=lambda name: PREFIX + name.upper()),
     )
+    _variables: dict[str, str] = PrivateAttr(default_factory=dict)
+    """Every variable the settings were read from (`variable`); never shown."""
 
     home: Location = Path("~/.librarian")
     """embedded database files (`pgdata/`), `DAGSTER_HOME` (`dagster/`), staged stage outputs
     (`staging/`, redacted only), golden question files (`eval/*.jsonl`), logs"""
-    mirror: Location = Path("~/.claude/projects")
-    """Claude Code's transcripts folder the sensor watches (recursive `*.jsonl`;
-    `<session>/subagents/` belong to their parent)"""
-    codex_sessions: Location = Path("~/.codex/sessions")
-    """Codex's sessions folder the sensor watches (`YYYY/MM/DD/rollout-*.jsonl`); unset, and
-    `CODEX_HOME` set: `$CODEX_HOME/sessions`. A folder not there is skipped"""
-    gemini_sessions: Location = Path("~/.gemini/tmp")
-    """Gemini CLI's folder the sensor watches (`<project>/chats/`); a folder not there is skipped"""
-    opencode_data: Location = Path("~/.local/share/opencode")
-    """OpenCode's data folder the sensor watches (its `opencode.db`, or the older `storage/`);
-    a folder not there is skipped"""
-    copilot_sessions: Location = Path("~/.copilot/session-state")
-    """Copilot CLI's session state the sensor watches (`<session>/events.jsonl`); unset, and
-    `COPILOT_HOME` set: `$COPILOT_HOME/session-state`. A folder not there is skipped"""
-    pi_sessions: Location = Path("~/.pi/agent/sessions")
-    """Pi's sessions folder the sensor watches (`<cwd>/<time>_<id>.jsonl`); a folder not there
-    is skipped"""
     database_url: str | None = _secret()
     """unset: the embedded server under `LIBRARIAN_HOME`. An external PostgreSQL with the `vector`
     extension, e.g. `postgresql://user:pw@host/db`; a server without pgvector is refused with a
@@ -385,19 +371,20 @@ class Settings(BaseModel):
         blank is one that is unset. A bad value is a SettingsError of one line naming it."""
         env = os.environ if env is None else env
         given = {name: value.strip() for name in VARIABLES if (value := env.get(name, "").strip())}
-        codex_home = env.get("CODEX_HOME", "").strip()
-        if codex_home and PREFIX + "CODEX_SESSIONS" not in given:
-            # Codex's own variable for its home, where it keeps `sessions/`.
-            given[PREFIX + "CODEX_SESSIONS"] = str(Path(codex_home) / "sessions")
-        copilot_home = env.get("COPILOT_HOME", "").strip()
-        if copilot_home and PREFIX + "COPILOT_SESSIONS" not in given:
-            # Copilot CLI's own variable for its home (config, hooks and `session-state/`).
-            given[PREFIX + "COPILOT_SESSIONS"] = str(Path(copilot_home) / "session-state")
         key_variable = next((name for name in KEY_VARIABLES if name in given), None)
         try:
-            return cls.model_validate({**given, "gemini_api_key_variable": key_variable})
+            settings = cls.model_validate({**given, "gemini_api_key_variable": key_variable})
         except ValidationError as exc:
             raise SettingsError(_one_line(exc, given)) from None
+        # What is declared elsewhere, each agent's folder (core/capture/agent.py), is read from
+        # the same variables, at the same moment.
+        settings._variables = {k: v.strip() for k, v in env.items() if v and v.strip()}
+        return settings
+
+    def variable(self, name: str) -> str | None:
+        """The value of a variable as the settings were read, None when it was unset or blank:
+        for a setting declared outside this module (an agent's folder, core/capture/agent.py)."""
+        return self._variables.get(name)
 
     @property
     def digest_model_name(self) -> str:
@@ -416,18 +403,6 @@ class Settings(BaseModel):
     @property
     def uses_vertex(self) -> bool:
         return "vertex" in (self.digest_provider, self.embed_provider)
-
-    @property
-    def agent_folders(self) -> dict[str, Path]:
-        """Each agent's name (core/capture/readers.py) -> the folder it writes its sessions to."""
-        return {
-            "claude-code": self.mirror,
-            "codex": self.codex_sessions,
-            "gemini": self.gemini_sessions,
-            "opencode": self.opencode_data,
-            "copilot": self.copilot_sessions,
-            "pi": self.pi_sessions,
-        }
 
     @property
     def own_person(self) -> str:

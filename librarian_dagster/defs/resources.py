@@ -366,13 +366,12 @@ TELEGRAM_TOKEN_VAR = "TELEGRAM_BOT_TOKEN"
 
 
 def _mirror(settings: Settings) -> MirrorResource:
+    from librarian_dagster.core.capture.agents import folders
+
+    every = folders(settings)
     return MirrorResource(
-        path=str(settings.mirror),
-        agent_folders={
-            agent: str(folder)
-            for agent, folder in settings.agent_folders.items()
-            if agent != "claude-code"
-        },
+        path=str(every.pop("claude-code")),
+        agent_folders={agent: str(folder) for agent, folder in every.items()},
         settle_seconds=settings.settle_seconds,
         unreadable_wait_seconds=settings.unreadable_wait_seconds,
         include_thinking=settings.include_thinking,

@@ -10,6 +10,7 @@ import psycopg
 
 from librarian_dagster.core.assembly.forgetting import forget_sessions
 from librarian_dagster.core.assembly.store import Store
+from librarian_dagster.core.capture.agents import folders
 from librarian_dagster.core.capture.readers import session_files_for
 from librarian_dagster.core.models.minilm import local_embedder
 from librarian_dagster.core.recall.answer import recall
@@ -32,7 +33,7 @@ def _env(settings, database_url: str) -> dict[str, str]:
     return {
         "PATH": os.environ.get("PATH", ""),
         "LIBRARIAN_HOME": str(settings.home),
-        "LIBRARIAN_MIRROR": str(settings.mirror),
+        "LIBRARIAN_MIRROR": str(folders(settings)["claude-code"]),
         "LIBRARIAN_DATABASE_URL": database_url,
     }
 
@@ -148,7 +149,7 @@ def test_forget_leaves_nothing_readable_and_keeps_it_out(
     assert _traces(database_url, ALONE)["memories"] == 0
     assert _traces(database_url, ALONE)["dagster events"] > 0
     monkeypatch.setenv("LIBRARIAN_HOME", str(settings.home))
-    monkeypatch.setenv("LIBRARIAN_MIRROR", str(settings.mirror))
+    monkeypatch.setenv("LIBRARIAN_MIRROR", str(folders(settings)["claude-code"]))
     monkeypatch.setenv("LIBRARIAN_DATABASE_URL", database_url)
     sensor_tick(load_defs(), instance, None)
     assert _traces(database_url, ALONE) == dict.fromkeys(_traces(database_url, ALONE), 0)

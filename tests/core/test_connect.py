@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from librarian_dagster.core.capture.agents import CONNECTORS
 from librarian_dagster.core.connect import files
 from librarian_dagster.core.connect.agent import Where, run_hook
-from librarian_dagster.core.connect.connectors import CONNECTORS
 from librarian_dagster.core.connect.server import mcp_url_of
 
 ROOT = Path(__file__).resolve().parents[2]

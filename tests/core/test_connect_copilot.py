@@ -1,12 +1,13 @@
-"""`librarian connect copilot` (core/connect/copilot.py): which files Copilot CLI reads, where,
-and what `--check` says of them. The real CLI reading them is tests/hooks/test_copilot_cli.py."""
+"""`librarian connect copilot` (core/capture/copilot/connector.py): which files Copilot CLI
+reads, where, and what `--check` says of them. The real CLI reading them is
+tests/hooks/test_copilot_cli.py."""
 
 import json
 from pathlib import Path
 
+from librarian_dagster.core.capture.copilot.connector import CONNECTOR
 from librarian_dagster.core.connect import files
 from librarian_dagster.core.connect.agent import Where
-from librarian_dagster.core.connect.copilot import CONNECTOR
 
 ROOT = Path(__file__).resolve().parents[2]
 URL = "http://127.0.0.1:3201/mcp"

@@ -5,9 +5,9 @@ left to OpenCode to read from the environment)."""
 import json
 from pathlib import Path
 
+from librarian_dagster.core.capture.opencode.connector import CONNECTOR
 from librarian_dagster.core.connect import files
 from librarian_dagster.core.connect.agent import Where
-from librarian_dagster.core.connect.opencode import CONNECTOR
 
 ROOT = Path(__file__).resolve().parents[2]
 URL = "http://127.0.0.1:3201/mcp"

@@ -4,9 +4,9 @@ repository's .pi/) and what (the extension's path in "extensions")."""
 import json
 from pathlib import Path
 
+from librarian_dagster.core.capture.pi.connector import CONNECTOR
 from librarian_dagster.core.connect import files
 from librarian_dagster.core.connect.agent import Where
-from librarian_dagster.core.connect.pi import CONNECTOR
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from librarian_dagster.core.assembly.providers import ProviderConfig
+from librarian_dagster.core.capture.agents import AGENTS, folders
 from librarian_dagster.core.models.calls import RetryBounds
 from librarian_dagster.core.models.gemini import ClientConfig
 from librarian_dagster.core.settings import (
@@ -36,12 +37,22 @@ def test_defaults_need_no_key():
     assert s.gemini_api_key is None and s.daily_token_budget is None
 
 
-def test_copilot_s_own_home_holds_its_sessions_unless_librarian_is_told_otherwise(tmp_path):
+def test_an_agent_s_own_home_holds_its_sessions_unless_librarian_is_told_otherwise(tmp_path):
     home = tmp_path / "copilot"
-    s = Settings.from_env({"COPILOT_HOME": str(home)})
-    assert s.copilot_sessions == home / "session-state"
+    s = folders(Settings.from_env({"COPILOT_HOME": str(home), "CODEX_HOME": "/c"}))
+    assert (s["copilot"], s["codex"]) == (home / "session-state", Path("/c/sessions"))
     told = Settings.from_env({"COPILOT_HOME": str(home), "LIBRARIAN_COPILOT_SESSIONS": "/s"})
-    assert told.copilot_sessions == Path("/s")
+    assert folders(told)["copilot"] == Path("/s")
+    assert folders(Settings.from_env({}))["pi"] == Path.home() / ".pi" / "agent" / "sessions"
+
+
+def test_claude_code_s_folder_is_read_from_its_old_name_too():
+    old = Settings.from_env({"LIBRARIAN_MIRROR": "/m", "LIBRARIAN_HOME": "/h"})
+    assert folders(old)["claude-code"] == Path("/m")
+    both = {"LIBRARIAN_MIRROR": "/m", "LIBRARIAN_CLAUDE_CODE_SESSIONS": "/new"}
+    assert folders(Settings.from_env(both))["claude-code"] == Path("/new")
+    # Read as the settings were: a later change of the environment is not seen.
+    assert "/m" not in repr(old) and old.variable("LIBRARIAN_HOME") == "/h"
 
 
 def test_gemini_takes_the_key_from_gemini_api_key_or_google_api_key():
@@ -173,7 +184,24 @@ def _reference() -> str:
         meaning = " ".join((field.description or "").split())
         named = first + "".join(f" (or {other})" for other in others)
         rows.append(f"| {named} | {_shown(field.default)} | {values} | {meaning} |")
+        if field is SETTINGS["home"]:
+            rows += _folder_rows()
     return "\n".join(rows) + "\n"
+
+
+def _folder_rows() -> list[str]:
+    """Each agent's sessions folder, declared with the agent (core/capture/agents.py)."""
+    rows = []
+    for agent in AGENTS.values():
+        folder = agent.folder
+        named = f"`{folder.variable}`" + "".join(f" (or `{a}`)" for a in folder.aliases)
+        home = ""
+        if folder.home:
+            variable, under = folder.home
+            home = f"; unset, and `{variable}` set: `${variable}/{under}`"
+        meaning = f"{folder.about}, which the sensor watches{home}"
+        rows.append(f"| {named} | `{folder.default}` | a path | {meaning}. Not there: skipped |")
+    return rows
 
 
 def _shown(value: object) -> str:

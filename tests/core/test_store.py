@@ -12,6 +12,7 @@ import pydantic
 import pytest
 
 from librarian_dagster.core.assembly.store import Store
+from librarian_dagster.core.capture.agents import AGENTS
 from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.digest.chunking import EXCHANGE
 from librarian_dagster.core.digest.schema import Digest
@@ -577,7 +578,7 @@ def test_listings_filter_and_count_by_agent(store):
         ("claude-code", 2),
         ("codex", 1),
     ]
-    known = ("claude-code", "codex", "gemini", "opencode", "copilot", "pi")
+    known = tuple(AGENTS)
     assert store.memories.agents_held(known) == ["claude-code", "codex"]
     store.memories.delete_memory("cx")
     assert store.memories.agents_held(known) == ["claude-code"]

@@ -13,6 +13,7 @@ import yaml
 
 from librarian_dagster.cli.main import build_parser
 from librarian_dagster.cli.run import cmd_mcp
+from librarian_dagster.core.capture.agents import AGENTS
 from librarian_dagster.core.settings import SETTINGS, VARIABLES, Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,8 +46,10 @@ def _code_location() -> dict:
 
 
 def _settings_names() -> set[str]:
-    """Every LIBRARIAN_* and TELEGRAM_* environment variable Settings.from_env reads."""
-    return {name for name in VARIABLES if name.startswith(("LIBRARIAN_", "TELEGRAM_"))}
+    """Every LIBRARIAN_* and TELEGRAM_* environment variable Settings.from_env reads, and each
+    agent's folder (core/capture/agents.py)."""
+    folders = {n for a in AGENTS.values() for n in (a.folder.variable, *a.folder.aliases)}
+    return {name for name in VARIABLES if name.startswith(("LIBRARIAN_", "TELEGRAM_"))} | folders
 
 
 def test_every_yaml_file_parses_and_every_manifest_has_a_kind():

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from librarian_dagster.core.capture.codex import READER
-from librarian_dagster.core.connect.codex import label, trusted_hash
+from librarian_dagster.core.capture.codex.connector import label, trusted_hash
 from tests.fake_openai import FakeOpenAI, apply_patch, say, shell, texts, tool_outputs
 
 pytestmark = pytest.mark.process  # starts a process or a server: not in the fast tier

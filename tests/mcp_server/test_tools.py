@@ -106,7 +106,7 @@ def test_an_unknown_agent_is_refused_naming_the_known_ones(server, tool):
     assert refused.is_error
     text = refused.content[0].text
     assert "unknown agent 'cursor'" in text
-    assert "claude-code, codex, gemini, opencode, copilot, pi" in text
+    assert ", ".join(AGENTS) in text
 
 
 def test_get_digest_returns_the_whole_digest(server):

@@ -1,8 +1,8 @@
-"""The agents Librarian reads, and the one way to any of their sessions.
+"""The one way to any agent's sessions, by its reader.
 
 Every caller (the sensor, `librarian ingest` and `parse`, the stages) goes through here and never
-names an agent's folder: a session's `SessionFiles.agent` picks its reader. Adding an agent is a
-folder under core/capture/ with its `READER`, and a line in `READERS`.
+names an agent's folder: a session's `SessionFiles.agent` picks its reader, from the agents
+core/capture/agents.py lists.
 
 Standard library only: hooks and the MCP server import this without dagster.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from librarian_dagster.core.capture import claude_code, codex, copilot, gemini, opencode, pi
+from librarian_dagster.core.capture.agents import AGENTS as _AGENTS
 from librarian_dagster.core.capture.files import SessionFiles, SessionHead
 from librarian_dagster.core.capture.own_context import without_own_context
 from librarian_dagster.core.capture.reader import Reader
@@ -39,22 +39,11 @@ __all__ = [
     "session_heads",
 ]
 
-# A file is told to be an agent's by the first reader, in this order, that claims it (each claims
-# only its own agent's first records, so the order is the one people see the agents listed in).
-READERS: dict[str, Reader] = {
-    reader.agent: reader
-    for reader in (
-        claude_code.READER,
-        codex.READER,
-        gemini.READER,
-        opencode.READER,
-        copilot.READER,
-        pi.READER,
-    )
-}
+# A file is told to be an agent's by the first reader, in the list's order, that claims it.
+READERS: dict[str, Reader] = {name: agent.reader for name, agent in _AGENTS.items()}
 AGENTS = tuple(READERS)
 NO_READER = "no reader for agent"
-FALLBACK = claude_code.READER.agent
+FALLBACK = "claude-code"
 """The agent that takes a `.jsonl` file no other reader claims (empty, cut short, not JSON): its
 folder has always been read so, every `*.jsonl` a session, and its parse says why such a file
 holds nothing to remember. Any other file no reader claims is not ingested."""

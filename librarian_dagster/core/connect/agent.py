@@ -1,6 +1,6 @@
 """What connecting an agent is: the files it reads its hooks (or plugin) and MCP servers from,
-what Librarian adds there, and how to tell that memory reaches it. One module per agent under
-core/connect/ defines its `CONNECTOR`; core/connect/connectors.py lists them.
+what Librarian adds there, and how to tell that memory reaches it. Each agent's folder under
+core/capture/ defines its `CONNECTOR` (`connector.py`), part of its record there.
 
 Standard library only.
 """

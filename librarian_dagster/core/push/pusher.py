@@ -1,6 +1,6 @@
 """`librarian push URL`: every settled session of every agent on this machine, sent to a server.
 
-The same folders (`Settings.agent_folders`), exclusions (LIBRARIAN_EXCLUDE) and settle rule
+The same folders (core/capture/agents.py), exclusions (LIBRARIAN_EXCLUDE) and settle rule
 (LIBRARIAN_SETTLE_SECONDS) as the sensor of `librarian up`, and no database, Dagster or model
 here. What was sent is kept in a small state file per server (`LIBRARIAN_HOME/push/`): a session
 whose files have not changed since is not read again, and one whose redacted bytes are those
@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from librarian_dagster.core.capture.agents import folders
 from librarian_dagster.core.capture.files import SessionFiles, SessionHead
 from librarian_dagster.core.capture.mirror import Snapshot, is_excluded, snapshot
 from librarian_dagster.core.capture.readers import READERS, session_heads
@@ -106,7 +107,7 @@ class PushState:
 
 
 def _found(settings: Settings) -> Iterator[tuple[SessionFiles, Path]]:
-    for agent, root in settings.agent_folders.items():
+    for agent, root in folders(settings).items():
         if root.is_dir():
             for files in READERS[agent].discover(root):
                 if not is_excluded(files, settings.exclude):

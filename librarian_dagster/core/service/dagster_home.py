@@ -11,6 +11,7 @@ import json
 import os
 from importlib.resources import files
 
+from librarian_dagster.core.capture.agents import AGENTS
 from librarian_dagster.core.settings import Settings
 from librarian_dagster.core.store.database import dagster_storage_url
 
@@ -45,6 +46,7 @@ def prepare_dagster_home(settings: Settings) -> dict[str, str]:
     return {
         "DAGSTER_HOME": str(home),
         "LIBRARIAN_HOME": str(settings.home),
-        "LIBRARIAN_MIRROR": str(settings.mirror),
+        # Each agent's folder as these settings say, whatever the child's own environment.
+        **{a.folder.variable: str(a.folder.path(settings)) for a in AGENTS.values()},
         "LIBRARIAN_SETTLE_SECONDS": str(settings.settle_seconds),
     }

@@ -11,11 +11,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from librarian_dagster.core.capture.readers import AGENTS
 from librarian_dagster.core.capture.session import Session
 from librarian_dagster.core.digest.offline import files_changed
 from librarian_dagster.core.digest.schema import Digest, DigestRecord, Domain, render_digest
 
 MAX_FILES = 20
+
+
+AGENT_FIELD = f"The coding agent that wrote the session: one of {', '.join(AGENTS)}."
 
 
 class SessionFacts(BaseModel):
@@ -27,8 +31,7 @@ class SessionFacts(BaseModel):
     project: str = Field(description="The last folder name of the session's working directory.")
     agent: str = Field(
         default="claude-code",
-        description="The coding agent that wrote the session: claude-code, codex, gemini, "
-        "opencode, copilot or pi.",
+        description=AGENT_FIELD,
     )
     person: str | None = Field(
         default=None,
@@ -164,8 +167,7 @@ class ChunkResult(BaseModel):
     project: str
     agent: str = Field(
         default="claude-code",
-        description="The coding agent that wrote the session: claude-code, codex, gemini, "
-        "opencode, copilot or pi.",
+        description=AGENT_FIELD,
     )
     person: str | None = Field(
         default=None, description="Whose session it is: who pushed it, or of this machine."
@@ -239,8 +241,7 @@ class FileSession(BaseModel):
     project: str
     agent: str = Field(
         default="claude-code",
-        description="The coding agent that wrote the session: claude-code, codex, gemini, "
-        "opencode, copilot or pi.",
+        description=AGENT_FIELD,
     )
     person: str | None = Field(
         default=None, description="Whose session it is: who pushed it, or of this machine."

@@ -1,5 +1,7 @@
 """Claude Code: `~/.claude/projects/<slug>/<session>.jsonl`, with its subagents beside it."""
 
+from librarian_dagster.core.capture.agent import Agent, Folder
+from librarian_dagster.core.capture.claude_code.connector import CONNECTOR
 from librarian_dagster.core.capture.claude_code.files import (
     claims,
     discover_sessions,
@@ -19,4 +21,16 @@ READER = Reader(
     head=session_head,
     parse=parse_session,
     live_tool=live_tool,
+)
+
+AGENT = Agent(
+    reader=READER,
+    folder=Folder(
+        variable="LIBRARIAN_CLAUDE_CODE_SESSIONS",
+        default="~/.claude/projects",
+        about="Claude Code's transcripts (recursive `*.jsonl`; `<session>/subagents/` belong to "
+        "their parent)",
+        aliases=("LIBRARIAN_MIRROR",),
+    ),
+    connector=CONNECTOR,
 )

@@ -1,8 +1,12 @@
 """Codex: `~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`, one per thread, spawned threads
 remembered with the session that spawned them."""
 
+from librarian_dagster.core.capture.agent import Agent, Folder
+from librarian_dagster.core.capture.codex.connector import CONNECTOR
 from librarian_dagster.core.capture.codex.files import (
-    AGENT,
+    AGENT as NAME,
+)
+from librarian_dagster.core.capture.codex.files import (
     claims,
     discover_sessions,
     session_files_for,
@@ -13,7 +17,7 @@ from librarian_dagster.core.capture.codex.tools import live_tool
 from librarian_dagster.core.capture.reader import Reader
 
 READER = Reader(
-    agent=AGENT,
+    agent=NAME,
     label="Codex",
     claims=claims,
     discover=discover_sessions,
@@ -21,4 +25,15 @@ READER = Reader(
     head=session_head,
     parse=parse_session,
     live_tool=live_tool,
+)
+
+AGENT = Agent(
+    reader=READER,
+    folder=Folder(
+        variable="LIBRARIAN_CODEX_SESSIONS",
+        default="~/.codex/sessions",
+        about="Codex's sessions (`YYYY/MM/DD/rollout-*.jsonl`)",
+        home=("CODEX_HOME", "sessions"),
+    ),
+    connector=CONNECTOR,
 )

@@ -1,7 +1,11 @@
 """Gemini CLI: `~/.gemini/tmp/<project>/chats/session-*.json(l)`, with its subagents' chats."""
 
+from librarian_dagster.core.capture.agent import Agent, Folder
+from librarian_dagster.core.capture.gemini.connector import CONNECTOR
 from librarian_dagster.core.capture.gemini.files import (
-    AGENT,
+    AGENT as NAME,
+)
+from librarian_dagster.core.capture.gemini.files import (
     claims,
     discover_sessions,
     session_files_for,
@@ -12,7 +16,7 @@ from librarian_dagster.core.capture.gemini.transcript import parse_session
 from librarian_dagster.core.capture.reader import Reader
 
 READER = Reader(
-    agent=AGENT,
+    agent=NAME,
     label="Gemini CLI",
     claims=claims,
     discover=discover_sessions,
@@ -20,4 +24,14 @@ READER = Reader(
     head=session_head,
     parse=parse_session,
     live_tool=live_tool,
+)
+
+AGENT = Agent(
+    reader=READER,
+    folder=Folder(
+        variable="LIBRARIAN_GEMINI_SESSIONS",
+        default="~/.gemini/tmp",
+        about="Gemini CLI's chats (`<project>/chats/`)",
+    ),
+    connector=CONNECTOR,
 )

@@ -1,5 +1,7 @@
 """OpenCode: its SQLite database, the older `storage/` JSON layout, or `opencode export` JSON."""
 
+from librarian_dagster.core.capture.agent import Agent, Folder
+from librarian_dagster.core.capture.opencode.connector import CONNECTOR
 from librarian_dagster.core.capture.opencode.files import (
     claims,
     discover_sessions,
@@ -19,4 +21,14 @@ READER = Reader(
     head=session_head,
     parse=parse_session,
     live_tool=live_tool,
+)
+
+AGENT = Agent(
+    reader=READER,
+    folder=Folder(
+        variable="LIBRARIAN_OPENCODE_DATA",
+        default="~/.local/share/opencode",
+        about="OpenCode's data (its `opencode.db`, or the older `storage/`)",
+    ),
+    connector=CONNECTOR,
 )
