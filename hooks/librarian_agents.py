@@ -1,21 +1,11 @@
-"""Each agent's hook contract: the event it writes on the hook's stdin, as the Claude-shaped event
-the handlers take (`event_of`), and what it reads back on stdout (`output_of`).
-
-- Claude Code, Codex and Gemini CLI give Claude Code's event (`session_id`, `cwd`, `prompt`,
-  `tool_name`, `tool_input`, `transcript_path`, `hook_event_name`) and read its output,
-  `{"hookSpecificOutput": {"hookEventName", "additionalContext"}}`, each under its own event
-  names (BeforeAgent, AfterTool for Gemini CLI).
-- Copilot CLI's command hooks (camelCase events in ~/.copilot/hooks/*.json: userPromptSubmitted,
-  preToolUse) give camelCase payloads: `sessionId`, `timestamp`, `cwd`, `prompt`, `toolName`,
-  `toolArgs` (`transcriptPath` only at agentStop), and read a flat `{"additionalContext": ...}`;
-  its hookSpecificOutput is ignored at userPromptSubmitted and postToolUse (@github/copilot
-  1.0.102, seen live by tests/hooks/test_copilot_cli.py). The one file its session is written
-  to, `<COPILOT_HOME or ~/.copilot>/session-state/<sessionId>/events.jsonl`, is named as the
-  transcript, from which the recall server's reader takes the task at hand. A payload already in
-  Claude Code's shape (Copilot's Claude-style PascalCase hooks give one) is taken as it is.
-
-Standard library only, and nothing imported that the hooks have not loaded already: every hook
-process imports this.
+"""Each agent's hook contract: its event on stdin, as the Claude-shaped event the handlers take
+(`event_of`), and what it reads back on stdout (`output_of`). Claude Code, Codex and Gemini CLI
+give Claude Code's event and read `{"hookSpecificOutput": {"hookEventName", "additionalContext"}}`
+under their own event names. Copilot CLI's command hooks give camelCase payloads (`sessionId`,
+`cwd`, `prompt`, `toolName`, `toolArgs`) and read a flat `{"additionalContext"}` (@github/copilot
+1.0.102, seen live by tests/hooks/test_copilot_cli.py); its session's one file,
+`<COPILOT_HOME or ~/.copilot>/session-state/<sessionId>/events.jsonl`, is named as the transcript.
+A payload already in Claude Code's shape is taken as it is. Imports nothing the hooks have not.
 """
 
 import json

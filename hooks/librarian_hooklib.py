@@ -146,13 +146,8 @@ def prune_state(directory: str, now: float) -> None:
             pass
 
 
-UNREACHABLE_S = 30
-"""How long a recall server that missed a deadline is left alone; each further miss in a row
-doubles it, up to UNREACHABLE_MAX_S."""
-UNREACHABLE_MAX_S = 600
-UNREACHABLE_MARK = ".history-unreachable"
-"""One mark for the server, whichever hook saw it hang (its name from when only the file
-history kept it)."""
+UNREACHABLE_S, UNREACHABLE_MAX_S = 30, 600  # a server that missed a deadline is left alone
+UNREACHABLE_MARK = ".history-unreachable"  # whichever hook saw it hang (named when one did)
 
 
 def _unreachable(env) -> str:
@@ -172,19 +167,16 @@ def _hangs(env) -> tuple[int, float]:
 
 def left_alone_s(count: int) -> float:
     """How long a server that missed `count` deadlines in a row is left alone: a breaker with
-    backoff, so a server that keeps hanging costs one deadline per window, and the windows grow
-    (30 s, 1, 2, 4, 8 min, then 10) while it does. A server that is down refuses at once and
-    never trips it; one that misses a deadline once is busy enough to be left for 30 s (the
-    agent loses that much recall, never time)."""
+    backoff (30 s, 1, 2, 4, 8 min, then 10), so one that keeps hanging costs a deadline per
+    window. One that is down refuses at once and never trips it."""
     if count <= 0:
         return 0.0
     return min(UNREACHABLE_S * 2 ** min(count - 1, 10), UNREACHABLE_MAX_S)
 
 
 def hung_lately(env) -> bool:
-    """Whether the recall server missed its last deadline within its window (left_alone_s):
-    a server that hangs costs every hook its whole deadline. Costs a file's stat. After the
-    window one hook asks again, and its answer clears the mark."""
+    """Whether the recall server missed its last deadline within its window (a file's stat);
+    after it, one hook asks again, and its answer clears the mark."""
     count, when = _hangs(env)
     return time.time() - when < left_alone_s(count)
 

@@ -1,22 +1,14 @@
-"""What the recall server remembers, asked for an agent's hook: the past sessions that bear on a
-prompt (`POST /recall`), and at the first Read or edit of a file in a session the earlier
-sessions that changed it (`POST /history`). The server writes the text the agent reads
-(core/recall/hook_text.py); this module finds what to ask with (the prompt, the file, the cwd,
-the branch, the repository's remote), asks within a deadline, and hands the text on.
+"""What the recall server remembers, asked for any agent's hook: the past sessions that bear on a
+prompt (`POST /recall`); at the first Read or edit of a file in a session, the earlier sessions
+that changed it (`POST /history`). The server writes the text (core/recall/hook_text.py); this
+finds what to ask with (prompt, file, cwd, branch, remote), asks within a deadline, hands it on.
 
-The agent is waiting: the whole request (name lookup, connect, send, read) runs in a daemon
-thread that is waited for at most `LIBRARIAN_RECALL_TIMEOUT_MS` (800) or
-`LIBRARIAN_HISTORY_TIMEOUT_MS` (300). Per-socket timeouts alone would not bound it: a server that
-trickles bytes resets them on every read, and a name lookup ignores them. A server that missed a
-deadline is left alone for a while (librarian_hooklib.hung_lately). Everything fails open: no
-context, the prompt or the tool call goes on as it would without it. The server's text is taken
-as untrusted: at most MAX_CONTEXT_CHARS, else dropped, and never a permission decision.
-
-Once per file per agent of a session (a subagent has a context of its own): a marker file taken
-with O_EXCL, so two parallel Reads of one file cannot both add it; a failed ask gives it back.
-
-`socket` and `threading` are imported only when the server is really asked, and `http.client`
-only for an https server: it costs ~32 ms under `python3 -S` (docs/decisions/0033).
+The whole request runs in a daemon thread waited for at most the deadline: per-socket timeouts
+alone would not bound it (a server that trickles bytes resets them, a name lookup ignores them).
+A server that missed a deadline is left alone a while (librarian_hooklib.hung_lately). Every
+failure adds nothing. The server's text is untrusted: dropped over MAX_CONTEXT_CHARS, never a
+permission decision. `socket` and `threading` load only when the server is asked, `ssl` only for
+https: `http.client` would cost ~32 ms under `python3 -S` (docs/decisions/0033).
 """
 
 import json
@@ -31,7 +23,6 @@ MIN_TIMEOUT_MS, MAX_TIMEOUT_MS = 50, 5000  # hooks.json gives a hook 10 s
 LIMIT = 3  # chunks or sessions asked for: the few best, not a page of results
 MAX_QUERY_CHARS = 2000  # the endpoint's limit: the start of a long prompt says what it is about
 MAX_PATH_CHARS = 4096  # the endpoint's limit for a cwd or a path; a longer one is not sent
-MAX_BRANCH_CHARS = 200
 MAX_RESPONSE_BYTES = 1024 * 1024
 MAX_CONTEXT_CHARS = 10000  # Claude Code spills a longer hook output to a file
 MAX_GIT_WALK = 64  # folders looked at on the way up to the one holding `.git`
@@ -58,19 +49,20 @@ def _ms(env, name: str, default: int) -> int:
         return default
 
 
-def _budget(env, name: str, body: dict) -> None:
+def _budget(env, name: str, body: dict) -> dict:
     """The user's budget, sent as it is: the server keeps it within what a hook hands on."""
     value = (env.get(name) or "").strip()
     if value.removeprefix("-").isdigit():
         body["budget"] = int(value)
+    return body
 
 
 def url_of(env, name: str) -> str:
     """`/<name>` beside `LIBRARIAN_RECALL_URL`'s `/recall`, else beside the MCP URL's `/mcp`."""
     url = env.get("LIBRARIAN_RECALL_URL") or ""
     mcp = (env.get("LIBRARIAN_MCP_URL") or "").rstrip("/")
-    if not url:
-        url = (mcp[: -len("/mcp")] if mcp.endswith("/mcp") else mcp) + "/recall" if mcp else ""
+    if not url and mcp:
+        url = (mcp[: -len("/mcp")] if mcp.endswith("/mcp") else mcp) + "/recall"
     url = (url or DEFAULT_URL).rstrip("/")
     return (url[: -len("/recall")] if url.endswith("/recall") else url) + "/" + name
 
@@ -88,20 +80,16 @@ def sendable(text, limit: int) -> bool:
 
 def _cwd(event: dict) -> str | None:
     cwd = event.get("cwd")
-    return (
-        cwd
-        if isinstance(cwd, str) and sendable(cwd, MAX_PATH_CHARS) and os.path.isabs(cwd)
-        else None
-    )
+    ok = isinstance(cwd, str) and sendable(cwd, MAX_PATH_CHARS) and os.path.isabs(cwd)
+    return cwd if ok else None
 
 
 # -- the request ---------------------------------------------------------------------------------
 
 
 def ask(env, what: str, body: dict, timeout_ms: int) -> tuple[dict | None, str]:
-    """(the answer, or None; what happened, for the log), within `timeout_ms`. Never raises.
-    Failures say our own words or an exception's class only: OS errors can carry addresses, and
-    nothing here may carry the prompt or the token."""
+    """(the answer or None, what happened for the log), within `timeout_ms`; never raises. A
+    failure says our words or an exception's class only: never an address, prompt or token."""
     start = time.perf_counter()
     url, token, timeout = url_of(env, what), env.get("LIBRARIAN_MCP_TOKEN") or "", timeout_ms / 1e3
     try:
@@ -126,8 +114,8 @@ def told(answer: dict) -> tuple[str | None, str]:
 
 
 def fetch(url: str, body: bytes, token: str, timeout_s: float) -> dict:
-    """One POST; the answer as a dict. Raises Failed (or OSError) on anything else. Plain HTTP
-    goes over a socket written here, HTTPS (a server elsewhere) through `http.client`."""
+    """One POST in HTTP/1.0 over a socket written here (the answer is all the server sends
+    before it closes, never chunked), TLS for https; the answer as a dict, else Failed."""
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
@@ -136,14 +124,11 @@ def fetch(url: str, body: bytes, token: str, timeout_s: float) -> dict:
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if token:
         headers["Authorization"] = "Bearer " + token
-    post = _post_plain if parts.scheme == "http" else _post_tls
-    status, data = post(parts, body, headers, timeout_s)
+    status, data = _post(parts, body, headers, timeout_s)
     if status in (401, 403):
         raise Failed(f"refused ({status})")
     if status != 200:
         raise Failed(f"http {status}")
-    if len(data) > MAX_RESPONSE_BYTES:
-        raise Failed("answer too large")
     try:
         answer = json.loads(data.decode("utf-8"))
     except ValueError:
@@ -153,33 +138,25 @@ def fetch(url: str, body: bytes, token: str, timeout_s: float) -> dict:
     return answer
 
 
-def _post_tls(parts, body: bytes, headers: dict, timeout_s: float) -> tuple[int, bytes]:
-    import http.client
-
-    conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout_s)
-    try:
-        conn.request("POST", parts.path or "/", body=body, headers=headers)
-        response = conn.getresponse()
-        return response.status, response.read(MAX_RESPONSE_BYTES + 1)
-    except http.client.HTTPException as exc:  # not an HTTP server, or it hung up mid-answer
-        raise Failed(type(exc).__name__) from None
-    finally:
-        conn.close()
-
-
-def _post_plain(parts, body: bytes, headers: dict, timeout_s: float) -> tuple[int, bytes]:
-    """HTTP/1.1 with `Connection: close`: the answer is all the server sends before it closes."""
+def _post(parts, body: bytes, headers: dict, timeout_s: float) -> tuple[int, bytes]:
     import socket
 
-    host, port = parts.hostname, parts.port or 80
+    host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
     netloc = f"[{host}]" if ":" in host else host
-    lines = [f"POST {parts.path or '/'} HTTP/1.1", f"Host: {netloc}:{port}",
-             f"Content-Length: {len(body)}", "Connection: close"]  # fmt: skip
-    lines += [f"{name}: {value}" for name, value in headers.items()]
-    request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+    lines = [
+        f"POST {parts.path or '/'} HTTP/1.0",
+        f"Host: {netloc}:{port}",
+        f"Content-Length: {len(body)}",
+        *(f"{k}: {v}" for k, v in headers.items()),
+    ]
     received, size = [], 0
-    with socket.create_connection((host, port), timeout=timeout_s) as sock:
-        sock.sendall(request)
+    sock = socket.create_connection((host, port), timeout=timeout_s)
+    if parts.scheme == "https":
+        import ssl  # only for a server elsewhere: its import is most of http.client's cost
+
+        sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
+    with sock:
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
         while chunk := sock.recv(65536):
             received.append(chunk)
             size += len(chunk)
@@ -190,34 +167,13 @@ def _post_plain(parts, body: bytes, headers: dict, timeout_s: float) -> tuple[in
     words = status_line.split()
     if not found or len(words) < 2 or not words[0].startswith(b"HTTP/1.") or not words[1].isdigit():
         raise Failed("not an HTTP answer")
-    names = {line.partition(b":")[0].strip().lower(): line.partition(b":")[2].strip()
-             for line in header_lines}  # fmt: skip
-    if names.get(b"transfer-encoding", b"").lower() == b"chunked":
-        data = _unchunked(data)
-    elif names.get(b"content-length", b"").isdigit():
-        length = int(names[b"content-length"])
-        if len(data) < length:
-            raise Failed("answer cut short")
-        data = data[:length]
+    for line in header_lines:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length" and value.strip().isdigit():
+            if len(data) < int(value):
+                raise Failed("answer cut short")
+            data = data[: int(value)]
     return int(words[1]), data
-
-
-def _unchunked(data: bytes) -> bytes:
-    out, at = [], 0
-    while True:
-        end = data.find(b"\r\n", at)
-        if end < 0:
-            raise Failed("answer cut short")
-        try:
-            size = int(data[at:end].split(b";")[0], 16)
-        except ValueError:
-            raise Failed("not an HTTP answer") from None
-        if size == 0:
-            return b"".join(out)
-        out.append(data[end + 2 : end + 2 + size])
-        if len(out[-1]) < size:
-            raise Failed("answer cut short")
-        at = end + 2 + size + 2
 
 
 def within(timeout_s: float, work):
@@ -243,27 +199,24 @@ def within(timeout_s: float, work):
     return box["answer"]
 
 
-# -- where the question comes from: git's files, read as git reads them ---------------------------
+# -- where the question comes from: git's files, read as git reads them -------------------------
 
 
 def _read_start(path: str) -> str | None:
-    """The first MAX_GIT_READ bytes of a regular file as text; None for anything else. Opened
-    without blocking and checked before reading: a FIFO named HEAD must not hang the hook."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    """The first MAX_GIT_READ bytes of a regular file as text, else None. Opened without
+    blocking and checked before reading: a FIFO named HEAD must not hang the hook."""
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except (OSError, ValueError):  # ValueError: a NUL in the path
         return None
     try:
-        data = os.read(fd, MAX_GIT_READ) if stat.S_ISREG(os.fstat(fd).st_mode) else None
-    except OSError:
-        data = None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, MAX_GIT_READ).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
     finally:
         os.close(fd)
-    try:
-        return data.decode("utf-8") if data is not None else None
-    except UnicodeDecodeError:
-        return None
 
 
 def _dotgit(cwd: str) -> tuple[str, str, int] | None:
@@ -275,10 +228,9 @@ def _dotgit(cwd: str) -> tuple[str, str, int] | None:
             try:
                 return folder, dotgit, os.stat(dotgit).st_mode
             except OSError:
-                pass
-            if os.path.dirname(folder) == folder:
-                return None
-            folder = os.path.dirname(folder)
+                if os.path.dirname(folder) == folder:
+                    return None
+                folder = os.path.dirname(folder)
     except (OSError, ValueError):
         pass
     return None
@@ -294,36 +246,30 @@ def _gitdir(cwd: str) -> str | None:
     """The git folder of the repository holding `cwd`: `.git`, or for a worktree or submodule
     the folder its `gitdir: <path>` file names (relative to the folder holding it)."""
     found = _dotgit(cwd)
-    if found is None:
-        return None
-    folder, dotgit, mode = found
-    if stat.S_ISDIR(mode):
-        return dotgit
-    text = _read_start(dotgit)
-    line = text.splitlines()[0] if text else ""
+    if found is None or stat.S_ISDIR(found[2]):
+        return found[1] if found else None
+    line = ((_read_start(found[1]) or "") + "\n").splitlines()[0]
     gitdir = line.removeprefix("gitdir:").strip()
-    if not line.startswith("gitdir:") or not gitdir or "\0" in gitdir:
-        return None
-    return os.path.join(folder, gitdir)
+    ok = line.startswith("gitdir:") and gitdir and "\0" not in gitdir
+    return os.path.join(found[0], gitdir) if ok else None
 
 
 def git_branch(cwd: str) -> str | None:
-    """The branch checked out in the repository holding `cwd` (`ref: refs/heads/<name>` in
-    HEAD); a detached or odd HEAD names none."""
+    """The branch of `ref: refs/heads/<name>` in HEAD; a detached or odd HEAD names none (git
+    refuses spaces and control characters in a name: a HEAD with them is not git's)."""
     gitdir = _gitdir(cwd)
     text = _read_start(os.path.join(gitdir, "HEAD")) if gitdir else None
     line = text.splitlines()[0].strip() if text else ""
     name = line.removeprefix("ref: refs/heads/")
-    # Git refuses spaces and control characters in a branch name; a HEAD with them is not git's.
-    if name == line or not sendable(name, MAX_BRANCH_CHARS):
+    if name == line or not sendable(name, 200):
         return None
     return None if any(c.isspace() or not c.isprintable() for c in name) else name
 
 
 def git_remote(cwd: str) -> str | None:
-    """The `origin` remote (else the first) of the repository holding `cwd`, as its git config
-    (a worktree's is the main repository's) says, without a user or password. With a file's
-    history question it tells the server a teammate's checkout named otherwise."""
+    """The `origin` remote (else the first) in the repository's git config (a worktree's is its
+    main repository's), without a user or password: with a file's history question it tells the
+    server a teammate's checkout named otherwise."""
     import re
 
     gitdir = _gitdir(cwd)
@@ -344,16 +290,14 @@ def git_remote(cwd: str) -> str | None:
     return re.sub(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", r"\1", url, flags=re.I)
 
 
-# -- the prompt ----------------------------------------------------------------------------------
+# -- the prompt, and a file's history ------------------------------------------------------------
 
 
 def typed(prompt):
-    """The words the user typed. Gemini CLI, headless, hands BeforeAgent the prompt with its
-    SessionStart hooks' context put before it (`<hook_context>...</hook_context>\\n\\n`)."""
-    if not isinstance(prompt, str):
-        return prompt
+    """The words the user typed: Gemini CLI, headless, puts its SessionStart hooks' context
+    (`<hook_context>...</hook_context>\\n\\n`) before the prompt it hands BeforeAgent."""
     opening, closing = HOOK_CONTEXT
-    rest = prompt.lstrip()
+    rest = prompt.lstrip() if isinstance(prompt, str) else ""
     if not rest.startswith(opening):
         return prompt
     while rest.startswith(opening) and closing in rest:
@@ -362,36 +306,31 @@ def typed(prompt):
 
 
 def recall(event: dict, env) -> tuple[str | None, str]:
-    """(text or None, outcome for the log) for a prompt. Never raises: recall must not cost the
-    reminder. The request says where the prompt comes from (its cwd and branch), so the server
-    ranks that project's sessions, and earlier work on that branch, first."""
+    """(text or None, outcome for the log) for a prompt, asked with where it comes from (its cwd
+    and branch: that project's sessions, and that branch's, rank first). Never raises."""
     try:
+        prompt = typed(event.get("prompt"))
         if _off(env, "LIBRARIAN_RECALL"):
             return None, "recall off"
-        prompt = typed(event.get("prompt"))
         if not isinstance(prompt, str) or not prompt.strip():
             return None, "recall skipped (no prompt)"
         if lib.hung_lately(env):
             return None, "recall skipped (server hung lately)"
         timeout = _ms(env, "LIBRARIAN_RECALL_TIMEOUT_MS", 800)
-        body: dict = {"prompt": prompt[:MAX_QUERY_CHARS], "limit": LIMIT, "deadline_ms": timeout}
-        _budget(env, "LIBRARIAN_RECALL_BUDGET", body)
+        body = {"prompt": prompt[:MAX_QUERY_CHARS], "limit": LIMIT, "deadline_ms": timeout}
         cwd = _cwd(event)
         if cwd:
             body["cwd"] = cwd
             branch = git_branch(cwd)
             if branch:
                 body["git_branch"] = branch
-        answer, said = ask(env, "recall", body, timeout)
+        answer, said = ask(env, "recall", _budget(env, "LIBRARIAN_RECALL_BUDGET", body), timeout)
         if answer is None:
             return None, f"recall {said}"
         text, outcome = told(answer)
         return text, f"recall {outcome} {said}"
     except Exception as exc:
         return None, f"recall error: {type(exc).__name__}"
-
-
-# -- a file's history ----------------------------------------------------------------------------
 
 
 def touched(event: dict, agent: str, env) -> tuple[str, list[str], str]:
@@ -407,12 +346,10 @@ def touched(event: dict, agent: str, env) -> tuple[str, list[str], str]:
             return "", [], "no tool call"
         shortened = {k: v[:MAX_TOOL_TEXT] if isinstance(v, str) else v
                      for k, v in tool_input.items()}  # fmt: skip
-        body: dict = {"agent": agent, "tool_name": name[:200], "tool_input": shortened}
         cwd = _cwd(event)
-        if cwd:
-            body["cwd"] = cwd
+        body = {"agent": agent, "tool_name": name[:200], "tool_input": shortened}
         timeout = _ms(env, "LIBRARIAN_HISTORY_TIMEOUT_MS", 300)
-        answer, said = ask(env, "touches", body, timeout)
+        answer, said = ask(env, "touches", {**body, "cwd": cwd} if cwd else body, timeout)
         action, paths = (answer or {}).get("action"), (answer or {}).get("paths")
         if not isinstance(action, str) or not isinstance(paths, list):
             return "", [], f"touches {said if answer is None else 'failed (no paths)'}"
@@ -425,7 +362,8 @@ def touched(event: dict, agent: str, env) -> tuple[str, list[str], str]:
 
 
 def _marker(event: dict, path: str, env) -> str | None:
-    """This file's once-per-session marker (per agent); None without a session id."""
+    """This file's once-per-session marker (per agent: a subagent has a context of its own),
+    taken with O_EXCL so that two parallel Reads cannot both add it; None without a session."""
     import zlib
 
     state = lib.open_session_state(event, ".seen", env)
@@ -447,36 +385,21 @@ def _take(marker: str | None) -> bool:
     return True
 
 
-def _give_back(marker: str | None) -> bool:
-    """Remove the marker, so that a later touch asks again; whether it was there."""
-    if marker is None:
-        return False
-    try:
-        os.remove(marker)
-    except OSError:
-        return False
-    return True
-
-
 def _history_body(event: dict, path: str, env) -> dict:
-    body: dict = {"path": path, "limit": LIMIT}
-    _budget(env, "LIBRARIAN_HISTORY_BUDGET", body)
-    cwd = _cwd(event)
-    if cwd:
-        body["cwd"] = cwd
+    body: dict = _budget(env, "LIBRARIAN_HISTORY_BUDGET", {"path": path, "limit": LIMIT})
     root = git_root(os.path.dirname(path))
-    if root and sendable(root, MAX_PATH_CHARS):
-        body["root"] = root
-        remote = git_remote(root)
-        if remote:
-            body["remote"] = remote
-    # The task at hand is the server's to read from the live transcript, by the agent's reader;
-    # a plugin whose agent keeps no transcript file sends the session's latest prompt as `task`.
-    named = (("transcript_path", "transcript_path", MAX_PATH_CHARS), ("task", "task", 2000),
-             ("subagent", "agent_id", 200), ("session_id", "session_id", 200))  # fmt: skip
-    for key, theirs, limit in named:
-        if sendable(event.get(theirs), limit):
-            body[key] = event[theirs]
+    remote = git_remote(root) if root else None
+    for key, value, limit in (
+        ("cwd", _cwd(event), MAX_PATH_CHARS), ("root", root, MAX_PATH_CHARS),
+        ("remote", remote, 400),
+        # The task at hand: the server reads it from the live transcript, by the agent's
+        # reader; a plugin whose agent keeps no transcript file sends the latest prompt.
+        ("transcript_path", event.get("transcript_path"), MAX_PATH_CHARS),
+        ("task", event.get("task"), 2000), ("subagent", event.get("agent_id"), 200),
+        ("session_id", event.get("session_id"), 200),
+    ):  # fmt: skip
+        if sendable(value, limit):
+            body[key] = value
     return body
 
 
@@ -497,7 +420,11 @@ def history(event: dict, path: str, env) -> tuple[str | None, str]:
         timeout = _ms(env, "LIBRARIAN_HISTORY_TIMEOUT_MS", 300)
         answer, said = ask(env, "history", _history_body(event, path, env), timeout)
         if answer is None:
-            _give_back(marker)  # asked again at a later touch
+            if marker is not None:
+                import contextlib
+
+                with contextlib.suppress(OSError):
+                    os.remove(marker)  # asked again at a later touch
             return None, f"history {said}"
         text, outcome = told(answer)
         return text, f"history {outcome} {said}"
@@ -506,8 +433,7 @@ def history(event: dict, path: str, env) -> tuple[str | None, str]:
 
 
 def first_history(event: dict, paths: list[str], env) -> tuple[str | None, str]:
-    """The history of the first of a tool call's files not seen yet in this session: one a
-    call."""
+    """The history of the first of a tool call's files not seen yet in this session."""
     text, outcome = None, "no file"
     for path in paths:
         text, outcome = history(event, path, env)  # never raises

@@ -1,15 +1,8 @@
-"""PreToolUse hook (Read|Edit|Write|MultiEdit|NotebookEdit): what is known about the file.
-
-Two contributions, one process and one `additionalContext` (notes first):
-- before an edit, the library notes for the file (`librarian_inject.py`): from the nearest
-  `_memory_library/` up, the mirrored folder's notes and each parent level's up to the root
-  (`global`), most specific first, within a character budget; a note already injected in this
-  session is not injected again unless it changed;
-- at the first Read or edit of a file in a session, the earlier sessions that changed it, and
-  why (`librarian_memory.py`), from the recall server, within a deadline; needs no library.
-Never sets `permissionDecision` and never changes the tool's input: adding context must not
-bypass the permission prompt or alter what the agent asked for. The logic is in modules, whose
-bytecode Python caches (in the plugin's data folder).
+"""PreToolUse hook (Read|Edit|Write|MultiEdit|NotebookEdit): what is known about the file, in
+one `additionalContext`, notes first: before an edit, the library notes for the file
+(`librarian_inject.py`); at the first Read or edit of a file in a session, the earlier sessions
+that changed it (`librarian_memory.py`). Never a `permissionDecision` or a changed input: context
+must not bypass the permission prompt or alter what the agent asked for.
 """
 
 import os

@@ -1,13 +1,7 @@
-"""UserPromptSubmit hook: the tagging reminder, and past sessions that bear on the prompt.
-
-Two contributions, one process and one `additionalContext` (reminder first):
-- the reminder, once per session, of how to tag learnings; only where a library exists (walking
-  up from the session's cwd, or `LIBRARIAN_PATH`): a project without `_memory_library/` never
-  sees it;
-- recall (`librarian_memory.py`): what the recall server remembers about the prompt, only when
-  it answers with something relevant, within a deadline; independent of any library.
-One hook rather than two entries in hooks.json: Python starts once per prompt, not twice, and a
-failure of recall cannot lose the reminder (its once-per-session mark is already taken).
+"""UserPromptSubmit hook: the tagging reminder, once per session where a library exists (walking
+up from the cwd, or `LIBRARIAN_PATH`), and the past sessions that bear on the prompt
+(`librarian_memory.py`), in one process and one `additionalContext`, reminder first: Python
+starts once per prompt, and a failure of recall cannot lose the reminder.
 """
 
 import os

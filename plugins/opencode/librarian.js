@@ -1,17 +1,10 @@
-// Librarian for OpenCode: what it remembers of past sessions, handed to the model where the
-// Python hooks hand it to Claude Code (hooks/user_prompt_submit.py, hooks/pre_tool_use.py).
-//
-// - `chat.message`: the typed prompt asked about (plugins/shared/memory.js recallContext); past
-//   sessions that bear on it join the message as a synthetic text part after the prompt (the
-//   model reads it; OpenCode stores it, marked synthetic).
-// - `tool.execute.after` of a file tool: the history of the first file it touched that this
-//   session was not told of yet (fileHistory), appended to the tool's output, which is what the
-//   model reads as the tool's result.
-//
-// Written to opencode.json's "plugin" by `librarian connect opencode`; with `--server URL` the
-// entry is `[this file's URL, {"server": URL}]`, and OpenCode hands those options to the plugin:
-// it asks that server. Every exported function of a module is an OpenCode plugin: this one
-// exports one.
+// Librarian for OpenCode (written to opencode.json's "plugin" by `librarian connect opencode`;
+// with `--server URL`, `[this file's URL, {"server": URL}]`, whose options say which server):
+// - `chat.message`: the past sessions that bear on the typed prompt join the message as a
+//   synthetic text part after it (the model reads it; OpenCode stores it, marked synthetic);
+// - `tool.execute.after` of a file tool: the history of the first file it touched that the
+//   session was not told of yet ends the tool's output, which the model reads as its result.
+// Every exported function of a module is an OpenCode plugin: this one exports one.
 
 import { fileHistory, isObject, recallContext, workingDir } from "../shared/memory.js"
 

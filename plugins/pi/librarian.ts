@@ -1,16 +1,9 @@
-// Librarian for Pi: what it remembers of past sessions, handed to the model where the Python
-// hooks hand it to Claude Code (hooks/user_prompt_submit.py, hooks/pre_tool_use.py).
-//
-// - `before_agent_start`: the prompt asked about (plugins/shared/memory.js recallContext); past
-//   sessions that bear on it come as a custom message right after the prompt (the model reads
-//   it as a user message; Pi stores it as a `custom_message` entry, not shown: display false).
-// - `tool_result` of a file tool: the history of the first file it touched that this session
-//   was not told of yet (fileHistory), added as a text block at the end of the tool's result,
-//   which is what the model reads.
-//
-// Named in Pi's settings.json "extensions" by `librarian connect pi` (with `--server URL`, that
-// server under "librarian": {"server"}, which serverOf reads). Loaded by Pi's own jiti:
-// nothing to install.
+// Librarian for Pi (named in Pi's settings.json "extensions" by `librarian connect pi`, loaded by
+// Pi's own jiti; with `--server URL`, that server under "librarian": {"server"}, serverOf):
+// - `before_agent_start`: the past sessions that bear on the prompt come as a custom message
+//   right after it (the model reads it as a user message; Pi stores it, not shown);
+// - `tool_result` of a file tool: the history of the first file it touched that the session was
+//   not told of yet, a text block at the end of the tool's result, which the model reads.
 
 import type { ExtensionAPI } from "@mariozechner/pi-coding-agent"
 

@@ -230,22 +230,31 @@ def test_garbage_adds_nothing(hooks, repo, status, payload, why):
     assert why in hooks.log_lines()[-1]
 
 
-def _chunked(handler) -> None:
-    body = json.dumps({"context": f"{HEADER} cmd/main.go:\n- session {NEWEST}", "sessions": 1})
-    body = body.encode()
+def test_the_hook_asks_in_http_1_0_so_no_answer_comes_chunked(hooks, repo):
+    versions = []
+    answer = json.dumps({"context": f"{HEADER} cmd/main.go:\n- session {NEWEST}", "sessions": 1})
+
+    def respond(handler) -> None:
+        versions.append(handler.request_version)
+        send(handler, 200, answer.encode())
+
+    with FakeServer(respond) as server:
+        text = _context(hooks.run("pre_tool_use", _read(repo), _on(server.url)))
+    assert versions == ["HTTP/1.0"] and text is not None and NEWEST in text
+
+
+def _cut_short(handler) -> None:
     handler.send_response(200)
     handler.send_header("Content-Type", "application/json")
-    handler.send_header("Transfer-Encoding", "chunked")
+    handler.send_header("Content-Length", "1000")
     handler.end_headers()
-    for part in (body[:10], body[10:]):
-        handler.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
-    handler.wfile.write(b"0\r\n\r\n")
+    handler.wfile.write(b'{"context": "Librarian')  # and hangs up
 
 
-def test_a_chunked_answer_is_read_whole(hooks, repo):
-    with FakeServer(_chunked) as server:
-        text = _context(hooks.run("pre_tool_use", _read(repo), _on(server.url)))
-    assert text is not None and NEWEST in text
+def test_an_answer_cut_short_adds_nothing(hooks, repo):
+    with FakeServer(_cut_short) as server:
+        assert _context(hooks.run("pre_tool_use", _read(repo), _on(server.url))) is None
+    assert "history failed (answer cut short)" in hooks.log_lines()[-1]
 
 
 def test_plain_http_does_not_load_the_http_client(hooks, repo, tmp_path):
