@@ -27,7 +27,7 @@ from librarian_dagster.core.recall.ranking import DEFAULT_BOOSTS, Boosts
 from librarian_dagster.core.recall.relevance import DEFAULT_THRESHOLD
 from mcp_server.auth import auth_settings
 from mcp_server.hooks_api import hook_routes
-from mcp_server.page import Reader, page_routes
+from mcp_server.page import PageSource, page_routes
 from mcp_server.push_api import Intake, push_routes
 from mcp_server.served import Opener, Served, ServedSlot
 from mcp_server.tools import INSTRUCTIONS, add_tools
@@ -38,7 +38,7 @@ class RecallServer(MCPServer):
     read (`served`), the page (`page`) and the tokens every route checks (`verifier`)."""
 
     def __init__(
-        self, served: ServedSlot, page: Reader, issuer_url: str, intake: Intake | None
+        self, served: ServedSlot, page: PageSource, issuer_url: str, intake: Intake | None
     ) -> None:
         verifier = page.verifier
         super().__init__(
@@ -79,7 +79,7 @@ def build_server(
     `waiting`: the library proposals waiting for a person, which the projects' pages show."""
     served = ServedSlot(source)
     own = own_person or getpass.getuser()
-    page = Reader(served, min_relevance, boosts, verifier, forget, dagster_url, own, waiting)
+    page = PageSource(served, min_relevance, boosts, verifier, forget, dagster_url, own, waiting)
     server = RecallServer(served, page, issuer_url, intake)
     add_tools(server, served, min_relevance, boosts, private_without_token, own)
     return server

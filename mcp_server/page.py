@@ -128,7 +128,7 @@ _templates = Jinja2Templates(env=_environment)
 
 
 @dataclass(frozen=True)
-class Reader:
+class PageSource:
     """What the page reads, as the tools read it: the served store, the answer's threshold and
     boosts, and the tokens (None: an open server)."""
 
@@ -173,18 +173,18 @@ class Viewer:
         return self.open or FORGET in self.scopes or own
 
 
-async def _viewer(http: Request, reader: Reader) -> Viewer | None:
+async def _viewer(http: Request, source: PageSource) -> Viewer | None:
     """Who asks: a bearer token the SDK's backend accepted, the login cookie's token, or anyone
     on this machine when no token is configured; None when a token is needed and missing."""
-    if reader.verifier is None:
+    if source.verifier is None:
         return Viewer(frozenset(), "", open=True)
     access = get_access_token()
     if access is None:
         cookie = http.cookies.get(COOKIE)
-        access = await reader.verifier.verify_token(cookie) if cookie else None
+        access = await source.verifier.verify_token(cookie) if cookie else None
         if access is None:
             return None
-    person = person_of(access, reader.own_person)
+    person = person_of(access, source.own_person)
     return Viewer(frozenset(access.scopes), access.client_id, open=False, person=person)
 
 
@@ -192,19 +192,19 @@ def _html(http: Request, template: str, status: int = 200, /, **values: object) 
     return _templates.TemplateResponse(http, template, values, status_code=status)
 
 
-View = Callable[[Reader, Request, Viewer], Awaitable[Response]]
+View = Callable[[PageSource, Request, Viewer], Awaitable[Response]]
 
 
-def _page(reader: Reader, view: View):
+def _page(source: PageSource, view: View):
     """An endpoint of the page: the viewer, then the view (the loopback guard and the headers are
     its route's middleware, `page_routes`)."""
 
     async def endpoint(http: Request) -> Response:
-        viewer = await _viewer(http, reader)
+        viewer = await _viewer(http, source)
         if viewer is None:
             back = http.url.path + (f"?{http.url.query}" if http.url.query else "")
             return _html(http, "login.html", 401, wrong=False, next=back)
-        return await view(reader, http, viewer)
+        return await view(source, http, viewer)
 
     return endpoint
 
@@ -228,14 +228,14 @@ def _end_of(day: datetime | None) -> datetime | None:
     return day + timedelta(days=1, microseconds=-1) if day else None
 
 
-async def _search(reader: Reader, http: Request, viewer: Viewer) -> Response:
+async def _search(source: PageSource, http: Request, viewer: Viewer) -> Response:
     """`/?q=...&project=&agent=&branch=&since=&until=`: the answer as session cards, or "nothing
     relevant" when recall abstains; the box alone without `q`. The agent select offers the
     agents the store holds sessions of (an agent not known is no filter: no one typed it)."""
     fields = ("q", "project", "branch", "agent", "person")
     asked = {k: http.query_params.get(k, "").strip() for k in fields}
     days = {k: http.query_params.get(k, "").strip() for k in ("since", "until")}
-    served = reader.served()
+    served = source.served()
     held = await run_in_threadpool(
         served.memories.agents_held, AGENTS, viewer.private, viewer.person
     )
@@ -259,17 +259,19 @@ async def _search(reader: Reader, http: Request, viewer: Viewer) -> Response:
         )  # fmt: skip
         result = await run_in_threadpool(
             recall, served.search, served.embedder, asked["q"][:QUERY_CHARS], filters, RESULTS,
-            min_relevance=reader.min_relevance, boosts=reader.boosts,
+            min_relevance=source.min_relevance, boosts=source.boosts,
         )  # fmt: skip
         values["cards"] = session_cards(result.results)
         values["note"] = result.note
     return _html(http, "search.html", **values)
 
 
-async def _remembered(reader: Reader, session_id: str, viewer: Viewer) -> "SessionDigest | None":
+async def _remembered(
+    source: PageSource, session_id: str, viewer: Viewer
+) -> "SessionDigest | None":
     if not valid_session_id(session_id):
         return None
-    memories = reader.served().memories
+    memories = source.served().memories
     return await run_in_threadpool(memories.get_memory, session_id, viewer.private, viewer.person)
 
 
@@ -277,14 +279,14 @@ def _missing(http: Request, session_id: str) -> Response:
     return _html(http, "missing.html", 404, what=f"no session {session_id} in memory")
 
 
-async def _session(reader: Reader, http: Request, viewer: Viewer) -> Response:
+async def _session(source: PageSource, http: Request, viewer: Viewer) -> Response:
     """`/session/<id>`: the digest in full, its files and whether each changed since, its
     indexed chunks, its Dagster partition and runs; `?whole=1` shows no field cut."""
     session_id = http.path_params["session_id"]
-    memory = await _remembered(reader, session_id, viewer)
+    memory = await _remembered(source, session_id, viewer)
     if memory is None:
         return _missing(http, session_id)
-    chunks = await run_in_threadpool(reader.served().memories.indexed_chunks, session_id)
+    chunks = await run_in_threadpool(source.served().memories.indexed_chunks, session_id)
     files = await run_in_threadpool(changed_since, memory.cwd, memory.files, memory.ended_at)
     texts = [memory.title or "", memory.summary, memory.cwd or "", *memory.files]
     texts += [line for key, _ in SECTIONS for line in getattr(memory.digest, key)]
@@ -292,16 +294,16 @@ async def _session(reader: Reader, http: Request, viewer: Viewer) -> Response:
     return _html(
         http, "session.html", memory=memory, chunks=chunks, files=files, sections=SECTIONS,
         whole=bool(http.query_params.get("whole")),
-        cut=any(len(t) > FIELD_CHARS for t in texts), dagster=_dagster_links(reader, memory),
-        may_forget=reader.forget is not None and viewer.may_forget(memory),
+        cut=any(len(t) > FIELD_CHARS for t in texts), dagster=_dagster_links(source, memory),
+        may_forget=source.forget is not None and viewer.may_forget(memory),
     )  # fmt: skip
 
 
-def _dagster_links(reader: Reader, memory: "SessionDigest") -> dict[str, str] | None:
+def _dagster_links(source: PageSource, memory: "SessionDigest") -> dict[str, str] | None:
     """The session's partition of its last stage, and the runs of that partition, in the UI."""
-    if reader.dagster_url is None:
+    if source.dagster_url is None:
         return None
-    ui = reader.dagster_url.rstrip("/")
+    ui = source.dagster_url.rstrip("/")
     key = partition_key(memory.session_id, memory.project, memory.started_at, memory.agent)
     return {
         "partition": f"{ui}/assets/memory?view=partitions&partition={quote(key, safe='')}",
@@ -309,59 +311,59 @@ def _dagster_links(reader: Reader, memory: "SessionDigest") -> dict[str, str] | 
     }
 
 
-async def _forget(reader: Reader, http: Request, viewer: Viewer) -> Response:
+async def _forget(source: PageSource, http: Request, viewer: Viewer) -> Response:
     """GET: the confirmation, with the form's token. POST (from this server's page, with that
     token): `librarian forget` of the session, and what it removed."""
     session_id = http.path_params["session_id"]
-    memory = await _remembered(reader, session_id, viewer)
-    if reader.forget is None or (memory is not None and not viewer.may_forget(memory)):
+    memory = await _remembered(source, session_id, viewer)
+    if source.forget is None or (memory is not None and not viewer.may_forget(memory)):
         refused = "forgetting another person's session needs a token with the forget scope"
         return _html(http, "missing.html", 403, what=refused)
     if memory is None:
         return _missing(http, session_id)
     if http.method == "GET":
-        return _html(http, "forget.html", memory=memory, csrf=reader.csrf(session_id, viewer))
+        return _html(http, "forget.html", memory=memory, csrf=source.csrf(session_id, viewer))
     form = await http.form()
     sent = str(form.get("csrf", ""))
-    if not _same_origin(http) or not hmac.compare_digest(sent, reader.csrf(session_id, viewer)):
+    if not _same_origin(http) or not hmac.compare_digest(sent, source.csrf(session_id, viewer)):
         refused = "that form was not this server's: nothing was forgotten"
         return _html(http, "missing.html", 403, what=refused)
-    done = await run_in_threadpool(reader.forget, [session_id])
+    done = await run_in_threadpool(source.forget, [session_id])
     return _html(http, "forgotten.html", said=done.said())
 
 
-async def _projects(reader: Reader, http: Request, viewer: Viewer) -> Response:
-    memories = reader.served().memories
+async def _projects(source: PageSource, http: Request, viewer: Viewer) -> Response:
+    memories = source.served().memories
     found = await run_in_threadpool(memories.projects, viewer.private, 500, viewer.person)
-    proposals = await run_in_threadpool(reader.waiting) if reader.waiting else []
+    proposals = await run_in_threadpool(source.waiting) if source.waiting else []
     waiting = {w.project for w in proposals}
     return _html(http, "projects.html", projects=found, waiting=waiting)
 
 
-async def _project(reader: Reader, http: Request, viewer: Viewer) -> Response:
+async def _project(source: PageSource, http: Request, viewer: Viewer) -> Response:
     """A project's sessions, newest first, SESSIONS_PER_PAGE at a time (a cursor, not offsets:
     a page costs the same however deep)."""
     name = http.path_params["project"]
     filters = SearchFilters(project=name, include_private=viewer.private, viewer=viewer.person)
-    memories = reader.served().memories
+    memories = source.served().memories
     try:
         listed = await run_in_threadpool(
             memories.list_sessions, filters, SESSIONS_PER_PAGE, http.query_params.get("cursor")
         )
     except InvalidCursor:
         return _html(http, "missing.html", 400, what="that page link is not one this server made")
-    proposals = await run_in_threadpool(reader.waiting) if reader.waiting else []
+    proposals = await run_in_threadpool(source.waiting) if source.waiting else []
     waiting = next((w for w in proposals if w.project == name), None)
     return _html(http, "project.html", project=name, listed=listed, waiting=waiting)
 
 
-def _login(reader: Reader):
+def _login(source: PageSource):
     async def login(http: Request) -> Response:
         if http.method == "GET":
             return _html(http, "login.html", wrong=False, next=_back(http.query_params.get("next")))
         form = await http.form()
         token, back = str(form.get("token", "")), _back(str(form.get("next", "/")))
-        access = await reader.verifier.verify_token(token) if reader.verifier and token else None
+        access = await source.verifier.verify_token(token) if source.verifier and token else None
         if access is None:
             return _html(http, "login.html", 401, wrong=True, next=back)
         done = RedirectResponse(back, status_code=303)
@@ -376,20 +378,20 @@ def _back(path: str | None) -> str:
     return path if path and path.startswith("/") and not path.startswith("//") else "/"
 
 
-def page_routes(reader: Reader) -> list[BaseRoute]:
+def page_routes(source: PageSource) -> list[BaseRoute]:
     """The page's routes and its style sheet, for the recall server's app: each behind the
     security headers and, on an open server, the loopback guard (with tokens, the name does not
     matter: a page of another name has neither the token nor the cookie)."""
     guards = [Middleware(SecurityHeaders)]  # outermost: a refusal carries the headers too
-    if reader.verifier is None:
+    if source.verifier is None:
         guards.append(Middleware(LoopbackOnly))
     pages: dict[str, tuple[Callable[[Request], Awaitable[Response]], list[str]]] = {
-        "/": (_page(reader, _search), ["GET"]),
-        "/session/{session_id}": (_page(reader, _session), ["GET"]),
-        "/session/{session_id}/forget": (_page(reader, _forget), ["GET", "POST"]),
-        "/projects": (_page(reader, _projects), ["GET"]),
-        "/projects/{project:path}": (_page(reader, _project), ["GET"]),
-        "/login": (_login(reader), ["GET", "POST"]),
+        "/": (_page(source, _search), ["GET"]),
+        "/session/{session_id}": (_page(source, _session), ["GET"]),
+        "/session/{session_id}/forget": (_page(source, _forget), ["GET", "POST"]),
+        "/projects": (_page(source, _projects), ["GET"]),
+        "/projects/{project:path}": (_page(source, _project), ["GET"]),
+        "/login": (_login(source), ["GET", "POST"]),
     }
     return [
         *(Route(path, view, methods=methods, middleware=guards)

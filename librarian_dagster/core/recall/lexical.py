@@ -100,7 +100,7 @@ class Segment:
 
 
 @dataclass(frozen=True)
-class SessionFacts:
+class SessionColumns:
     """What ranking and the private and agent filters need of each memory, by session number
     (`Names`)."""
 
@@ -117,7 +117,7 @@ class SessionFacts:
     """Whose it is, numbered by the index's person `Names` (-1: no memory or no person)."""
 
 
-_NO_FACTS = SessionFacts(
+_NO_FACTS = SessionColumns(
     *(np.zeros(0, dtype=t) for t in (bool, bool, np.int32, np.float64, np.float64, np.int32))
 )
 
@@ -694,7 +694,7 @@ def _load_segment(
 
 def _load_facts(
     cur: psycopg.Cursor[tuple[Any, ...]], sessions: Names, agents: Names, persons: Names
-) -> SessionFacts:
+) -> SessionColumns:
     """Every memory's importance, date, privacy, agent and person, numbered as the postings
     number sessions."""
     rows = cur.execute(
@@ -715,7 +715,7 @@ def _load_facts(
     agent[codes] = [agents.code(r[4]) for r in rows]
     person = np.full(size, -1, dtype=np.int32)
     person[codes] = [persons.code(r[5]) if r[5] is not None else -1 for r in rows]
-    return SessionFacts(known, private, agent, importance, dated, person)
+    return SessionColumns(known, private, agent, importance, dated, person)
 
 
 def _merge(segments: Sequence[Segment]) -> Segment:
