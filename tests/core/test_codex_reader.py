@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from librarian_dagster.core.capture import readers
 from librarian_dagster.core.capture.codex import READER
-from librarian_dagster.core.capture.codex.patches import patch_paths
 from librarian_dagster.core.capture.codex.shell import _tokens, apply_patch_in, classify
+from librarian_dagster.core.capture.patches import patch_paths
 from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, UNREADABLE
 from librarian_dagster.core.capture.touches import normal_path
 from librarian_dagster.core.redaction.scan import find_secrets, redact_session

@@ -58,6 +58,12 @@ def _identity(default: Any = None) -> Any:
     return field(default=default, metadata={IDENTITY: True})
 
 
+def one_line(text: str, width: int = 100) -> str:
+    """`text` on one line of at most `width` characters: a tool call's summary."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
 @dataclass
 class ToolUse:
     name: str

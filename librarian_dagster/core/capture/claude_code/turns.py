@@ -20,7 +20,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from librarian_dagster.core.capture.records import ParseStats, count_of, parse_ts
-from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse, Turn
+from librarian_dagster.core.capture.session import (
+    CHANGE,
+    READ,
+    RUN,
+    SEARCH,
+    ToolUse,
+    Turn,
+    one_line,
+)
 
 __all__ = ["SessionState", "TurnBuilder"]
 
@@ -60,11 +68,6 @@ def _blocks_text(content: Any) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def _one_line(text: str, width: int = _SUMMARY_WIDTH) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[: width - 3] + "..."
-
-
 _ACTIONS = {
     **dict.fromkeys(("Edit", "Write", "MultiEdit", "NotebookEdit"), CHANGE),
     # Glob, Grep and LS name folders, not the file that was worked on: searches.
@@ -90,7 +93,7 @@ def _tool_use(block: dict[str, Any]) -> ToolUse:
                 paths.append(e["file_path"])
     command = inp.get("command") if isinstance(inp.get("command"), str) else None
     if command is not None:
-        summary = f"{name}: {_one_line(command, 80)}"
+        summary = f"{name}: {one_line(command, 80)}"
     elif paths:
         summary = f"{name} {paths[0]}"
     else:
@@ -102,13 +105,13 @@ def _tool_use(block: dict[str, Any]) -> ToolUse:
             ),
             "",
         )
-        summary = f"{name}: {_one_line(detail, 80)}" if detail else name
+        summary = f"{name}: {one_line(detail, 80)}" if detail else name
     return ToolUse(
         action=_ACTIONS.get(name, ""),
         name=name,
         file_paths=tuple(dict.fromkeys(paths)),
         command=command,
-        summary=_one_line(summary, 120),
+        summary=one_line(summary, 120),
         id=block.get("id") if isinstance(block.get("id"), str) else None,
     )
 

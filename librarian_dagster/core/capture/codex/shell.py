@@ -14,7 +14,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from librarian_dagster.core.capture.codex.patches import BEGIN, joined
+from librarian_dagster.core.capture.patches import BEGIN, joined
 from librarian_dagster.core.capture.session import READ, RUN, SEARCH
 
 __all__ = ["Classified", "apply_patch_in", "classify", "script_of"]

@@ -15,9 +15,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from librarian_dagster.core.capture.codex.patches import patch_paths
 from librarian_dagster.core.capture.codex.shell import apply_patch_in, classify, script_of
-from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse
+from librarian_dagster.core.capture.patches import patch_paths
+from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse, one_line
 
 __all__ = ["CALL_TYPES", "OUTPUT_TYPES", "failed", "live_tool", "output_text", "tool_use"]
 
@@ -37,11 +37,6 @@ _SHELL_TOOLS = frozenset(
 )
 _PATCH_TOOLS = frozenset({"apply_patch", "applypatch"})
 _DETAIL_KEYS = ("message", "query", "explanation", "target", "path", "url", "prompt", "q")
-
-
-def _one_line(text: str, width: int) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[: width - 3] + "..."
 
 
 def _arguments(payload: dict[str, Any]) -> tuple[dict[str, Any], str]:
@@ -115,7 +110,7 @@ def _patch(name: str, patch: str, workdir: str | None, call_id: str | None) -> T
         name=name,
         action=CHANGE,
         file_paths=paths,
-        summary=_one_line(summary, 120),
+        summary=one_line(summary, 120),
         id=call_id,
     )
 
@@ -136,7 +131,7 @@ def _shell(name: str, script: str | None, workdir: str | None, call_id: str | No
         action=found.action,
         file_paths=found.paths,
         command=script,
-        summary=_one_line(f"{name}: {_one_line(script, 80)}", 120),
+        summary=one_line(f"{name}: {one_line(script, 80)}", 120),
         id=call_id,
     )
 
@@ -147,7 +142,7 @@ def _web_search(payload: dict[str, Any], call_id: str | None) -> ToolUse:
     if isinstance(action, dict):
         found = action.get("query") or action.get("queries") or action.get("url") or ""
         query = " | ".join(found) if isinstance(found, list) else str(found)
-    summary = f"web_search: {_one_line(query, 80)}" if query else "web_search"
+    summary = f"web_search: {one_line(query, 80)}" if query else "web_search"
     return ToolUse(name="web_search", action=SEARCH, summary=summary, id=call_id)
 
 
@@ -163,12 +158,12 @@ def _other(name: str, args: dict[str, Any], call_id: str | None, ptype: Any) -> 
     detail = next((args[k] for k in _DETAIL_KEYS if isinstance(args.get(k), str) and args[k]), "")
     if name == "write_stdin" and "session_id" in args:
         detail = f"session {args['session_id']}"
-    summary = f"{name}: {_one_line(detail, 80)}" if detail else name
+    summary = f"{name}: {one_line(detail, 80)}" if detail else name
     return ToolUse(
         name=name,
         action=action,
         file_paths=paths,
-        summary=_one_line(summary, 120),
+        summary=one_line(summary, 120),
         id=call_id,
     )
 

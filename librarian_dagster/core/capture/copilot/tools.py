@@ -10,11 +10,11 @@ and the web tools search. Anything else (`task`, `ask_user`, `sql`, MCP tools) h
 Standard library only: hooks and the MCP server import this without dagster.
 """
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse
+from librarian_dagster.core.capture.patches import patch_paths
+from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse, one_line
 
 __all__ = ["live_tool", "one_line", "tool_use"]
 
@@ -56,15 +56,7 @@ _ACTIONS = {
 _EDITOR_ACTIONS = {"view": READ, "create": CHANGE, "str_replace": CHANGE, "insert": CHANGE,
                    "undo_edit": CHANGE}  # fmt: skip
 _SHELLS = frozenset(("bash", "powershell", "write_bash", "write_powershell"))
-_PATCH_FILE = re.compile(
-    r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$", re.M
-)
 _DETAIL_KEYS = ("description", "pattern", "query", "url", "intent", "prompt", "question", "skill")
-
-
-def one_line(text: str, width: int = 100) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[: width - 3] + "..."
 
 
 def _patch_paths(arguments: Any) -> list[str]:
@@ -75,7 +67,7 @@ def _patch_paths(arguments: Any) -> list[str]:
         text = next((v for v in arguments.values() if isinstance(v, str) and "*** " in v), "")
     if not isinstance(text, str):
         return []
-    return [m.group(1) or m.group(2) for m in _PATCH_FILE.finditer(text)]
+    return list(patch_paths(text))
 
 
 def _paths(name: str, args: dict[str, Any], arguments: Any) -> list[str]:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from librarian_dagster.core.capture.gemini.parts import as_parts, part_text, response_text
-from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse
+from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse, one_line
 
 __all__ = ["ERROR_STATUSES", "absolute_paths", "live_tool", "result_text", "tool_use"]
 
@@ -46,11 +46,6 @@ _LIST_KEYS = ("include", "paths")
 _GLOB_CHARS = frozenset("*?[{")
 _DETAIL_KEYS = ("pattern", "query", "url", "prompt", "description", "dir_path", "instruction")
 _SUMMARY_WIDTH = 100
-
-
-def _one_line(text: str, width: int = _SUMMARY_WIDTH) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[: width - 3] + "..."
 
 
 def _strings(value: Any) -> list[str]:
@@ -87,11 +82,11 @@ def _paths(action: str, args: dict[str, Any], display: Any) -> list[str]:
 
 def _summary(name: str, command: str | None, paths: list[str], args: dict[str, Any]) -> str:
     if command is not None:
-        return _one_line(f"{name}: {_one_line(command, 80)}", 120)
+        return one_line(f"{name}: {one_line(command, 80)}", 120)
     if paths:
-        return _one_line(f"{name} {paths[0]}", 120)
+        return one_line(f"{name} {paths[0]}", 120)
     detail = next((args[k] for k in _DETAIL_KEYS if isinstance(args.get(k), str) and args[k]), "")
-    return _one_line(f"{name}: {_one_line(detail, 80)}", 120) if detail else name
+    return one_line(f"{name}: {one_line(detail, 80)}", 120) if detail else name
 
 
 def tool_use(call: dict[str, Any]) -> ToolUse:

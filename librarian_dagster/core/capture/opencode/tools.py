@@ -11,11 +11,11 @@ A plugin sees a tool call as its name and arguments (`tool.execute.before`/`afte
 Standard library only: hooks and the MCP server import this without dagster.
 """
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse
+from librarian_dagster.core.capture.patches import patch_paths
+from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse, one_line
 
 __all__ = ["as_dict", "live_tool", "one_line", "patch_use", "tool_use"]
 
@@ -27,19 +27,11 @@ _ACTIONS = {
     # task spawns a child session (a subagent); todowrite, todoread, skill, question, invalid
     # and MCP tools did none of the four: "".
 }
-_PATCH_FILE_RE = re.compile(
-    r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$", re.M
-)
 
 
 def as_dict(value: Any) -> dict[str, Any]:
     """The value where it is a JSON object, else an empty one."""
     return value if isinstance(value, dict) else {}
-
-
-def one_line(text: str, width: int = 100) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[: width - 3] + "..."
 
 
 def _paths(name: str, inp: dict[str, Any], metadata: dict[str, Any]) -> list[str]:
@@ -57,8 +49,7 @@ def _paths(name: str, inp: dict[str, Any], metadata: dict[str, Any]) -> list[str
         )
     patch = inp.get("patchText")
     if isinstance(patch, str):
-        for m in _PATCH_FILE_RE.finditer(patch):
-            paths.append(m.group(1) or m.group(2))
+        paths.extend(patch_paths(patch))
     files = metadata.get("files")
     if name in ("apply_patch", "patch") and isinstance(files, list):
         # What apply_patch reports it did, absolute: moves name their target here too.

@@ -15,7 +15,7 @@ Standard library only: hooks and the MCP server import this without dagster.
 from collections.abc import Mapping
 from typing import Any
 
-from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse
+from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse, one_line
 
 __all__ = ["live_tool", "one_line", "tool_use"]
 
@@ -29,11 +29,6 @@ _ACTIONS = {
     "find": SEARCH,
 }
 _DETAIL_KEYS = ("pattern", "description", "query", "url", "prompt", "task")
-
-
-def one_line(text: str, width: int = 100) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[: width - 3] + "..."
 
 
 def tool_use(block: dict[str, Any]) -> ToolUse:

@@ -1,6 +1,7 @@
-"""The files a Codex `apply_patch` names: what its patch text adds, updates, deletes or moves.
+"""The files an `apply_patch` names: what its patch text adds, updates, deletes or moves. Codex,
+Copilot CLI and OpenCode (for GPT models) take the same patch format, read here once.
 
-Codex's patch format (codex-rs/apply-patch) names each file on a line of its own:
+The format (codex-rs/apply-patch) names each file on a line of its own:
 `*** Add File: p`, `*** Update File: p` (optionally followed by `*** Move to: q`) and
 `*** Delete File: p`. Every one of them is a file the patch changed.
 
