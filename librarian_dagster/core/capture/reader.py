@@ -10,6 +10,7 @@ Standard library only: hooks and the MCP server import this without dagster.
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from librarian_dagster.core.capture.files import SessionFiles, SessionHead
@@ -45,3 +46,17 @@ class Reader:
     """`live_tool(name, tool_input, cwd)`: a tool call as this agent's hooks show it before it
     runs (their tool name and input, which may differ from the transcript's): what it will do
     and to which files, by the same rule as `parse`. None where no hook of the agent asks."""
+
+    @classmethod
+    def of(
+        cls,
+        agent: str,
+        label: str,
+        files: ModuleType,
+        parse: Callable[..., Session],
+        live_tool: Callable[[str, Mapping[str, Any], str | None], ToolUse] | None = None,
+    ) -> "Reader":
+        """The reader whose `files` module (its agent's `files.py`) holds `claims`,
+        `discover_sessions`, `session_files_for` and `session_head`, as every agent's does."""
+        return cls(agent, label, files.claims, files.discover_sessions, files.session_files_for,
+                   files.session_head, parse, live_tool)  # fmt: skip

@@ -2,31 +2,13 @@
 remembered with the session that spawned them."""
 
 from librarian_dagster.core.capture.agent import Agent, Folder
+from librarian_dagster.core.capture.codex import files
 from librarian_dagster.core.capture.codex.connector import CONNECTOR
-from librarian_dagster.core.capture.codex.files import (
-    AGENT as NAME,
-)
-from librarian_dagster.core.capture.codex.files import (
-    claims,
-    discover_sessions,
-    session_files_for,
-    session_head,
-)
 from librarian_dagster.core.capture.codex.rollout import parse_session
 from librarian_dagster.core.capture.codex.tools import live_tool
 from librarian_dagster.core.capture.reader import Reader
 
-READER = Reader(
-    agent=NAME,
-    label="Codex",
-    claims=claims,
-    discover=discover_sessions,
-    files_for=session_files_for,
-    head=session_head,
-    parse=parse_session,
-    live_tool=live_tool,
-)
-
+READER = Reader.of(files.AGENT, "Codex", files, parse_session, live_tool)
 AGENT = Agent(
     reader=READER,
     folder=Folder(

@@ -1,28 +1,13 @@
 """OpenCode: its SQLite database, the older `storage/` JSON layout, or `opencode export` JSON."""
 
 from librarian_dagster.core.capture.agent import Agent, Folder
+from librarian_dagster.core.capture.opencode import files
 from librarian_dagster.core.capture.opencode.connector import CONNECTOR
-from librarian_dagster.core.capture.opencode.files import (
-    claims,
-    discover_sessions,
-    session_files_for,
-    session_head,
-)
 from librarian_dagster.core.capture.opencode.tools import live_tool
 from librarian_dagster.core.capture.opencode.transcript import parse_session
 from librarian_dagster.core.capture.reader import Reader
 
-READER = Reader(
-    agent="opencode",
-    label="OpenCode",
-    claims=claims,
-    discover=discover_sessions,
-    files_for=session_files_for,
-    head=session_head,
-    parse=parse_session,
-    live_tool=live_tool,
-)
-
+READER = Reader.of("opencode", "OpenCode", files, parse_session, live_tool)
 AGENT = Agent(
     reader=READER,
     folder=Folder(
