@@ -32,6 +32,7 @@ __all__ = [
     "Session",
     "ToolUse",
     "Turn",
+    "nothing_to_remember",
 ]
 
 CHANGE = "change"
@@ -56,6 +57,30 @@ fingerprint. Redaction passes it by; every other string field is text and is red
 
 def _identity(default: Any = None) -> Any:
     return field(default=default, metadata={IDENTITY: True})
+
+
+def nothing_to_remember(
+    turns: "list[Turn]",
+    size: int | None,
+    records: bool = True,
+    conversation: str | None = None,
+    empty: str = "only injected or empty messages",
+) -> str | None:
+    """Why a readable session holds nothing to remember, or None: the ladder every reader
+    climbs. `size`: of its files in bytes, None for no files; `records`: whether any was read;
+    `conversation`: the reader's words for why there is none (no message records), None when
+    there is one; `empty`: its words for turns that are all injected or empty."""
+    if size is None:
+        return "no files"
+    if size == 0:
+        return "empty file"
+    if not records:
+        return "not a transcript (no JSON records)"
+    if conversation:
+        return f"no conversation ({conversation})"
+    if not any(t.kind in ("prompt", "text", "tool_result") for t in turns):
+        return f"no conversation ({empty})"
+    return None
 
 
 def one_line(text: str, width: int = 100) -> str:

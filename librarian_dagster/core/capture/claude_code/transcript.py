@@ -34,7 +34,7 @@ from librarian_dagster.core.capture.claude_code.files import agent_file_id
 from librarian_dagster.core.capture.claude_code.turns import SessionState, TurnBuilder
 from librarian_dagster.core.capture.files import SessionFiles, project_from
 from librarian_dagster.core.capture.records import iter_records, parse_ts
-from librarian_dagster.core.capture.session import UNREADABLE, Session, Turn
+from librarian_dagster.core.capture.session import UNREADABLE, Session, Turn, nothing_to_remember
 
 __all__ = ["parse_session"]
 
@@ -239,22 +239,18 @@ def _title(state: SessionState) -> str | None:
 def _skip_reason(
     files: SessionFiles, state: SessionState, read: _Read, turns: list[Turn]
 ) -> str | None:
-    """Why a readable session holds nothing to remember, or None."""
-    if files.main is None and not files.subagents:
-        return "no files"
-    if read.total_bytes == 0:
-        return "empty file"
-    if not read.any_records:
-        return "not a transcript (no JSON records)"
-    if state.conversation_records == 0:
-        present = set(state.types) - {"<missing>"}
-        if present and present <= {"summary"}:
-            return "no conversation (summary-only)"
-        if present and present <= {"file-history-snapshot"}:
-            return "no conversation (file-history snapshots only)"
-        if present and present <= {"summary", "file-history-snapshot"}:
-            return "no conversation (summaries and file-history snapshots only)"
-        return "no conversation (no user or assistant records)"
-    if not any(t.kind in ("prompt", "text", "tool_result") for t in turns):
-        return "no conversation (only injected or empty messages)"
-    return None
+    none = _no_conversation(state) if state.conversation_records == 0 else None
+    size = None if files.main is None and not files.subagents else read.total_bytes
+    return nothing_to_remember(turns, size, read.any_records, none)
+
+
+def _no_conversation(state: SessionState) -> str:
+    """Which records a transcript without user or assistant records holds."""
+    present = set(state.types) - {"<missing>"}
+    if present and present <= {"summary"}:
+        return "summary-only"
+    if present and present <= {"file-history-snapshot"}:
+        return "file-history snapshots only"
+    if present and present <= {"summary", "file-history-snapshot"}:
+        return "summaries and file-history snapshots only"
+    return "no user or assistant records"

@@ -31,7 +31,7 @@ from librarian_dagster.core.capture.codex.files import AGENT
 from librarian_dagster.core.capture.codex.turns import State, Thread
 from librarian_dagster.core.capture.files import SessionFiles, project_from
 from librarian_dagster.core.capture.records import iter_records, parse_ts
-from librarian_dagster.core.capture.session import UNREADABLE, Session, Turn
+from librarian_dagster.core.capture.session import UNREADABLE, Session, Turn, nothing_to_remember
 
 __all__ = ["parse_session"]
 
@@ -95,15 +95,6 @@ def _read(path: Path, thread: Thread, state: State) -> str | None:
 
 
 def _skip_reason(files: SessionFiles, state: State, turns: list[Turn]) -> str | None:
-    """Why a readable session holds nothing to remember, or None."""
-    if files.main is None and not files.subagents:
-        return "no files"
-    if state.total_bytes == 0:
-        return "empty file"
-    if not state.any_records:
-        return "not a transcript (no JSON records)"
-    if state.conversation_records == 0:
-        return "no conversation (no messages or tool calls)"
-    if not any(t.kind in ("prompt", "text", "tool_result") for t in turns):
-        return "no conversation (only injected or empty messages)"
-    return None
+    none = "no messages or tool calls" if state.conversation_records == 0 else None
+    size = None if files.main is None and not files.subagents else state.total_bytes
+    return nothing_to_remember(turns, size, state.any_records, none)

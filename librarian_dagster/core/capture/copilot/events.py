@@ -50,7 +50,13 @@ from librarian_dagster.core.capture.records import (
     parse_ts,
     text_of,
 )
-from librarian_dagster.core.capture.session import UNREADABLE, Session, ToolUse, Turn
+from librarian_dagster.core.capture.session import (
+    UNREADABLE,
+    Session,
+    ToolUse,
+    Turn,
+    nothing_to_remember,
+)
 
 __all__ = ["parse_session"]
 
@@ -399,15 +405,8 @@ def _turns(state: _State) -> list[Turn]:
 
 
 def _skip_reason(size: int, state: _State, turns: list[Turn]) -> str | None:
-    if size == 0:
-        return "empty file"
-    if not state.types:
-        return "not a transcript (no JSON records)"
-    if state.messages == 0:
-        return "no conversation (no user or assistant messages)"
-    if not any(t.kind in ("prompt", "text", "tool_result") for t in turns):
-        return "no conversation (only injected or empty messages)"
-    return None
+    none = "no user or assistant messages" if state.messages == 0 else None
+    return nothing_to_remember(turns, size, bool(state.types), none)
 
 
 def _read(files: SessionFiles, state: _State) -> tuple[int, str | None]:

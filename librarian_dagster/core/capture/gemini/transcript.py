@@ -25,7 +25,7 @@ from librarian_dagster.core.capture.gemini.files import AGENT
 from librarian_dagster.core.capture.gemini.project import project_name, resolve_cwd
 from librarian_dagster.core.capture.gemini.turns import ChatState, TurnBuilder
 from librarian_dagster.core.capture.records import parse_ts
-from librarian_dagster.core.capture.session import UNREADABLE, Session, Turn
+from librarian_dagster.core.capture.session import UNREADABLE, Session, Turn, nothing_to_remember
 
 __all__ = ["parse_session"]
 
@@ -133,18 +133,12 @@ def parse_session(
 def _skip_reason(
     files: SessionFiles, chats: _Chats, state: ChatState, turns: list[Turn]
 ) -> str | None:
-    """Why a readable session holds nothing to remember, or None."""
-    if files.main is None and not files.subagents:
-        return "no files"
-    if chats.total_bytes == 0:
-        return "empty file"
     main = chats.main
-    if main is not None and main.invalid and not turns:
+    if chats.total_bytes and main is not None and main.invalid and not turns:
         return main.invalid
+    none = None
     if state.conversation_messages == 0:
-        if main is not None and main.meta:
-            return "no conversation (a header and no messages)"
-        return "no conversation (no user or model messages)"
-    if not any(t.kind in ("prompt", "text", "tool_result") for t in turns):
-        return "no conversation (only notices or empty messages)"
-    return None
+        header = main is not None and main.meta
+        none = "a header and no messages" if header else "no user or model messages"
+    size = None if files.main is None and not files.subagents else chats.total_bytes
+    return nothing_to_remember(turns, size, True, none, "only notices or empty messages")

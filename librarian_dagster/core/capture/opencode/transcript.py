@@ -22,7 +22,7 @@ from librarian_dagster.core.capture.opencode.storage import load_storage
 from librarian_dagster.core.capture.opencode.thread import Thread, ThreadState, ms_time, turns_of
 from librarian_dagster.core.capture.opencode.tools import as_dict
 from librarian_dagster.core.capture.records import ParseStats
-from librarian_dagster.core.capture.session import UNREADABLE, Session, Turn
+from librarian_dagster.core.capture.session import UNREADABLE, Session, Turn, nothing_to_remember
 
 __all__ = ["parse_session", "session_from"]
 
@@ -110,11 +110,8 @@ def session_from(
 
 
 def _skip_reason(thread: Thread, turns: list[Turn]) -> str | None:
-    if not thread.messages and not any(c.messages for c in thread.children):
-        return "no conversation (no messages)"
-    if not any(t.kind in ("prompt", "text", "tool_result") for t in turns):
-        return "no conversation (only injected or empty messages)"
-    return None
+    said = thread.messages or any(c.messages for c in thread.children)
+    return nothing_to_remember(turns, 1, True, None if said else "no messages")
 
 
 def _skipped(files: SessionFiles, fingerprint: str, reason: str, stats: ParseStats) -> Session:

@@ -36,7 +36,13 @@ from librarian_dagster.core.capture.records import (
     parse_ts,
     text_of,
 )
-from librarian_dagster.core.capture.session import UNREADABLE, Session, ToolUse, Turn
+from librarian_dagster.core.capture.session import (
+    UNREADABLE,
+    Session,
+    ToolUse,
+    Turn,
+    nothing_to_remember,
+)
 
 __all__ = ["parse_session"]
 
@@ -235,15 +241,8 @@ def _title(entries: list[dict[str, Any]]) -> str | None:
 
 
 def _skip_reason(size: int, state: _State) -> str | None:
-    if size == 0:
-        return "empty file"
-    if not state.types:
-        return "not a transcript (no JSON records)"
-    if state.messages == 0:
-        return "no conversation (no user or assistant messages)"
-    if not any(t.kind in ("prompt", "text", "tool_result") for t in state.turns):
-        return "no conversation (only injected or empty messages)"
-    return None
+    none = "no user or assistant messages" if state.messages == 0 else None
+    return nothing_to_remember(state.turns, size, bool(state.types), none)
 
 
 def _times(head: dict[str, Any] | None, entries: list[dict[str, Any]]) -> tuple[Any, Any]:
