@@ -112,11 +112,8 @@ def check(where: Where) -> list[str]:
     return [] if url == where.mcp_url else [f"not connected: {_config(where)} names {url}"]
 
 
-def found(where: Where) -> bool:
-    return (where.home / ".toy").is_dir()
-
-
-CONNECTOR = Connector(agent="toy", targets=targets, check=check, found=found)
+CONNECTOR = Connector(agent="toy", targets=targets, check=check,
+                      folder=lambda where: where.home / ".toy", command="toy")
 '''
 
 DRIVER = """

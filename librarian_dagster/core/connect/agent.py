@@ -5,6 +5,7 @@ core/capture/ defines its `CONNECTOR` (`connector.py`), part of its record there
 Standard library only.
 """
 
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,5 +63,11 @@ class Connector:
     """The files connecting changes, each with what is added to it."""
     check: Callable[[Where], list[str]]
     """Why memory would not reach the agent, as it is configured now; empty when it does."""
-    found: Callable[[Where], bool]
-    """Whether the agent is on this machine (its folder, or its command on PATH)."""
+    folder: Callable[[Where], Path]
+    """The agent's own folder of settings, there once it has run."""
+    command: str
+    """Its command, on PATH where it is installed."""
+
+    def found(self, where: Where) -> bool:
+        """Whether the agent is on this machine: its folder, or its command on PATH."""
+        return self.folder(where).is_dir() or shutil.which(self.command) is not None

@@ -8,7 +8,6 @@ Claude Code puts in its own environment: the hooks ask that server, and .mcp.jso
 in .mcp.json, read by the hooks at run time)."""
 
 import json
-import shutil
 from pathlib import Path
 
 from librarian_dagster.core.connect.agent import Connector, Where
@@ -68,8 +67,10 @@ def _server_of(settings: list[Path]) -> object:
     return named
 
 
-def found(where: Where) -> bool:
-    return (where.home / ".claude").is_dir() or shutil.which("claude") is not None
-
-
-CONNECTOR = Connector(agent=AGENT, targets=targets, check=check, found=found)
+CONNECTOR = Connector(
+    agent=AGENT,
+    targets=targets,
+    check=check,
+    folder=lambda where: where.home / ".claude",
+    command="claude",
+)

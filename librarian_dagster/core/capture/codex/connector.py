@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -189,8 +188,4 @@ def check(where: Where) -> list[str]:
     return problems
 
 
-def found(where: Where) -> bool:
-    return codex_home(where).is_dir() or shutil.which("codex") is not None
-
-
-CONNECTOR = Connector(agent=AGENT, targets=targets, check=check, found=found)
+CONNECTOR = Connector(agent=AGENT, targets=targets, check=check, folder=codex_home, command="codex")

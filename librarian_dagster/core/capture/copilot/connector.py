@@ -20,7 +20,6 @@ and the MCP server's header names the token's variable (`${LIBRARIAN_MCP_TOKEN}`
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -161,8 +160,6 @@ def _trusted(where: Where) -> bool:
     return False
 
 
-def found(where: Where) -> bool:
-    return copilot_home(where).is_dir() or shutil.which("copilot") is not None
-
-
-CONNECTOR = Connector(agent=AGENT, targets=targets, check=check, found=found)
+CONNECTOR = Connector(
+    agent=AGENT, targets=targets, check=check, folder=copilot_home, command="copilot"
+)

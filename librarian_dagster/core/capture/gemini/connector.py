@@ -13,7 +13,6 @@ expands as it reads its settings): the token is never in the file.
 """
 
 import json
-import shutil
 from pathlib import Path
 
 from librarian_dagster.core.connect.agent import Connector, Where, run_hook
@@ -95,8 +94,10 @@ def _trusted(where: Where) -> bool:
     )
 
 
-def found(where: Where) -> bool:
-    return (where.home / ".gemini").is_dir() or shutil.which("gemini") is not None
-
-
-CONNECTOR = Connector(agent=AGENT, targets=targets, check=check, found=found)
+CONNECTOR = Connector(
+    agent=AGENT,
+    targets=targets,
+    check=check,
+    folder=lambda where: where.home / ".gemini",
+    command="gemini",
+)

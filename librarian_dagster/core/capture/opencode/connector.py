@@ -18,7 +18,6 @@ them): Librarian writes `opencode.json`, the one of them that is plain JSON.
 """
 
 import json
-import shutil
 from pathlib import Path
 
 from librarian_dagster.core.connect.agent import Connector, Where
@@ -93,8 +92,6 @@ def check(where: Where) -> list[str]:
     return problems
 
 
-def found(where: Where) -> bool:
-    return config_dir(where).is_dir() or shutil.which("opencode") is not None
-
-
-CONNECTOR = Connector(agent=AGENT, targets=targets, check=check, found=found)
+CONNECTOR = Connector(
+    agent=AGENT, targets=targets, check=check, folder=config_dir, command="opencode"
+)

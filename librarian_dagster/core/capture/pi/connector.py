@@ -13,7 +13,6 @@ repository's over the user's; the token stays in the environment (LIBRARIAN_MCP_
 """
 
 import json
-import shutil
 from pathlib import Path
 
 from librarian_dagster.core.connect.agent import Connector, Where
@@ -74,8 +73,4 @@ def check(where: Where) -> list[str]:
     return problems
 
 
-def found(where: Where) -> bool:
-    return agent_dir(where).is_dir() or shutil.which("pi") is not None
-
-
-CONNECTOR = Connector(agent=AGENT, targets=targets, check=check, found=found)
+CONNECTOR = Connector(agent=AGENT, targets=targets, check=check, folder=agent_dir, command="pi")
