@@ -8,7 +8,7 @@ Three states of the same mirror, each evaluated `--repeat` times through the rea
 embedded PostgreSQL, a Dagster instance on it, alerts to the log):
 - nothing requested, nothing ingested: every session is late, and each costs a Dagster lookup
   for its `transcript` stage (the worst case);
-- every session just requested by the mirror sensor: none is due yet (a first backfill);
+- every session just requested by the sessions sensor: none is due yet (a first backfill);
 - every session ingested (memories stand in for it): the steady state.
 """
 

@@ -47,7 +47,7 @@ class DagsterRunHistory:
 
 def forget_pending(settings: Settings) -> RunsForgotten:
     """`librarian forget --pending`: Dagster's runs and partitions of the sessions the recall
-    server's page forgot, which the mirror sensor would delete at its next tick."""
+    server's page forgot, which the sessions sensor would delete at its next tick."""
     with _opened(settings) as (store, instance):
         return forget_queued_run_history(store.ledger, DagsterRunHistory(instance))
 

@@ -1,6 +1,6 @@
 """`librarian ingest` and `librarian backfill`: run the `ingest_session` job now, in this process.
 
-The same job the mirror sensor and a backfill from the UI start, with the same resources. The runs
+The same job the sessions sensor and a backfill from the UI start, with the same resources. The runs
 land in the Dagster instance the UI shows (DAGSTER_HOME under LIBRARIAN_HOME), so an ingest from
 the command line has the same lineage, metadata and checks as a sensor run.
 

@@ -149,7 +149,7 @@ def serve(
 
 
 def _forgetting(settings: Settings) -> "Callable[[Sequence[str]], Forgotten]":
-    """The page's forget: the store's part at once, Dagster's records at the mirror sensor's
+    """The page's forget: the store's part at once, Dagster's records at the sessions sensor's
     next tick (core/assembly/forgetting.py); the server imports no Dagster."""
 
     def forget(session_ids: Sequence[str]) -> Forgotten:

@@ -122,12 +122,12 @@ def serve_http(app, port: int):
 
 
 def sensor_tick(definitions, instance, cursor):
-    """Evaluate the mirror sensor once, with the resources bound from the environment."""
+    """Evaluate the sessions sensor once, with the resources bound from the environment."""
     import dagster as dg
 
     from librarian_dagster.defs.resources import build_resources
 
-    sensor = definitions.resolve_sensor_def("mirror_sensor")
+    sensor = definitions.resolve_sensor_def("sessions_sensor")
     with dg.build_sensor_context(
         instance=instance,
         cursor=cursor,

@@ -133,8 +133,8 @@ def test_the_scheduling_records_keep_the_fields_read():
 
 
 def test_a_sensor_never_evaluated_is_unknown(instance):
-    assert not sensor_known(instance, "mirror_sensor")
-    assert last_good_sensor_tick(instance, "mirror_sensor") is None
+    assert not sensor_known(instance, "sessions_sensor")
+    assert last_good_sensor_tick(instance, "sessions_sensor") is None
 
 
 def test_the_run_start_names_the_process_that_ran_it(instance, results):

@@ -35,7 +35,7 @@ def register(add_parser: AddParser) -> None:
         "--pending",
         action="store_true",
         help="only finish what forgetting from the page left: Dagster's runs and partitions of "
-        "the sessions it forgot (`librarian up`'s mirror sensor does it at its next tick)",
+        "the sessions it forgot (`librarian up`'s sessions sensor does it at its next tick)",
     )
     parser.add_argument("--yes", action="store_true", help="do not ask first")
     parser.set_defaults(handler=cmd_forget)

@@ -39,15 +39,15 @@ from librarian_dagster.defs.resources import (
     JournalResource,
     LedgerResource,
     MemoriesResource,
-    MirrorResource,
     NotifierResource,
+    SessionFoldersResource,
     StoreResource,
 )
 
 MEMORY = dg.AssetKey("memory")
 SESSION_DIGEST = dg.AssetKey("session_digest")
 TRANSCRIPT = dg.AssetKey("transcript")
-MIRROR_SENSOR = "mirror_sensor"
+SESSIONS_SENSOR = "sessions_sensor"
 DIGEST_MESSAGES_PER_TICK = 5
 """A backfill writes hundreds of memories a tick: past this many, one roll-up message."""
 _PAGE = 200
@@ -169,7 +169,7 @@ def _error(context: dg.RunFailureSensorContext) -> str:
 @dg.sensor(minimum_interval_seconds=300, default_status=dg.DefaultSensorStatus.RUNNING)
 def capture_gap_alerts(
     context: dg.SensorEvaluationContext,
-    mirror: MirrorResource,
+    folders: SessionFoldersResource,
     store: StoreResource,
     ledger: LedgerResource,
     notifier: NotifierResource,
@@ -177,24 +177,24 @@ def capture_gap_alerts(
     journal: JournalResource,
 ):
     """Alerts once when sessions go uncaptured (not ingested, mirror quiet, a pushing machine
-    quiet, mirror sensor silent), and once when that clears."""
+    quiet, the sessions sensor silent), and once when that clears."""
     now = clock.now()
     state = GapState.from_cursor(context.cursor, now)
-    root = Path(mirror.path)
+    root = Path(folders.path)
     exists = root.is_dir()
     # Every agent's sessions can go uncaptured; the mirror's own absence is Claude Code's folder.
-    snapshots = snapshot(discover({a: f for a, f in mirror.folders().items() if f.is_dir()}))
+    snapshots = snapshot(discover({a: f for a, f in folders.by_agent().items() if f.is_dir()}))
     # A pushed session not ingested is as late as one written here; only those written here
     # tell whether the mirror is quiet.
-    pushed = snapshot(staged_sessions(Path(mirror.uploads))) if mirror.uploads else []
-    # What the mirror sensor never asks for (LIBRARIAN_EXCLUDE, the skip list) is no gap.
+    pushed = snapshot(staged_sessions(Path(folders.uploads))) if folders.uploads else []
+    # What the sessions sensor never asks for (LIBRARIAN_EXCLUDE, the skip list) is no gap.
     skips = ledger.get().skip_list()
     wanted = [
         s
         for s in [*snapshots, *pushed]
-        if not is_excluded(s.files, mirror.exclude or ()) and not skips.skips(s.files)
+        if not is_excluded(s.files, folders.exclude or ()) and not skips.skips(s.files)
     ]
-    candidates = _overdue(context, store, mirror, notifier, state, wanted, now)
+    candidates = _overdue(context, store, folders, notifier, state, wanted, now)
     machines = ledger.pushes().machines()
     incidents = capture_incidents(
         now=now,
@@ -202,8 +202,8 @@ def capture_gap_alerts(
         mirror_exists=exists,
         snapshots=snapshots,
         overdue=candidates,
-        sensor_watched=sensor_known(context.instance, MIRROR_SENSOR),
-        last_sensor_tick=last_good_sensor_tick(context.instance, MIRROR_SENSOR),
+        sensor_watched=sensor_known(context.instance, SESSIONS_SENSOR),
+        last_sensor_tick=last_good_sensor_tick(context.instance, SESSIONS_SENSOR),
         watching_since=state.watching_since,
         gap_minutes=notifier.gap_minutes,
         quiet_hours=notifier.quiet_hours,
@@ -223,7 +223,7 @@ def capture_gap_alerts(
 def _overdue(
     context: dg.SensorEvaluationContext,
     store: StoreResource,
-    mirror: MirrorResource,
+    folders: SessionFoldersResource,
     notifier: NotifierResource,
     state: GapState,
     snapshots: list[Snapshot],
@@ -234,7 +234,7 @@ def _overdue(
     handled, requested = ingested_at(db), requested_at(db)
     settings = {
         "now": now,
-        "settle_seconds": mirror.settle_seconds,
+        "settle_seconds": folders.settle_seconds,
         "gap_minutes": notifier.gap_minutes,
         "watching_since": state.watching_since,
     }

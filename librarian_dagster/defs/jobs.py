@@ -5,7 +5,7 @@ from librarian_dagster.defs.assets._common import GROUP
 INGEST_SESSION = "ingest_session"
 
 # Every stage of one session, transcript to memory (with the blocking leak check in between).
-# The one way a session is ingested: the mirror sensor, backfills from the UI and
+# The one way a session is ingested: the sessions sensor, backfills from the UI and
 # `librarian ingest` all run this job.
 ingest_session_job = dg.define_asset_job(
     INGEST_SESSION,

@@ -61,11 +61,11 @@ def incident_rerun_sensor(
 ):
     """Runs again, once per incident, each session whose last run failed while the database or
     the mirror folder was down (`librarian up` records the incidents it healed). A run `librarian
-    up` ended when it was stopped is the mirror sensor's to run again (`stopped_reruns`).
+    up` ended when it was stopped is the sessions sensor's to run again (`stopped_reruns`).
 
     Dagster's run retries run again only a run whose worker died: a step that failed (a store
     write refused by a dead server, a transcript unreadable past its wait) is not retried, since
-    a failed leak check would only fail again. Nor does the mirror sensor ask again for a file
+    a failed leak check would only fail again. Nor does the sessions sensor ask again for a file
     that did not change. Without this such a session would stay out of memory until a person ran
     a backfill.
     """
@@ -100,7 +100,7 @@ def reruns_due(instance: dg.DagsterInstance, incidents: list[Incident]) -> list[
             if run.tags.get(WILL_RETRY_TAG) == "true":
                 continue  # the daemon's run retries take it
             if STOPPED_TAG in run.tags:
-                continue  # ended by a stop, not the incident: the mirror sensor asks again
+                continue  # ended by a stop, not the incident: the sessions sensor asks again
             if not _newest_run(instance, key, run.run_id):
                 continue
             requests[key] = _rerun(
@@ -154,7 +154,7 @@ def _stored_by(instance: dg.DagsterInstance, key: str, run_id: str) -> bool:
 
 def _newest_run(instance: dg.DagsterInstance, key: str, run_id: str) -> bool:
     """Whether `run_id` is the newest ingest run of the partition: none ran it again since (a
-    retry, the mirror sensor or a person)."""
+    retry, the sessions sensor or a person)."""
     (newest,) = instance.get_run_records(
         dg.RunsFilter(job_name=ingest_session_job.name, tags={PARTITION_TAG: key}), limit=1
     )

@@ -6,7 +6,7 @@ selection text `app/*` takes a project's sessions, `app/2026-11/*` a project's m
 `/2026-11/` a month and `/codex/` an agent across projects. The session id is always the last
 segment (`session_id_of`, the one place that reads a key); staged files are named by session id.
 Stores from before keep older keys (a bare session id, or `<project>/<yyyy-mm>/<id>`): read every
-way, and `migrate_partition_keys` re-keys them once (the mirror sensor's first tick, `librarian
+way, and `migrate_partition_keys` re-keys them once (the sessions sensor's first tick, `librarian
 ingest` or `backfill`).
 """
 

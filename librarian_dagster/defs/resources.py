@@ -199,7 +199,7 @@ class LibraryResource(dg.ConfigurableResource):
         return Pending(Path(self.folder) / "pending")
 
 
-class MirrorResource(dg.ConfigurableResource):
+class SessionFoldersResource(dg.ConfigurableResource):
     """The folders the agents write their sessions to, and how the parser reads them."""
 
     path: str
@@ -218,7 +218,7 @@ class MirrorResource(dg.ConfigurableResource):
     private_projects: list[str] | None = None
     """LIBRARIAN_PRIVATE_PROJECTS: projects (or folders) only their person reads."""
 
-    def folders(self) -> dict[str, Path]:
+    def by_agent(self) -> dict[str, Path]:
         """Every agent's folder, Claude Code's first."""
         return {
             "claude-code": Path(self.path),
@@ -365,11 +365,11 @@ class ClockResource(dg.ConfigurableResource):
 TELEGRAM_TOKEN_VAR = "TELEGRAM_BOT_TOKEN"
 
 
-def _mirror(settings: Settings) -> MirrorResource:
+def _folders(settings: Settings) -> SessionFoldersResource:
     from librarian_dagster.core.capture.agents import folders
 
     every = folders(settings)
-    return MirrorResource(
+    return SessionFoldersResource(
         path=str(every.pop("claude-code")),
         agent_folders={agent: str(folder) for agent, folder in every.items()},
         settle_seconds=settings.settle_seconds,
@@ -392,7 +392,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource | d
         "search": SearchResource(store=store),
         # The default IO manager: every stage hands its output on through the staged files.
         "io_manager": StagingIOManager(home=str(settings.home)),
-        "mirror": _mirror(settings),
+        "folders": _folders(settings),
         "digester": DigesterResource.from_config(
             digest_config(settings),
             ANTHROPIC_KEY_VARIABLE

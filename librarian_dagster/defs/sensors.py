@@ -26,7 +26,11 @@ from librarian_dagster.defs.partitions import (
     partition_keys_for,
     sessions_partitions,
 )
-from librarian_dagster.defs.resources import LedgerResource, MemoriesResource, MirrorResource
+from librarian_dagster.defs.resources import (
+    LedgerResource,
+    MemoriesResource,
+    SessionFoldersResource,
+)
 from librarian_dagster.forget import DagsterRunHistory
 
 
@@ -35,9 +39,9 @@ from librarian_dagster.forget import DagsterRunHistory
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
 )
-def mirror_sensor(
+def sessions_sensor(
     context: dg.SensorEvaluationContext,
-    mirror: MirrorResource,
+    folders: SessionFoldersResource,
     ledger: LedgerResource,
     memories: MemoriesResource,
 ):
@@ -47,20 +51,20 @@ def mirror_sensor(
     runs and partitions of sessions the recall server's page forgot."""
     db = ledger.get()
     _forget_what_the_page_forgot(context, db)
-    found = _sessions(mirror, ledger)
+    found = _sessions(folders, ledger)
     if found is None:
         return dg.SkipReason(
-            f"no agent's folder exists: Claude Code's {mirror.path} (set LIBRARIAN_MIRROR), "
+            f"no agent's folder exists: Claude Code's {folders.path} (set LIBRARIAN_MIRROR), "
             "nor any other agent's (LIBRARIAN_CODEX_SESSIONS, ...), and nothing was pushed"
         )
     skips = db.skip_list()
     plan = plan_ingest(
         snapshot(
-            s for s in found if not is_excluded(s, mirror.exclude or ()) and not skips.skips(s)
+            s for s in found if not is_excluded(s, folders.exclude or ()) and not skips.skips(s)
         ),
         context.cursor,
         time.time(),
-        mirror.settle_seconds,
+        folders.settle_seconds,
         held=db.held_fingerprints(),
     )
     instance = context.instance
@@ -93,16 +97,16 @@ def mirror_sensor(
     )
 
 
-def _sessions(mirror: MirrorResource, ledger: LedgerResource) -> list[SessionFiles] | None:
+def _sessions(folders: SessionFoldersResource, ledger: LedgerResource) -> list[SessionFiles] | None:
     """Every session in the agents' folders here and every one pushed here, as the server
     recorded it; None when there is neither a folder nor a pushed session. A session both here
     and pushed (a laptop pushing to itself) is read here: one source."""
-    folders = {agent: root for agent, root in mirror.folders().items() if root.is_dir()}
-    uploads = Path(mirror.uploads) if mirror.uploads else None
+    there = {agent: root for agent, root in folders.by_agent().items() if root.is_dir()}
+    uploads = Path(folders.uploads) if folders.uploads else None
     pushed = staged_sessions(uploads, ledger.pushes().recorded()) if uploads else []
-    if not folders and not pushed:
+    if not there and not pushed:
         return None
-    local = discover(folders)
+    local = discover(there)
     here = {s.session_id for s in local}
     return [*local, *(p for p in pushed if p.session_id not in here)]
 
@@ -110,7 +114,7 @@ def _sessions(mirror: MirrorResource, ledger: LedgerResource) -> list[SessionFil
 def _forget_what_the_page_forgot(context: dg.SensorEvaluationContext, db: Ledger) -> None:
     """The runs and partitions of the sessions the recall server's page forgot, deleted where
     Dagster is. A failure is logged and the sessions stay queued for the next tick: it must not
-    keep the mirror's new sessions from being ingested."""
+    keep the agents' new sessions from being ingested."""
     try:
         done = forget_queued_run_history(db, DagsterRunHistory(context.instance))
     except Exception:

@@ -1,7 +1,7 @@
 """`librarian forget`: a session ingested through the real job is taken out of everything the
 product keeps (the store and its statistics, the staged files, Dagster's runs, event metadata and
 partitions), is never ingested again, and a search that was already running stops finding it;
-forgotten from the page, its Dagster records go at the mirror sensor's next tick."""
+forgotten from the page, its Dagster records go at the sessions sensor's next tick."""
 
 import os
 
@@ -139,11 +139,11 @@ def test_forget_leaves_nothing_readable_and_keeps_it_out(
     assert _traces(database_url, PRIVATE)["memories"] == 0
 
     # A session that ran alone, forgotten as the recall server's page forgets (no Dagster in
-    # that process): its memory at once, its run and partition at the mirror sensor's tick,
+    # that process): its memory at once, its run and partition at the sessions sensor's tick,
     # and no other session's history with them.
     with Store(database_url, postings_dir=settings.postings_dir) as store:
         page = forget_sessions([ALONE], settings, store, history=None)
-    assert page.memories == 1 and "at the next tick of `librarian up`'s mirror sensor" in (
+    assert page.memories == 1 and "at the next tick of `librarian up`'s sessions sensor" in (
         page.said()
     )
     assert _traces(database_url, ALONE)["memories"] == 0

@@ -185,7 +185,7 @@ def test_the_terminal_says_what_was_remembered_and_nothing_more(stop_and_start_a
     assert not any("DEBUG" in line or "Warning" in line for line in seen.again)
     # What Dagster and the recall server said went to their logs, warnings of theirs included.
     dagster_log = seen.logs["dagster.log"]
-    assert "DEBUG" in dagster_log and "mirror_sensor" in dagster_log
+    assert "DEBUG" in dagster_log and "sessions_sensor" in dagster_log
     assert "Warning" not in dagster_log  # the two every start gave are gone, not just moved
     assert "MCP server on" in seen.logs["mcp.log"]
 
@@ -204,8 +204,8 @@ def test_a_stop_during_a_run_is_no_failure_and_the_next_start_runs_it_again(
     # The stopped session's runs: the canceled one, then one that remembered it, once.
     runs = [(s, t) for s, t in seen.runs if t["dagster/partition"].endswith(seen.session)]
     assert [s for s, _ in runs] == [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.CANCELED]
-    # Asked again by the mirror sensor, within its first tick of the next start.
-    assert runs[0][1].get("dagster/sensor_name") == "mirror_sensor", runs[0][1]
+    # Asked again by the sessions sensor, within its first tick of the next start.
+    assert runs[0][1].get("dagster/sensor_name") == "sessions_sensor", runs[0][1]
 
 
 def _runs(home: Path) -> list[tuple[dg.DagsterRunStatus, dict[str, str], float]]:

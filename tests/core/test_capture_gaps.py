@@ -9,7 +9,7 @@ from librarian_dagster.core.service.alerts import (
     INGEST_GAP,
     MACHINE_QUIET,
     MIRROR_QUIET,
-    MIRROR_SENSOR_SILENT,
+    SESSIONS_SENSOR_SILENT,
     GapState,
     Incident,
     advance,
@@ -50,7 +50,7 @@ def test_a_session_is_late_gap_minutes_after_it_settled_unless_handled_since():
 
 
 def test_no_session_is_late_for_a_watch_that_had_not_begun():
-    # The first start, over a backlog the mirror sensor has not even requested yet.
+    # The first start, over a backlog the sessions sensor has not even requested yet.
     snaps = [_snap("a", T0 - 100 * HOUR)]
 
     def due(now, since):
@@ -105,12 +105,12 @@ def test_the_three_kinds_of_gap():
     assert _incidents(snaps=[_snap("a", T0 - 30 * HOUR)], quiet=0) == {}
     assert "does not exist" in _incidents(exists=False, quiet=0)[MIRROR_QUIET].alert
 
-    silent = _incidents(snaps=fresh, tick=T0 - 11 * MIN)[MIRROR_SENSOR_SILENT]
-    assert "(mirror_sensor) has not ticked for 11 min" in silent.alert
+    silent = _incidents(snaps=fresh, tick=T0 - 11 * MIN)[SESSIONS_SENSOR_SILENT]
+    assert "(sessions_sensor) has not ticked for 11 min" in silent.alert
     assert _incidents(snaps=fresh, tick=T0 - 9 * MIN) == {}
     # Never a good tick: silent since the watch began (an hour ago here).
-    assert MIRROR_SENSOR_SILENT in _incidents(snaps=fresh, tick=None)
-    # No stored state for the mirror sensor (no daemon ran it): nothing to judge.
+    assert SESSIONS_SENSOR_SILENT in _incidents(snaps=fresh, tick=None)
+    # No stored state for the sessions sensor (no daemon ran it): nothing to judge.
     assert _incidents(snaps=fresh, tick=None, watched=False) == {}
 
 

@@ -263,7 +263,7 @@ def test_the_alert_sensors_are_on_by_default_and_the_token_is_bound_by_name(env)
     assert unset["notifier"].token is None  # type: ignore[union-attr]
 
 
-def test_a_real_daemon_s_mirror_sensor_ticks_are_seen_and_their_silence_alerted(env, telegram):
+def test_a_real_daemon_s_sessions_sensor_ticks_are_seen_and_their_silence_alerted(env, telegram):
     settings, instance, folder = env
     folder.mkdir(parents=True)
     daemon = subprocess.Popen(
@@ -276,20 +276,20 @@ def test_a_real_daemon_s_mirror_sensor_ticks_are_seen_and_their_silence_alerted(
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 240
-        while (tick := last_good_sensor_tick(instance, "mirror_sensor")) is None:
+        while (tick := last_good_sensor_tick(instance, "sessions_sensor")) is None:
             assert daemon.poll() is None, "dagster-daemon exited"
-            assert time.monotonic() < deadline, "the mirror sensor never ticked"
+            assert time.monotonic() < deadline, "the sessions sensor never ticked"
             time.sleep(1)
     finally:
         os.killpg(daemon.pid, signal.SIGTERM)
         daemon.wait(timeout=60)
-    assert sensor_known(instance, "mirror_sensor") and abs(time.time() - tick) < 300
+    assert sensor_known(instance, "sessions_sensor") and abs(time.time() - tick) < 300
     first = _tick(settings, instance, "capture_gap_alerts", None, tick + 60)
-    assert not any("mirror_sensor" in t for t in telegram.texts)
+    assert not any("sessions_sensor" in t for t in telegram.texts)
     _tick(settings, instance, "capture_gap_alerts", first.cursor, tick + 11 * 60)
-    [silent] = [t for t in telegram.texts if "mirror_sensor" in t]
+    [silent] = [t for t in telegram.texts if "sessions_sensor" in t]
     assert silent.startswith(
-        "Librarian capture gap: the sensor that finds new sessions (mirror_sensor) has not "
+        "Librarian capture gap: the sensor that finds new sessions (sessions_sensor) has not "
         "ticked for 11 min"
     )
 
@@ -363,7 +363,7 @@ def test_a_pushed_session_not_ingested_is_a_gap(env, telegram):
     assert f"{SESSION} (-work-app)" in alert
 
 
-def test_a_session_the_mirror_sensor_never_asks_for_is_no_gap(env, telegram, monkeypatch):
+def test_a_session_the_sessions_sensor_never_asks_for_is_no_gap(env, telegram, monkeypatch):
     settings, instance, folder = env
     age(write_transcript(folder, SESSION, "Private?", "Yes."), 600)
     monkeypatch.setenv("LIBRARIAN_EXCLUDE", "-work-app")

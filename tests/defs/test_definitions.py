@@ -93,7 +93,7 @@ def test_the_leak_check_blocks_the_digest(defs):
 
 
 def test_the_sensor_starts_the_ingest_job_and_is_on_by_default(defs):
-    sensor = defs.resolve_sensor_def("mirror_sensor")
+    sensor = defs.resolve_sensor_def("sessions_sensor")
     assert sensor.job_name == INGEST_SESSION
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
 

@@ -85,7 +85,7 @@ def test_a_run_failed_outside_any_incident_is_left_alone(instance):
 
 def test_a_session_run_again_since_is_left_alone(instance):
     _run(instance, KEY, "fail")
-    _run(instance, KEY, "succeed")  # the mirror sensor, a person, or the rerun itself
+    _run(instance, KEY, "succeed")  # the sessions sensor, a person, or the rerun itself
     assert reruns_due(instance, [_around_now()]) == []
 
 
@@ -148,7 +148,7 @@ def test_a_run_stopped_after_its_memory_was_written_is_not_asked_again(instance)
     assert stopped_reruns(instance, time.time() - 60) == []
 
 
-def test_a_run_a_stop_ended_during_an_incident_is_left_to_the_mirror_sensor(instance):
+def test_a_run_a_stop_ended_during_an_incident_is_left_to_the_sessions_sensor(instance):
     stopped = _run(instance, KEY, "fail")  # failed by its daemon as `librarian up` stopped
     instance.add_run_tags(stopped, {STOPPED_TAG: "true"})
     _run(instance, OTHER, "fail")

@@ -11,9 +11,9 @@ from librarian_dagster.core.settings import default
 from librarian_dagster.defs.resources import (
     DigesterResource,
     EmbedderResource,
-    MirrorResource,
     NotifierResource,
     QualityResource,
+    SessionFoldersResource,
 )
 
 KEY_VARIABLE = "LIBRARIAN_TEST_PROVIDER_KEY"
@@ -73,8 +73,8 @@ def test_without_a_key_variable_no_key_is_bound():
 @pytest.mark.parametrize(
     ("resource", "field", "setting"),
     [
-        (MirrorResource, "settle_seconds", "settle_seconds"),
-        (MirrorResource, "include_thinking", "include_thinking"),
+        (SessionFoldersResource, "settle_seconds", "settle_seconds"),
+        (SessionFoldersResource, "include_thinking", "include_thinking"),
         (DigesterResource, "provider", "digest_provider"),
         (DigesterResource, "attempts", "llm_attempts"),
         (DigesterResource, "input_token_budget", "digest_input_tokens"),

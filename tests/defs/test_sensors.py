@@ -1,4 +1,4 @@
-"""The mirror sensor asks only for what the store does not hold yet."""
+"""The sessions sensor asks only for what the store does not hold yet."""
 
 import json
 

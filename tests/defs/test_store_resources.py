@@ -26,7 +26,7 @@ TAKES = {
     "library_notes": {"ledger"},
 }
 SENSORS = {
-    "mirror_sensor": {"ledger", "memories"},
+    "sessions_sensor": {"ledger", "memories"},
     "digest_alerts": {"memories"},
     "capture_gap_alerts": {"store", "ledger"},
     "run_failure_alerts": set(),

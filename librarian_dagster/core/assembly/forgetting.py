@@ -1,6 +1,6 @@
 """Forgetting sessions: everything the product holds of them removed, and kept out from then on.
 
-One service for `librarian forget`, the recall server's page and the mirror sensor. What is
+One service for `librarian forget`, the recall server's page and the sessions sensor. What is
 removed, for each session:
 
 - the store: its memory, chunks (their postings go with them), session vector, where its files
@@ -16,10 +16,10 @@ removed, for each session:
   its partition, whose event metadata quotes its summary, its digest and its files, and its
   partition key. Those need Dagster, which neither core nor the recall server imports: the
   session is queued in the store first (`run_history_to_forget`), and the queue is emptied by
-  whoever holds Dagster: `librarian forget` at once (`--pending`: the queue alone), the mirror
+  whoever holds Dagster: `librarian forget` at once (`--pending`: the queue alone), the sessions
   sensor of `librarian up` at its next tick for what the page forgot.
 
-The session goes on the skip list first, so the mirror sensor cannot take it again while it is
+The session goes on the skip list first, so the sessions sensor cannot take it again while it is
 being forgotten, or ever after (`librarian skip --undo` lets it back). A recall server running
 meanwhile stops returning it at its next question: its postings follow the store's generation
 (core/recall/lexical.py), and its facts are read from the store.
@@ -75,7 +75,7 @@ class Forgotten:
     search_caches: int
     """BM25 postings files of this machine's searches, deleted."""
     history: RunsForgotten | None
-    """Dagster's records deleted; None: queued for the mirror sensor (the page's forget)."""
+    """Dagster's records deleted; None: queued for the sessions sensor (the page's forget)."""
 
     @property
     def others(self) -> tuple[str, ...]:
@@ -85,8 +85,8 @@ class Forgotten:
         """What was removed, in one line (`librarian forget` prints it, the page shows it)."""
         if self.history is None:
             dagster = (
-                "their Dagster runs and partitions go at the next tick of `librarian up`'s mirror "
-                "sensor, or with `librarian forget --pending`"
+                "their Dagster runs and partitions go at the next tick of `librarian up`'s "
+                "sessions sensor, or with `librarian forget --pending`"
             )
         else:
             dagster = (

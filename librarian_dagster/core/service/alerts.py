@@ -3,7 +3,7 @@
 Four kinds of capture gap (the way memory is silently lost):
 
 - `ingest_gap`: settled sessions (in the agents' folders here, or pushed here) still not handled
-  `gap_minutes` after they were due (settled, or requested by the mirror sensor, whichever is
+  `gap_minutes` after they were due (settled, or requested by the sessions sensor, whichever is
   later). A session is handled once a run got to it after its files last changed: its memory is
   newer than its files, or (for a session with nothing to remember, or one whose run failed,
   which the failure alert covers) its `transcript` stage ran after that.
@@ -13,8 +13,8 @@ Four kinds of capture gap (the way memory is silently lost):
   is no gap, and each pushing machine is watched instead.
 - `machine_quiet:<person>/<machine>`: a machine that pushes here (`librarian push`, whose watch
   says hello each round even with nothing new) has not been heard of for `quiet_hours`.
-- `mirror_sensor_silent`: the mirror sensor has had no successful tick for ten minutes (stopped in
-  the UI, or every tick failing), so settled sessions are not even requested.
+- `sessions_sensor_silent`: the sessions sensor has had no successful tick for ten minutes
+  (stopped in the UI, or every tick failing), so settled sessions are not even requested.
 
 The gap sensor keeps the open incidents in its cursor: one alert when an incident opens, one
 recovery message when it clears, nothing in between. An alert whose send failed is tried again
@@ -33,9 +33,9 @@ from librarian_dagster.core.store.pushes import PushMachine
 INGEST_GAP = "ingest_gap"
 MIRROR_QUIET = "mirror_quiet"
 MACHINE_QUIET = "machine_quiet"
-MIRROR_SENSOR_SILENT = "mirror_sensor_silent"
+SESSIONS_SENSOR_SILENT = "sessions_sensor_silent"
 SENSOR_SILENCE_SECONDS = 600.0
-"""The mirror sensor ticks every 30 s: ten minutes without a good tick is not a slow tick."""
+"""The sessions sensor ticks every 30 s: ten minutes without a good tick is not a slow tick."""
 _SHOWN_SESSIONS = 3
 
 
@@ -110,7 +110,7 @@ def due_sessions(
     """Sessions settled and not handled since their files last changed, `gap_minutes` past due.
 
     `handled`: session id -> when a run last got to it (seconds since the epoch). `requested`:
-    session id -> (fingerprint, when) the mirror sensor last requested a run for it. No session
+    session id -> (fingerprint, when) the sessions sensor last requested a run for it. No session
     is due before `watching_since`: on the first start, the backlog of old sessions the mirror
     sensor has not even requested yet is not a gap.
     """
@@ -148,7 +148,7 @@ def capture_incidents(
 
     `snapshots`: the sessions in this machine's agent folders (not those pushed here), whose
     newest tells a quiet mirror. `machines`: those that push here. `sensor_watched`: whether the
-    mirror sensor has a stored state at all. The daemon that runs this check runs the mirror
+    sessions sensor has a stored state at all. The daemon that runs this check runs the sessions
     sensor too, so without one (a test, a direct evaluation) there is nothing to judge yet; with
     one, its last good tick (or, if it never had one, the time this watch began) must be recent.
     """
@@ -268,11 +268,12 @@ def _sensor_gap(
         return None
     last = f"last good tick {_when(last_sensor_tick)}" if last_sensor_tick else "no good tick"
     return Incident(
-        MIRROR_SENSOR_SILENT,
-        f"Librarian capture gap: the sensor that finds new sessions (mirror_sensor) has not "
+        SESSIONS_SENSOR_SILENT,
+        f"Librarian capture gap: the sensor that finds new sessions (sessions_sensor) has not "
         f"ticked for {(now - silent_since) / 60:.0f} min ({last}); new sessions are not "
         "requested. Is it stopped in the UI, or failing (see its ticks)?",
-        "Librarian recovered: the sensor that finds new sessions (mirror_sensor) is ticking again.",
+        "Librarian recovered: the sensor that finds new sessions (sessions_sensor) is ticking "
+        "again.",
     )
 
 

@@ -19,7 +19,7 @@ def ingested_at(database: Database) -> dict[str, float]:
 
 
 def requested_at(database: Database) -> dict[str, tuple[str, float]]:
-    """Session id -> (fingerprint, when) the mirror sensor or `librarian ingest` recorded it."""
+    """Session id -> (fingerprint, when) the sessions sensor or `librarian ingest` recorded it."""
     with database.connection() as conn:
         rows = conn.execute(
             "SELECT session_id, fingerprint, EXTRACT(EPOCH FROM recorded_at)::float8 AS at"

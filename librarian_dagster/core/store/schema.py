@@ -304,7 +304,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         14,
         """
         -- Sessions forgotten whose Dagster runs and partitions are still to delete: the recall
-        -- server's page forgets without Dagster, and the mirror sensor or the next `librarian
+        -- server's page forgets without Dagster, and the sessions sensor or the next `librarian
         -- forget` deletes them (core/assembly/forgetting.py).
         CREATE TABLE run_history_to_forget (
             session_id   text PRIMARY KEY,

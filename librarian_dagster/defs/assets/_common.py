@@ -35,7 +35,7 @@ def source_files(ledger: Ledger, partition_key: str) -> SessionFiles:
     files = ledger.session_source(session_id)
     if files is None:
         raise dg.Failure(
-            f"no transcript recorded for session {session_id}: the mirror sensor or "
+            f"no transcript recorded for session {session_id}: the sessions sensor or "
             "`librarian ingest PATH` records where a session's files are before its first run"
         )
     return files

@@ -35,7 +35,7 @@ def session_digest(
     Keyed by (redacted content hash, prompt version, model): an unchanged session costs no call.
     Once the day's token budget (LIBRARIAN_DAILY_TOKEN_BUDGET) is spent, a digest that would
     call a model waits for the next day (UTC) instead: nothing is handed on, nothing is spent,
-    and the mirror sensor asks again then.
+    and the sessions sensor asks again then.
     """
     policy = DigestPolicy(
         digester.get(),
@@ -95,7 +95,7 @@ def _say_deferred(context: dg.AssetExecutionContext, key: str, deferred: Deferre
     message = (
         f"deferred to tomorrow (UTC): the daily token budget is spent ({spent:,} of "
         f"{budget:,} tokens on {datetime.now(UTC).date().isoformat()}, "
-        "LIBRARIAN_DAILY_TOKEN_BUDGET); the mirror sensor digests it then"
+        "LIBRARIAN_DAILY_TOKEN_BUDGET); the sessions sensor digests it then"
     )
     context.log.warning(f"session {key}: {message}")
     context.log_event(

@@ -36,7 +36,7 @@ from librarian_dagster.defs.assets._common import (
     source_files,
 )
 from librarian_dagster.defs.partitions import BATCH, sessions_partitions
-from librarian_dagster.defs.resources import JournalResource, LedgerResource, MirrorResource
+from librarian_dagster.defs.resources import JournalResource, LedgerResource, SessionFoldersResource
 
 TRANSCRIPT = dg.AssetKey("transcript")
 
@@ -93,7 +93,7 @@ class _Read:
 def transcript(
     context: dg.AssetExecutionContext,
     ledger: LedgerResource,
-    mirror: MirrorResource,
+    folders: SessionFoldersResource,
     journal: JournalResource,
 ) -> Iterator[dg.Output[Any]]:
     """Read each session of the run once; report it as `transcript`, store it redacted."""
@@ -110,12 +110,12 @@ def transcript(
 
     def read(key: str, _: str) -> tuple[_Read, dict[str, Any]]:
         files = source_files(db, key)
-        reason = kept_out(files, mirror.exclude or (), skips)
+        reason = kept_out(files, folders.exclude or (), skips)
         if reason:
             found = _Read(files, reason)
             metadata = {"files": [str(p) for p in files.paths], "skip_reason": reason}
         else:
-            session = _whose(_parsed(key, files, mirror, cwds), pushed, mirror)
+            session = _whose(_parsed(key, files, folders, cwds), pushed, folders)
             found, metadata = _Read(files, session), _counts(files, session)
         return found, metadata if reported else {}
 
@@ -147,7 +147,9 @@ def transcript(
         yield dg.Output(sessions, output_name="redacted_session")
 
 
-def _whose(session: Session, pushed: dict[str, PushedSession], mirror: MirrorResource) -> Session:
+def _whose(
+    session: Session, pushed: dict[str, PushedSession], folders: SessionFoldersResource
+) -> Session:
     """The session as its person's: who pushed it, with what their machine knew of it; else
     this machine's person's, its repository read from its folder here."""
     push = pushed.get(session.session_id)
@@ -155,8 +157,8 @@ def _whose(session: Session, pushed: dict[str, PushedSession], mirror: MirrorRes
         return attribute(session, push.person, push.remote, push.private)
     remote = remote_of(session.cwd)
     own = {session.project, *([project_of_remote(remote)] if remote else [])}
-    private = bool(own & set(mirror.private_projects or ()))
-    return attribute(session, mirror.person or getpass.getuser(), remote, private)
+    private = bool(own & set(folders.private_projects or ()))
+    return attribute(session, folders.person or getpass.getuser(), remote, private)
 
 
 def _absent(db: Ledger, files: SessionFiles, session: Session | str) -> str | None:
@@ -194,16 +196,18 @@ def _cwds_of_run(db: Ledger, keys: Iterable[str]) -> list[str]:
 
 
 def _parsed(
-    key: str, files: SessionFiles, mirror: MirrorResource, known_cwds: Iterable[str] = ()
+    key: str, files: SessionFiles, folders: SessionFoldersResource, known_cwds: Iterable[str] = ()
 ) -> Session:
-    """The session, read again while it cannot be read, for up to the mirror's wait;
+    """The session, read again while it cannot be read, for up to the folders' wait;
     `known_cwds`: where stored sessions ran, for a transcript that names no folder."""
 
     def parse() -> Session:
-        return parse_session(files, include_thinking=mirror.include_thinking, known_cwds=known_cwds)
+        return parse_session(
+            files, include_thinking=folders.include_thinking, known_cwds=known_cwds
+        )
 
     session = parse()
-    for pause in unreadable_pauses(mirror.unreadable_wait_seconds):
+    for pause in unreadable_pauses(folders.unreadable_wait_seconds):
         if not (session.skip_reason or "").startswith(UNREADABLE):
             break
         time.sleep(pause)
