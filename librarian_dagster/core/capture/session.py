@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.records import ParseStats
 
 __all__ = [
@@ -147,3 +148,14 @@ class Session:
     private: bool = False
     """Its person keeps its project private (LIBRARIAN_PRIVATE_PROJECTS): no other person reads
     it."""
+
+    @classmethod
+    def of(cls, files: SessionFiles, fingerprint: str, **read: Any) -> "Session":
+        """The session of `files`, as every reader assembles it: its id, files, fingerprint and
+        agent from them (the fingerprint taken before they were read); the rest as `read`."""
+        return cls(
+            **{"session_id": files.session_id, **read},
+            files=tuple(str(p) for p in files.paths),
+            fingerprint=fingerprint,
+            agent=files.agent,
+        )

@@ -178,8 +178,9 @@ def parse_session(
     stats.tool_uses = sum(len(t.tool_uses) for t in turns)
     title = _title(state)
     skip = read.unreadable or _skip_reason(files, state, read, turns)
-    return Session(
-        session_id=files.session_id,
+    return Session.of(
+        files,
+        fingerprint,
         project=project_from(
             state.cwd, files.main or (files.subagents[0] if files.subagents else None)
         ),
@@ -197,8 +198,6 @@ def parse_session(
         cache_creation_tokens=state.cache_creation_tokens,
         stats=stats,
         skip_reason=skip,
-        files=tuple(str(p) for p in files.paths),
-        fingerprint=fingerprint,
     )
 
 

@@ -27,7 +27,6 @@ Standard library only: hooks and the MCP server import this without dagster.
 from collections.abc import Iterable
 from pathlib import Path
 
-from librarian_dagster.core.capture.codex.files import AGENT
 from librarian_dagster.core.capture.codex.turns import State, Thread
 from librarian_dagster.core.capture.files import SessionFiles, project_from
 from librarian_dagster.core.capture.records import iter_records, parse_ts
@@ -60,8 +59,9 @@ def parse_session(
     stats.subagents = len(spawned)
     tokens = [main.tokens] + [t.tokens for t in threads]
     first = files.main or (files.subagents[0] if files.subagents else None)
-    return Session(
-        session_id=files.session_id,
+    return Session.of(
+        files,
+        fingerprint,
         project=project_from(state.cwd, first),
         cwd=state.cwd,
         git_branch=state.git_branch,
@@ -76,9 +76,6 @@ def parse_session(
         cache_read_tokens=sum(t[2] for t in tokens),
         stats=stats,
         skip_reason=unreadable or _skip_reason(files, state, turns),
-        files=tuple(str(p) for p in files.paths),
-        fingerprint=fingerprint,
-        agent=AGENT,
     )
 
 

@@ -437,8 +437,9 @@ def parse_session(
     title = state.title or (workspace_title(files.main) if files.main else None)
     fresh, read, write, output = _token_totals(state)
     skip = "no files" if files.main is None else unreadable or _skip_reason(size, state, turns)
-    return Session(
-        session_id=files.session_id,
+    return Session.of(
+        files,
+        fingerprint,
         project=project_from(state.cwd, files.main),
         cwd=state.cwd,
         git_branch=state.branch,
@@ -454,7 +455,4 @@ def parse_session(
         cache_creation_tokens=write,
         stats=stats,
         skip_reason=skip,
-        files=tuple(str(p) for p in files.paths),
-        fingerprint=fingerprint,
-        agent="copilot",
     )

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 
 from librarian_dagster.core.capture.files import SessionFiles, project_from
 from librarian_dagster.core.capture.gemini.conversation import Conversation, load
-from librarian_dagster.core.capture.gemini.files import AGENT
 from librarian_dagster.core.capture.gemini.project import project_name, resolve_cwd
 from librarian_dagster.core.capture.gemini.turns import ChatState, TurnBuilder
 from librarian_dagster.core.capture.records import parse_ts
@@ -110,8 +109,9 @@ def parse_session(
     stats.blocks_by_type = dict(state.blocks)
     stats.turns, stats.subagents = len(turns), subagents
     stats.tool_uses = sum(len(t.tool_uses) for t in turns)
-    return Session(
-        session_id=files.session_id,
+    return Session.of(
+        files,
+        fingerprint,
         project=project_from(cwd, None) if cwd else project_name(project_hash),
         cwd=cwd,
         started_at=parse_ts(_text(meta.get("startTime")) or state.first_ts),
@@ -124,9 +124,6 @@ def parse_session(
         cache_read_tokens=state.cache_read_tokens,
         stats=stats,
         skip_reason=chats.unreadable or _skip_reason(files, chats, state, turns),
-        files=tuple(str(p) for p in files.paths),
-        fingerprint=fingerprint,
-        agent=AGENT,
     )
 
 

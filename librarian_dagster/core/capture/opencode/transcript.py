@@ -87,7 +87,9 @@ def session_from(
     sid = info.get("id")
     sid = sid if isinstance(sid, str) and sid else files.session_id
     time = as_dict(info.get("time"))
-    return Session(
+    return Session.of(
+        files,
+        fingerprint,
         session_id=sid,
         project=project_from(cwd or None, files.main),
         cwd=cwd or None,
@@ -103,9 +105,6 @@ def session_from(
         cache_creation_tokens=state.cache_creation_tokens,
         stats=st,
         skip_reason=_skip_reason(thread, turns),
-        files=tuple(str(p) for p in files.paths),
-        fingerprint=fingerprint,
-        agent=AGENT,
     )
 
 
@@ -116,14 +115,12 @@ def _skip_reason(thread: Thread, turns: list[Turn]) -> str | None:
 
 def _skipped(files: SessionFiles, fingerprint: str, reason: str, stats: ParseStats) -> Session:
     main = files.main
-    return Session(
-        session_id=files.session_id,
+    return Session.of(
+        files,
+        fingerprint,
         project=project_from(None, main) if main else "unknown",
         stats=stats,
         skip_reason=reason,
-        files=tuple(str(p) for p in files.paths),
-        fingerprint=fingerprint,
-        agent=AGENT,
     )
 
 

@@ -275,8 +275,9 @@ def parse_session(
     stats.records_by_type = dict(state.types)
     stats.turns = len(state.turns)
     stats.tool_uses = sum(len(t.tool_uses) for t in state.turns)
-    return Session(
-        session_id=files.session_id,
+    return Session.of(
+        files,
+        fingerprint,
         project=project_from(cwd, files.main),
         cwd=cwd,
         started_at=started,
@@ -290,7 +291,4 @@ def parse_session(
         cache_creation_tokens=state.tokens[3],
         stats=stats,
         skip_reason=skip,
-        files=tuple(str(p) for p in files.paths),
-        fingerprint=fingerprint,
-        agent="pi",
     )
