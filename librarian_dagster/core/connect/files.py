@@ -28,6 +28,7 @@ __all__ = [
     "apply",
     "diff",
     "json_add",
+    "json_config",
     "json_remove",
     "json_target",
     "pending",
@@ -241,6 +242,19 @@ def json_add(path: Path, content: Content, entries: Sequence[Entry], notes: list
     if not changed and content is not None:
         return content
     return _dump_json(data)
+
+
+def json_config(path: Path, unread: str) -> tuple[dict[str, Any], str | None]:
+    """What an agent's JSON configuration file holds, as `--check` reads it ({} for a value that
+    is no object), and why it cannot say more: the file is not there, or not JSON (`unread`:
+    what that means for the agent)."""
+    try:
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return {}, f"not connected: there is no {path}"
+    except ValueError:
+        return {}, f"{path} is not JSON: {unread}"
+    return (data if isinstance(data, dict) else {}), None
 
 
 def json_target(path: Path, entries: Sequence[Entry]) -> Target:

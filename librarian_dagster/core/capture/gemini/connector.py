@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from librarian_dagster.core.connect.agent import Connector, Where, run_hook
-from librarian_dagster.core.connect.files import Target, json_target
+from librarian_dagster.core.connect.files import Target, json_config, json_target
 
 AGENT = "gemini"
 SERVER = "librarian"
@@ -53,14 +53,11 @@ def targets(where: Where) -> list[Target]:
 
 def check(where: Where) -> list[str]:
     path = _settings(where)
-    try:
-        settings = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return [f"not connected: there is no {path}"]
-    except ValueError:
-        return [f"{path} is not JSON: Gemini CLI reads no hook from it"]
+    settings, unread = json_config(path, "Gemini CLI reads no hook from it")
+    if unread:
+        return [unread]
     problems = []
-    hooks = settings.get("hooks", {}) if isinstance(settings, dict) else {}
+    hooks = settings.get("hooks", {})
     for keys, value in _entries(where)[:2]:
         listed = hooks.get(keys[1][:-2], []) if isinstance(hooks, dict) else []
         if not isinstance(listed, list) or value not in listed:

@@ -17,11 +17,10 @@ merged (it writes an `opencode.jsonc` of its own on its first start when there i
 them): Librarian writes `opencode.json`, the one of them that is plain JSON.
 """
 
-import json
 from pathlib import Path
 
 from librarian_dagster.core.connect.agent import Connector, Where
-from librarian_dagster.core.connect.files import Target, json_target
+from librarian_dagster.core.connect.files import Target, json_config, json_target
 
 AGENT = "opencode"
 SERVER = "librarian"
@@ -69,13 +68,9 @@ def check(where: Where) -> list[str]:
     if not (where.plugin / PLUGIN).is_file():
         problems.append(f"{where.plugin} holds no OpenCode plugin ({PLUGIN})")
     path = _config(where)
-    try:
-        config = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return [*problems, f"not connected: there is no {path}"]
-    except ValueError:
-        return [*problems, f"{path} is not JSON: Librarian cannot tell what OpenCode reads in it"]
-    config = config if isinstance(config, dict) else {}
+    config, unread = json_config(path, "Librarian cannot tell what OpenCode reads in it")
+    if unread:
+        return [*problems, unread]
     plugins = config.get("plugin")
     if not isinstance(plugins, list) or plugin_entry(where) not in plugins:
         whose = f" with the server {where.mcp_url}" if where.remote else ""

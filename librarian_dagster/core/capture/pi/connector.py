@@ -12,11 +12,10 @@ For a server elsewhere (`--server`) the same settings name it under a key of Lib
 repository's over the user's; the token stays in the environment (LIBRARIAN_MCP_TOKEN).
 """
 
-import json
 from pathlib import Path
 
 from librarian_dagster.core.connect.agent import Connector, Where
-from librarian_dagster.core.connect.files import Target, json_target
+from librarian_dagster.core.connect.files import Target, json_config, json_target
 
 AGENT = "pi"
 EXTENSION = Path("plugins") / "pi" / "librarian.ts"
@@ -56,16 +55,13 @@ def check(where: Where) -> list[str]:
     if not (where.plugin / EXTENSION).is_file():
         problems.append(f"{where.plugin} holds no Pi extension ({EXTENSION})")
     path = _settings(where)
-    try:
-        settings = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return [*problems, f"not connected: there is no {path}"]
-    except ValueError:
-        return [*problems, f"{path} is not JSON: Pi reads no extension from it"]
-    extensions = settings.get("extensions") if isinstance(settings, dict) else None
+    settings, unread = json_config(path, "Pi reads no extension from it")
+    if unread:
+        return [*problems, unread]
+    extensions = settings.get("extensions")
     if not isinstance(extensions, list) or str(where.plugin / EXTENSION) not in extensions:
         problems.append(f"not connected: {path} does not load Librarian's extension")
-    named = settings.get("librarian") if isinstance(settings, dict) else None
+    named = settings.get("librarian")
     server = named.get("server") if isinstance(named, dict) else None
     if where.remote and server != where.mcp_url:
         problems.append(f"{path} sends the extension to {server}, not {where.mcp_url} "
