@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from librarian_dagster.core.capture.claude_code.files import session_files_for
+from librarian_dagster.core.capture.claude_code.records import iter_records
 from librarian_dagster.core.capture.readers import parse_session
-from librarian_dagster.core.capture.records import iter_records
 
 SESSION = "aaaaaaaa-0000-0000-0000-000000000001"
 

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from librarian_dagster.core.capture.claude_code.files import discover_sessions, session_files_for
+from librarian_dagster.core.capture.claude_code.records import iter_records
 from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.readers import parse_session
-from librarian_dagster.core.capture.records import iter_records
 
 SID = "11111111-2222-3333-4444-555555555555"
 

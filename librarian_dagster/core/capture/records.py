@@ -1,28 +1,31 @@
 """Read a transcript file's JSONL lines as records (dicts), tolerant of what goes wrong in them.
 
-The transcript format is internal to Claude Code and changes between releases (see
-`shared/data/transcripts/FORMATS.md`), so reading is tolerant by construction:
+Every agent's reader reads its JSONL through here, so reading is tolerant by construction:
 
 * files are read line by line in binary mode, so memory is bounded by the largest record (plus
   the text the session keeps), and every line is decoded on its own: bad UTF-8 is replaced, NUL
   bytes are dropped;
 * a line that is not one JSON object is retried as several records glued together (`}{`), and
-  after a cut record reading resumes at the next real record; what is lost is counted as
-  malformed with its line number and a reason, never its content;
-* `toolUseResult` (a structured copy of the tool's output) is not decoded on long lines: the
-  `tool_result` block carries the same text.
+  after a cut record reading resumes at the next object that is a record of its own (as its
+  agent's `Decoding` tells one); what is lost is counted as malformed with its line number and a
+  reason, never its content.
+
+What only one agent's lines need (Claude Code's envelope, its `toolUseResult` shortcut) is that
+agent's `Decoding`, in its own folder (claude_code/records.py).
 
 Standard library only: hooks and the MCP server import this without dagster.
 """
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "PLAIN",
+    "Decoding",
     "ParseStats",
     "count_of",
     "decode_line",
@@ -58,28 +61,22 @@ class ParseStats:
 _DECODER = json.JSONDecoder()
 
 
-_ENVELOPE_TYPES = frozenset({"user", "assistant", "system", "progress", "attachment"})
+@dataclass(frozen=True)
+class Decoding:
+    """What an agent's lines need beyond plain JSON."""
+
+    top_level: Callable[[Any], bool] = lambda value: isinstance(value, dict) and "type" in value
+    """Whether an object found by resynchronising inside a bad line is a record of its own: a
+    cut record leaves its nested objects behind, which must not be read as records."""
+    shortcut: Callable[[bytes], dict[str, Any] | None] | None = None
+    """A long line's record decoded the quick way, or None to decode it whole."""
 
 
-def _looks_top_level(value: Any) -> bool:
-    """Whether an object found by resynchronising inside a bad line is a record of its own.
-
-    A cut record leaves its nested objects behind (content blocks, the subagent messages of
-    agent_progress); those must not be read as records. Real records carry their envelope.
-    """
-    if not isinstance(value, dict):
-        return False
-    rtype = value.get("type")
-    if rtype in _ENVELOPE_TYPES:
-        return "sessionId" in value or "parentUuid" in value
-    if rtype == "summary":
-        return "leafUuid" in value or "summary" in value
-    if rtype == "file-history-snapshot":
-        return "snapshot" in value or "messageId" in value
-    return isinstance(rtype, str) and "sessionId" in value
+PLAIN = Decoding()
+"""A record of its own carries its `type`."""
 
 
-def _split_glued(text: str) -> tuple[list[Any], str | None]:
+def _split_glued(text: str, decoding: Decoding) -> tuple[list[Any], str | None]:
     """Decode JSON values written back to back on one line; reason for anything unreadable.
 
     After a value that does not parse, reading resumes at the next `{"` that starts a complete
@@ -105,7 +102,7 @@ def _split_glued(text: str) -> tuple[list[Any], str | None]:
                 break
             pos = nxt
             continue
-        if resyncing and not _looks_top_level(value):
+        if resyncing and not decoding.top_level(value):
             # A nested object of the cut record: skip over it as a whole.
             nxt = text.find('{"', new_pos)
             if nxt == -1:
@@ -118,46 +115,10 @@ def _split_glued(text: str) -> tuple[list[Any], str | None]:
     return values, reason
 
 
-_USER_TAG = b'"type":"user"'
-_TOOL_USE_RESULT_TAG = b',"toolUseResult":'
-_GLUE = b'}{"'
-
-
-def _user_without_tool_use_result(raw: bytes) -> dict[str, Any] | None:
-    """A tool-result `user` record decoded up to its `toolUseResult`, or None.
-
-    `toolUseResult` repeats the tool's output in structured form (a Read's whole file, again):
-    43% of the dev corpus' bytes. The parser uses the `tool_result` block instead, so the line is
-    decoded only up to that key, which in every version seen follows `message`, `uuid` and
-    `timestamp`. Whatever does not fit (a string result, glued records, another key order, a
-    nested match) returns None and the whole line is decoded.
-    """
-    if raw.find(_USER_TAG, 0, 4096) < 0 or raw.find(b'"type":"progress"', 0, 4096) >= 0:
-        return None
-    cut = raw.find(_TOOL_USE_RESULT_TAG)
-    if (
-        cut < 0
-        or raw[cut + len(_TOOL_USE_RESULT_TAG) : cut + len(_TOOL_USE_RESULT_TAG) + 1] == b'"'
-    ):
-        return None
-    if not raw.rstrip().endswith(b"}") or raw.find(_GLUE, cut) >= 0:
-        return None
-    try:
-        text = raw[:cut].decode() + "}"
-        value, end = _DECODER.raw_decode(text)
-    except (ValueError, RecursionError):
-        return None
-    if end != len(text) or not isinstance(value, dict) or value.get("type") != "user":
-        return None
-    if "uuid" not in value or "message" not in value:
-        return None
-    return value
-
-
-def decode_line(raw: bytes) -> tuple[list[dict[str, Any]], str | None]:
+def decode_line(raw: bytes, decoding: Decoding = PLAIN) -> tuple[list[dict[str, Any]], str | None]:
     """Records on one physical line and, if some of it could not be read, why (no content)."""
-    if len(raw) > 4096:
-        short = _user_without_tool_use_result(raw)
+    if len(raw) > 4096 and decoding.shortcut is not None:
+        short = decoding.shortcut(raw)
         if short is not None:
             return [short], None
     # Fast path: strict UTF-8 and one object filling the line. raw_decode on the decoded str
@@ -178,7 +139,7 @@ def decode_line(raw: bytes) -> tuple[list[dict[str, Any]], str | None]:
     if not text:
         return [], None
     try:
-        values, reason = _split_glued(text)
+        values, reason = _split_glued(text, decoding)
     except RecursionError:
         return [], "JSON nested too deeply"
     records = [v for v in values if isinstance(v, dict)]
@@ -190,7 +151,9 @@ def decode_line(raw: bytes) -> tuple[list[dict[str, Any]], str | None]:
     return records, reason
 
 
-def iter_records(path: Path, stats: ParseStats | None = None) -> Iterator[dict[str, Any]]:
+def iter_records(
+    path: Path, stats: ParseStats | None = None, decoding: Decoding = PLAIN
+) -> Iterator[dict[str, Any]]:
     """Stream the JSON object records of one file; malformed lines are counted in `stats`."""
     stats = stats if stats is not None else ParseStats()
     # A 1 MiB buffer: with the default 8 KiB, splitting multi-megabyte lines took 0.6 s on the
@@ -204,7 +167,7 @@ def iter_records(path: Path, stats: ParseStats | None = None) -> Iterator[dict[s
             # Only short lines can be blank: avoid copying multi-megabyte lines to test it.
             if len(raw) < 64 and not raw.strip(b" \t\r\n\x00"):
                 continue
-            records, reason = decode_line(raw)
+            records, reason = decode_line(raw, decoding)
             if reason is not None:
                 recovered = reason.endswith("(recovered)")
                 if not raw.endswith(b"\n") and not records:
@@ -216,7 +179,7 @@ def iter_records(path: Path, stats: ParseStats | None = None) -> Iterator[dict[s
             yield from records
 
 
-def head_records(path: Path, lines: int = 20) -> list[dict[str, Any]]:
+def head_records(path: Path, lines: int = 20, decoding: Decoding = PLAIN) -> list[dict[str, Any]]:
     """The records of a file's first `lines` lines; [] for a file that cannot be read. What a
     reader looks at to tell whether a file is its agent's, and whose session it is."""
     found: list[dict[str, Any]] = []
@@ -225,7 +188,7 @@ def head_records(path: Path, lines: int = 20) -> list[dict[str, Any]]:
             for i, raw in enumerate(fh):
                 if i >= lines:
                     break
-                found.extend(decode_line(raw)[0])
+                found.extend(decode_line(raw, decoding)[0])
     except OSError:
         return []
     return found

@@ -12,13 +12,14 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from librarian_dagster.core.capture.claude_code.records import decode_line, head_records
 from librarian_dagster.core.capture.files import (
     SessionFiles,
     SessionHead,
     distinct_files,
     project_from,
 )
-from librarian_dagster.core.capture.records import decode_line, head_records, parse_ts
+from librarian_dagster.core.capture.records import parse_ts
 
 __all__ = [
     "agent_file_id",

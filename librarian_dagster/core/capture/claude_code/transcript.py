@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from librarian_dagster.core.capture.claude_code.files import agent_file_id
+from librarian_dagster.core.capture.claude_code.records import iter_records
 from librarian_dagster.core.capture.claude_code.turns import SessionState, TurnBuilder
 from librarian_dagster.core.capture.files import SessionFiles, project_from
-from librarian_dagster.core.capture.records import iter_records, parse_ts
+from librarian_dagster.core.capture.records import parse_ts
 from librarian_dagster.core.capture.session import UNREADABLE, Session, Turn, nothing_to_remember
 
 __all__ = ["parse_session"]
