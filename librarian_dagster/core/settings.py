@@ -177,7 +177,7 @@ class Settings(BaseModel):
         alias_generator=AliasGenerator(validation_alias=lambda name: PREFIX + name.upper()),
     )
     _variables: dict[str, str] = PrivateAttr(default_factory=dict)
-    """Every variable the settings were read from (`variable`); never shown."""
+    """The variables no field declares that the settings were read with (`variable`)."""
 
     home: Location = Path("~/.librarian")
     """embedded database files (`pgdata/`), `DAGSTER_HOME` (`dagster/`), staged stage outputs
@@ -377,13 +377,19 @@ class Settings(BaseModel):
         except ValidationError as exc:
             raise SettingsError(_one_line(exc, given)) from None
         # What is declared elsewhere, each agent's folder (core/capture/agent.py), is read from
-        # the same variables, at the same moment.
-        settings._variables = {k: v.strip() for k, v in env.items() if v and v.strip()}
+        # the same variables, at the same moment: Librarian's own and the agents' homes, never
+        # a secret (a key is no LIBRARIAN_ variable, and a declared one is a field).
+        settings._variables = {
+            k: v.strip()
+            for k, v in env.items()
+            if v.strip() and k not in VARIABLES and (k.startswith(PREFIX) or k.endswith("_HOME"))
+        }
         return settings
 
     def variable(self, name: str) -> str | None:
-        """The value of a variable as the settings were read, None when it was unset or blank:
-        for a setting declared outside this module (an agent's folder, core/capture/agent.py)."""
+        """A LIBRARIAN_ or `*_HOME` variable no field declares, as the settings were read; None
+        when it was unset or blank: for a setting declared outside this module (an agent's
+        folder, core/capture/agent.py)."""
         return self._variables.get(name)
 
     @property

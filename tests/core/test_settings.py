@@ -47,12 +47,13 @@ def test_an_agent_s_own_home_holds_its_sessions_unless_librarian_is_told_otherwi
 
 
 def test_claude_code_s_folder_is_read_from_its_old_name_too():
-    old = Settings.from_env({"LIBRARIAN_MIRROR": "/m", "LIBRARIAN_HOME": "/h"})
+    old = Settings.from_env({"LIBRARIAN_MIRROR": "/m", "GEMINI_API_KEY": "AIzaSyKEPT"})
     assert folders(old)["claude-code"] == Path("/m")
     both = {"LIBRARIAN_MIRROR": "/m", "LIBRARIAN_CLAUDE_CODE_SESSIONS": "/new"}
     assert folders(Settings.from_env(both))["claude-code"] == Path("/new")
-    # Read as the settings were: a later change of the environment is not seen.
-    assert "/m" not in repr(old) and old.variable("LIBRARIAN_HOME") == "/h"
+    # Read as the settings were, and no secret kept beside the fields: none in their repr.
+    assert old.variable("LIBRARIAN_MIRROR") == "/m" and old.variable("GEMINI_API_KEY") is None
+    assert "/m" not in repr(old)
 
 
 def test_gemini_takes_the_key_from_gemini_api_key_or_google_api_key():
