@@ -7,10 +7,13 @@ settings, the help, the MCP instructions, `up`, `status`, the page, the tests) a
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from librarian_dagster.core.capture.reader import Reader
 from librarian_dagster.core.connect.agent import Connector
-from librarian_dagster.core.settings import Settings
+
+if TYPE_CHECKING:  # the readers stay standard library only: settings bring pydantic
+    from librarian_dagster.core.settings import Settings
 
 __all__ = ["Agent", "Folder"]
 
@@ -31,15 +34,12 @@ class Folder:
     aliases: tuple[str, ...] = ()
     """Older names of `variable`, still read."""
 
-    def path(self, settings: Settings) -> Path:
-        for name in (self.variable, *self.aliases):
-            value = settings.variable(name)
-            if value:
-                return Path(value).expanduser().absolute()
-        home = settings.variable(self.home[0]) if self.home else None
-        if self.home and home:
-            return (Path(home) / self.home[1]).expanduser().absolute()
-        return Path(self.default).expanduser().absolute()
+    def path(self, settings: "Settings") -> Path:
+        given = (settings.variable(name) for name in (self.variable, *self.aliases))
+        value = next((v for v in given if v), None)
+        if value is None and self.home and (home := settings.variable(self.home[0])):
+            value = str(Path(home) / self.home[1])
+        return Path(value or self.default).expanduser().absolute()
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,14 @@ readers in (each claims only its own agent's first records).
 """
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from librarian_dagster.core.capture import claude_code, codex, copilot, gemini, opencode, pi
 from librarian_dagster.core.capture.agent import Agent
 from librarian_dagster.core.connect.agent import Connector
-from librarian_dagster.core.settings import Settings
+
+if TYPE_CHECKING:  # as readers.py, standard library only
+    from librarian_dagster.core.settings import Settings
 
 __all__ = ["AGENTS", "CONNECTORS", "folders"]
 
@@ -32,6 +35,6 @@ CONNECTORS: dict[str, Connector] = {name: agent.connector for name, agent in AGE
 """What `librarian connect` configures, agent by agent."""
 
 
-def folders(settings: Settings) -> dict[str, Path]:
+def folders(settings: "Settings") -> dict[str, Path]:
     """Each agent's name -> the folder it writes its sessions to, as `settings` say."""
     return {name: agent.folder.path(settings) for name, agent in AGENTS.items()}
