@@ -149,8 +149,10 @@ def _recalled(results: Sequence[ChunkResult]) -> list[_Recalled]:
         sid, text = clean(hit.session_id, 200), clean(hit.text)
         if not sid or not text:
             continue
-        files = [n for n in (clean(f, 300) for f in hit.files[:MAX_FILES]) if n]
-        session = sessions.setdefault(sid, _Recalled(sid, hit, files))
+        if sid not in sessions:  # the session's facts are its best chunk's
+            files = [n for n in (clean(f, 300) for f in hit.files[:MAX_FILES]) if n]
+            sessions[sid] = _Recalled(sid, hit, files)
+        session = sessions[sid]
         summary = clean(session.first.summary, 400)
         for line in (clean(h, 400) for h in hit.highlights):
             if line and line != summary and line not in session.bullets:
