@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import threading
@@ -347,3 +348,24 @@ def connections_open(url: str, *, until_none: float = 0.0) -> int:
             if others == 0 or time.monotonic() >= deadline:
                 return others
             time.sleep(0.1)
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def linked_packages(root: Path) -> Path:
+    """The packages (and pyproject.toml, by which Dagster finds defs/) under `root` as links to
+    this checkout's files: a file `edit` changes is written in place of its link, so the
+    checkout itself is never touched."""
+    for package in ("librarian_dagster", "mcp_server"):
+        shutil.copytree(REPO / package, root / package, copy_function=os.symlink,
+                        ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    (root / "pyproject.toml").symlink_to(REPO / "pyproject.toml")
+    return root
+
+
+def edit(path: Path, change) -> None:
+    """Write `change(text)` in place of the link `path` is (see `linked_packages`)."""
+    text = path.read_text(encoding="utf-8")
+    path.unlink()
+    path.write_text(change(text), encoding="utf-8")

@@ -4,16 +4,15 @@ copy of the packages in which Codex's folder imports Claude Code's is caught."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.process  # builds the import graph in a process of its own
+from tests.helpers import REPO, edit, linked_packages
 
-REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.process  # builds the import graph in a process of its own
 
 CHECK = """
 import itertools, json
@@ -43,11 +42,7 @@ def test_no_agent_s_folder_imports_another_s():
 
 
 def test_an_agent_importing_another_is_caught(tmp_path):
-    for package in ("librarian_dagster", "mcp_server"):
-        shutil.copytree(REPO / package, tmp_path / package, copy_function=os.symlink,
-                        ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
-    codex = tmp_path / "librarian_dagster" / "core" / "capture" / "codex" / "__init__.py"
-    text = codex.read_text(encoding="utf-8")
-    codex.unlink()  # a link to the checkout's own: written anew in the copy
-    codex.write_text(text + "\nfrom librarian_dagster.core.capture import claude_code\n")
-    assert _imports_between_agents(tmp_path) == [["codex", "claude-code"]]
+    root = linked_packages(tmp_path)
+    codex = root / "librarian_dagster" / "core" / "capture" / "codex" / "__init__.py"
+    edit(codex, lambda text: text + "\nfrom librarian_dagster.core.capture import claude_code\n")
+    assert _imports_between_agents(root) == [["codex", "claude-code"]]

@@ -6,7 +6,6 @@ test says which files the agent needed."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,11 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import AGENTS_AWAY
+from tests.helpers import edit, linked_packages
 
 pytestmark = pytest.mark.process  # a copy of the packages, ingest and a page in a process
 
-REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("librarian_dagster", "mcp_server")
 SESSION = "toy-0001"
 
 TOY = '''"""Toy: `<session>.toy` files, a header line then `> prompt` and `< answer` lines."""
@@ -160,28 +158,14 @@ print(json.dumps({
 """
 
 
-def _copy(root: Path) -> Path:
-    """The packages as links to this checkout's files: a file the agent adds or edits is
-    written in place of its link, so the checkout itself is never touched."""
-    for package in PACKAGES:
-        shutil.copytree(REPO / package, root / package, copy_function=os.symlink,
-                        ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
-    (root / "pyproject.toml").symlink_to(REPO / "pyproject.toml")  # Dagster finds defs/ by it
-    return root
-
-
 def _add_the_agent(root: Path) -> None:
     capture = root / "librarian_dagster" / "core" / "capture"
     (capture / "toy").mkdir()
     (capture / "toy" / "__init__.py").write_text(TOY, encoding="utf-8")
     (capture / "toy" / "connector.py").write_text(TOY_CONNECTOR, encoding="utf-8")
-    registry = capture / "agents.py"
-    text = registry.read_text(encoding="utf-8")
-    registry.unlink()  # a link to the checkout's own: written anew in the copy
-    text = text.replace("opencode, pi\n", "opencode, pi, toy\n", 1)
-    registry.write_text(
-        text.replace("        pi.AGENT,\n", "        pi.AGENT,\n        toy.AGENT,\n")
-    )
+    edit(capture / "agents.py", lambda text: text.replace(
+        "opencode, pi\n", "opencode, pi, toy\n", 1
+    ).replace("        pi.AGENT,\n", "        pi.AGENT,\n        toy.AGENT,\n"))  # fmt: skip
 
 
 def _edited(root: Path) -> list[str]:
@@ -194,7 +178,7 @@ def _edited(root: Path) -> list[str]:
 
 
 def test_a_seventh_agent_needs_a_folder_and_a_line(tmp_path, database_url):
-    root = _copy(tmp_path / "copy")
+    root = linked_packages(tmp_path / "copy")
     _add_the_agent(root)
     sessions = tmp_path / "toy-sessions"
     sessions.mkdir()
