@@ -1,9 +1,11 @@
-"""Notes injection for the PreToolUse hook's edits (see pre_tool_use.py).
+"""The library's notes in the hooks: the notes for a file before an edit (pre_tool_use.py), and
+once per session the reminder to keep notes (user_prompt_submit.py).
 
 Lives in a module rather than in the script because Python caches a module's bytecode but compiles
 a script on every run: about 3 ms of a ~15 ms hook.
 """
 
+import json
 import os
 
 import librarian_hooklib as lib
@@ -18,6 +20,32 @@ MIN_BUDGET = 200
 MARKER_PREFIX = "<!-- librarian"
 # Past this many characters of names the closing line says "and N more" instead.
 MAX_CLOSING_NAMES = 600
+
+
+def reminder(library: str, root: str) -> str:
+    scratch = os.path.join(library, lib.SCRATCH_NAME)
+    return (
+        f"Librarian: this project keeps notes in {library} (it mirrors the folders of {root}). "
+        f"When you learn something worth keeping (a pattern, a pitfall, a decision), append it to "
+        f"{scratch} as a block:\n"
+        "## [TAG: <folder relative to the project root, or global>, "
+        "type: <patterns|tech|product>]\n"
+        "- one learning per bullet\n"
+        "At the end of each turn the block is filed into "
+        f"{lib.LIBRARY_DIRNAME}/<folder>/<type>.md. Blocks without `type:` stay in the "
+        "scratch file."
+    )
+
+
+def remind(event: dict, env) -> tuple[str | None, str]:
+    """The reminder, once per session, where a library exists (walking up from the cwd, or
+    `LIBRARIAN_PATH`)."""
+    found = lib.find_library(lib.event_cwd(event, env), env)
+    if found is None:
+        return None, "no library"
+    if not lib.first_time(lib.open_session_state(event, ".reminded", env)):
+        return None, "already reminded"
+    return reminder(*found), "reminded"
 
 
 def budget_from(env) -> int:
@@ -119,7 +147,7 @@ def notes(event: dict, path: str, env) -> tuple[str | None, str]:
 
     budget = budget_from(env)
     state_path = lib.open_session_state(event, ".notes.json", env)
-    state = lib.load_json(state_path) if state_path else {}
+    state = _load_json(state_path) if state_path else {}
     shown_before = state.get("shown", {})
     named_before = state.get("named", {})
 
@@ -171,5 +199,22 @@ def notes(event: dict, path: str, env) -> tuple[str | None, str]:
     if state_path:
         shown_before.update({k: s for k, s, _, _ in included})
         named_before.update({k: s for k, s, _ in omitted})
-        lib.save_json_atomic(state_path, {"shown": shown_before, "named": named_before})
+        _save_json_atomic(state_path, {"shown": shown_before, "named": named_before})
     return text, f"injected={len(included)} omitted={len(omitted)} chars={len(text)}"
+
+
+def _load_json(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.loads(fh.read())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_json_atomic(path: str, data: dict) -> None:
+    # Write then rename: a reader (or a crash) never sees half a state file.
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(data))
+    os.replace(tmp, path)

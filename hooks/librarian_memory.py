@@ -3,12 +3,11 @@ prompt (`POST /recall`); at the first Read or edit of a file in a session, the e
 that changed it (`POST /history`). The server writes the text (core/recall/hook_text.py); this
 finds what to ask with (prompt, file, cwd, branch, remote), asks within a deadline, hands it on.
 
-The whole request runs in a daemon thread waited for at most the deadline: per-socket timeouts
-alone would not bound it (a server that trickles bytes resets them, a name lookup ignores them).
-A server that missed a deadline is left alone a while (librarian_hooklib.hung_lately). Every
-failure adds nothing. The server's text is untrusted: dropped over MAX_CONTEXT_CHARS, never a
-permission decision. `socket` and `threading` load only when the server is asked, `ssl` only for
-https: `http.client` would cost ~32 ms under `python3 -S` (docs/decisions/0033).
+The request runs in a daemon thread waited for at most the deadline (a server that trickles
+bytes resets a socket's timeout, a name lookup ignores it); a server that missed one is left
+alone a while (librarian_hooklib.hung_lately). Every failure adds nothing. The server's text is
+untrusted: dropped over MAX_CONTEXT_CHARS, never a permission decision. `socket` and `threading`
+load only to ask, `ssl` only for https: `http.client` would cost ~32 ms (docs/decisions/0033).
 """
 
 import json
@@ -21,7 +20,7 @@ import librarian_hooklib as lib
 DEFAULT_URL = "http://127.0.0.1:3201/recall"
 MIN_TIMEOUT_MS, MAX_TIMEOUT_MS = 50, 5000  # hooks.json gives a hook 10 s
 LIMIT = 3  # chunks or sessions asked for: the few best, not a page of results
-MAX_QUERY_CHARS = 2000  # the endpoint's limit: the start of a long prompt says what it is about
+MAX_PROMPT_CHARS = 8000  # the endpoint's limit; it looks up what the user typed, at most 2,000
 MAX_PATH_CHARS = 4096  # the endpoint's limit for a cwd or a path; a longer one is not sent
 MAX_RESPONSE_BYTES = 1024 * 1024
 MAX_CONTEXT_CHARS = 10000  # Claude Code spills a longer hook output to a file
@@ -29,17 +28,18 @@ MAX_GIT_WALK = 64  # folders looked at on the way up to the one holding `.git`
 MAX_GIT_READ = 4200  # bytes of `.git`, HEAD or a config read: a ref line is short
 MAX_TOOL_TEXT = 8000  # a patch names its files in its headers, a command its operands
 MAX_TOUCHED = 20
-OFF = ("off", "0", "false", "no")
 SEEN = "history seen"
-HOOK_CONTEXT = ("<hook_context>", "</hook_context>")
 
 
 class Failed(Exception):
     """The server could not be asked or gave no usable answer; the message is safe to log."""
 
 
-def _off(env, *names: str) -> bool:
-    return any((env.get(name) or "").strip().lower() in OFF for name in names)
+def _skipped(env, what: str, *switches: str) -> str | None:
+    """Why `what` is not asked at all: switched off, or the server hung lately."""
+    if any((env.get(n) or "").strip().lower() in ("off", "0", "false", "no") for n in switches):
+        return f"{what} off"
+    return f"{what} skipped (server hung lately)" if lib.hung_lately(env) else None
 
 
 def _ms(env, name: str, default: int) -> int:
@@ -59,23 +59,19 @@ def _budget(env, name: str, body: dict) -> dict:
 
 def url_of(env, name: str) -> str:
     """`/<name>` beside `LIBRARIAN_RECALL_URL`'s `/recall`, else beside the MCP URL's `/mcp`."""
-    url = env.get("LIBRARIAN_RECALL_URL") or ""
     mcp = (env.get("LIBRARIAN_MCP_URL") or "").rstrip("/")
-    if not url and mcp:
-        url = (mcp[: -len("/mcp")] if mcp.endswith("/mcp") else mcp) + "/recall"
-    url = (url or DEFAULT_URL).rstrip("/")
-    return (url[: -len("/recall")] if url.endswith("/recall") else url) + "/" + name
+    url = env.get("LIBRARIAN_RECALL_URL") or (mcp and mcp.removesuffix("/mcp") + "/recall")
+    return (url or DEFAULT_URL).rstrip("/").removesuffix("/recall") + "/" + name
 
 
 def sendable(text, limit: int) -> bool:
     """Whether the endpoint takes `text` as it is: a refused request would cost the answer."""
-    if not isinstance(text, str) or not text or len(text) > limit or "\x00" in text:
+    if not isinstance(text, str) or not 0 < len(text) <= limit or "\x00" in text:
         return False
     try:
-        text.encode("utf-8")  # a lone surrogate (a \ud800 escape in the event) cannot go
+        return bool(text.encode("utf-8"))  # a lone surrogate (a \ud800 escape) cannot go
     except UnicodeEncodeError:
         return False
-    return True
 
 
 def _cwd(event: dict) -> str | None:
@@ -103,66 +99,50 @@ def ask(env, what: str, body: dict, timeout_ms: int) -> tuple[dict | None, str]:
     return answer, f"in {(time.perf_counter() - start) * 1e3:.0f}ms"
 
 
-def told(answer: dict) -> tuple[str | None, str]:
-    """The server's text for the agent, and what it says of it."""
+def told(what: str, answer: dict, said: str) -> tuple[str | None, str]:
+    """The server's text for the agent, and what it says of it, for the log."""
     text, note = answer.get("context"), answer.get("note")
     if text is not None and (not isinstance(text, str) or len(text) > MAX_CONTEXT_CHARS):
-        return None, "not a context"
+        return None, f"{what} not a context {said}"
     if text:
-        return text, f"added {answer.get('sessions')} sessions, {len(text)} chars"
-    return None, f"none ({note})" if isinstance(note, str) and len(note) < 200 else "none"
+        return text, f"{what} added {answer.get('sessions')} sessions, {len(text)} chars {said}"
+    why = f" ({note})" if isinstance(note, str) and len(note) < 200 else ""
+    return None, f"{what} none{why} {said}"
 
 
 def fetch(url: str, body: bytes, token: str, timeout_s: float) -> dict:
     """One POST in HTTP/1.0 over a socket written here (the answer is all the server sends
     before it closes, never chunked), TLS for https; the answer as a dict, else Failed."""
+    import socket
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    host, https = parts.hostname, parts.scheme == "https"
+    if parts.scheme not in ("http", "https") or not host:
         raise Failed("bad url")
-    headers = {"Content-Type": "application/json", "Accept": "application/json"}
-    if token:
-        headers["Authorization"] = "Bearer " + token
-    status, data = _post(parts, body, headers, timeout_s)
-    if status in (401, 403):
-        raise Failed(f"refused ({status})")
-    if status != 200:
-        raise Failed(f"http {status}")
-    try:
-        answer = json.loads(data.decode("utf-8"))
-    except ValueError:
-        raise Failed("answer is not JSON") from None
-    if not isinstance(answer, dict):
-        raise Failed("answer is not an object")
-    return answer
-
-
-def _post(parts, body: bytes, headers: dict, timeout_s: float) -> tuple[int, bytes]:
-    import socket
-
-    host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+    port = parts.port or (443 if https else 80)
     netloc = f"[{host}]" if ":" in host else host
-    lines = [
-        f"POST {parts.path or '/'} HTTP/1.0",
-        f"Host: {netloc}:{port}",
-        f"Content-Length: {len(body)}",
-        *(f"{k}: {v}" for k, v in headers.items()),
-    ]
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
+    head = (f"POST {parts.path or '/'} HTTP/1.0\r\nHost: {netloc}:{port}\r\n"
+            f"Content-Length: {len(body)}\r\nContent-Type: application/json\r\n"
+            f"Accept: application/json\r\n{auth}\r\n")  # fmt: skip
     received, size = [], 0
     sock = socket.create_connection((host, port), timeout=timeout_s)
-    if parts.scheme == "https":
+    if https:
         import ssl  # only for a server elsewhere: its import is most of http.client's cost
 
         sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
     with sock:
-        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+        sock.sendall(head.encode("latin-1") + body)
         while chunk := sock.recv(65536):
             received.append(chunk)
-            size += len(chunk)
-            if size > MAX_RESPONSE_BYTES + 65536:
+            if (size := size + len(chunk)) > MAX_RESPONSE_BYTES + 65536:
                 raise Failed("answer too large")
-    head, found, data = b"".join(received).partition(b"\r\n\r\n")
+    return _answer(b"".join(received))
+
+
+def _answer(received: bytes) -> dict:
+    head, found, data = received.partition(b"\r\n\r\n")
     status_line, *header_lines = head.split(b"\r\n")
     words = status_line.split()
     if not found or len(words) < 2 or not words[0].startswith(b"HTTP/1.") or not words[1].isdigit():
@@ -173,7 +153,15 @@ def _post(parts, body: bytes, headers: dict, timeout_s: float) -> tuple[int, byt
             if len(data) < int(value):
                 raise Failed("answer cut short")
             data = data[: int(value)]
-    return int(words[1]), data
+    if (status := int(words[1])) != 200:
+        raise Failed(f"refused ({status})" if status in (401, 403) else f"http {status}")
+    try:
+        answer = json.loads(data.decode("utf-8"))
+    except ValueError:
+        raise Failed("answer is not JSON") from None
+    if not isinstance(answer, dict):
+        raise Failed("answer is not an object")
+    return answer
 
 
 def within(timeout_s: float, work):
@@ -181,104 +169,88 @@ def within(timeout_s: float, work):
     daemon thread, abandoned past the deadline (it dies with the process)."""
     import threading
 
-    box: dict = {}
+    done: list = []  # (True, the value) or (False, the exception), for the waiting thread
 
     def run() -> None:
         try:
-            box["answer"] = work()
-        except BaseException as exc:  # handed to the waiting thread, which decides
-            box["error"] = exc
+            done.append((True, work()))
+        except BaseException as exc:
+            done.append((False, exc))
 
     worker = threading.Thread(target=run, name="librarian-ask", daemon=True)
     worker.start()
     worker.join(timeout_s)
-    if worker.is_alive() or isinstance(box.get("error"), TimeoutError):
-        raise Failed("timeout")  # the join's deadline, or the socket's own (the same one)
-    if "error" in box:
-        raise box["error"]
-    return box["answer"]
+    if not done or isinstance(done[0][1], TimeoutError):  # the join's deadline or the socket's
+        raise Failed("timeout")
+    if not done[0][0]:
+        raise done[0][1]
+    return done[0][1]
 
 
 # -- where the question comes from: git's files, read as git reads them -------------------------
 
 
-def _read_start(path: str) -> str | None:
-    """The first MAX_GIT_READ bytes of a regular file as text, else None. Opened without
+def _read_start(path: str) -> str:
+    """The first MAX_GIT_READ bytes of a regular file as text, else "". Opened without
     blocking and checked before reading: a FIFO named HEAD must not hang the hook."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except (OSError, ValueError):  # ValueError: a NUL in the path
-        return None
+        return ""
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return os.read(fd, MAX_GIT_READ).decode("utf-8")
+        return os.read(fd, MAX_GIT_READ).decode() if stat.S_ISREG(os.fstat(fd).st_mode) else ""
     except (OSError, UnicodeDecodeError):
-        return None
+        return ""
     finally:
         os.close(fd)
 
 
-def _dotgit(cwd: str) -> tuple[str, str, int] | None:
-    """The first `.git` at or above `cwd`, as git finds it: (its folder, its path, its mode)."""
+def git(cwd: str) -> tuple[str | None, str | None]:
+    """The top folder of the checkout (or worktree) holding `cwd`, the first `.git` at or above it
+    as git finds it, and its git folder: `.git`, or for a worktree or submodule the folder its
+    `gitdir: <path>` file names (relative to the folder holding it). (None, None) outside one."""
     try:
         folder = os.path.abspath(cwd)
         for _ in range(MAX_GIT_WALK):
             dotgit = os.path.join(folder, ".git")
-            try:
-                return folder, dotgit, os.stat(dotgit).st_mode
-            except OSError:
-                if os.path.dirname(folder) == folder:
-                    return None
-                folder = os.path.dirname(folder)
+            if os.path.isdir(dotgit):
+                return folder, dotgit
+            if os.path.exists(dotgit):
+                line = (_read_start(dotgit) + "\n").splitlines()[0]
+                gitdir = line.removeprefix("gitdir:").strip()
+                ok = line.startswith("gitdir:") and gitdir and "\0" not in gitdir
+                return folder, os.path.join(folder, gitdir) if ok else None
+            if os.path.dirname(folder) == folder:
+                break
+            folder = os.path.dirname(folder)
     except (OSError, ValueError):
         pass
-    return None
+    return None, None
 
 
-def git_root(cwd: str) -> str | None:
-    """The top folder of the checkout (or worktree) holding `cwd`, or None."""
-    found = _dotgit(cwd)
-    return found[0] if found else None
-
-
-def _gitdir(cwd: str) -> str | None:
-    """The git folder of the repository holding `cwd`: `.git`, or for a worktree or submodule
-    the folder its `gitdir: <path>` file names (relative to the folder holding it)."""
-    found = _dotgit(cwd)
-    if found is None or stat.S_ISDIR(found[2]):
-        return found[1] if found else None
-    line = ((_read_start(found[1]) or "") + "\n").splitlines()[0]
-    gitdir = line.removeprefix("gitdir:").strip()
-    ok = line.startswith("gitdir:") and gitdir and "\0" not in gitdir
-    return os.path.join(found[0], gitdir) if ok else None
-
-
-def git_branch(cwd: str) -> str | None:
+def git_branch(gitdir: str | None) -> str | None:
     """The branch of `ref: refs/heads/<name>` in HEAD; a detached or odd HEAD names none (git
     refuses spaces and control characters in a name: a HEAD with them is not git's)."""
-    gitdir = _gitdir(cwd)
-    text = _read_start(os.path.join(gitdir, "HEAD")) if gitdir else None
-    line = text.splitlines()[0].strip() if text else ""
+    head = _read_start(os.path.join(gitdir, "HEAD")) if gitdir else ""
+    line = (head + "\n").splitlines()[0].strip()
     name = line.removeprefix("ref: refs/heads/")
     if name == line or not sendable(name, 200):
         return None
     return None if any(c.isspace() or not c.isprintable() for c in name) else name
 
 
-def git_remote(cwd: str) -> str | None:
+def git_remote(gitdir: str | None) -> str | None:
     """The `origin` remote (else the first) in the repository's git config (a worktree's is its
     main repository's), without a user or password: with a file's history question it tells the
     server a teammate's checkout named otherwise."""
     import re
 
-    gitdir = _gitdir(cwd)
     if gitdir is None:
         return None
-    common = (_read_start(os.path.join(gitdir, "commondir")) or "").strip()
+    common = _read_start(os.path.join(gitdir, "commondir")).strip()
     urls: dict[str, str] = {}
     section = ""
-    for raw in (_read_start(os.path.join(gitdir, common, "config")) or "").splitlines():
+    for raw in _read_start(os.path.join(gitdir, common, "config")).splitlines():
         line = raw.strip()
         if line.startswith("["):
             section = line
@@ -293,42 +265,23 @@ def git_remote(cwd: str) -> str | None:
 # -- the prompt, and a file's history ------------------------------------------------------------
 
 
-def typed(prompt):
-    """The words the user typed: Gemini CLI, headless, puts its SessionStart hooks' context
-    (`<hook_context>...</hook_context>\\n\\n`) before the prompt it hands BeforeAgent."""
-    opening, closing = HOOK_CONTEXT
-    rest = prompt.lstrip() if isinstance(prompt, str) else ""
-    if not rest.startswith(opening):
-        return prompt
-    while rest.startswith(opening) and closing in rest:
-        rest = rest[rest.index(closing) + len(closing) :].lstrip()
-    return rest
-
-
 def recall(event: dict, env) -> tuple[str | None, str]:
     """(text or None, outcome for the log) for a prompt, asked with where it comes from (its cwd
     and branch: that project's sessions, and that branch's, rank first). Never raises."""
     try:
-        prompt = typed(event.get("prompt"))
-        if _off(env, "LIBRARIAN_RECALL"):
-            return None, "recall off"
+        prompt = event.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             return None, "recall skipped (no prompt)"
-        if lib.hung_lately(env):
-            return None, "recall skipped (server hung lately)"
+        if skipped := _skipped(env, "recall", "LIBRARIAN_RECALL"):
+            return None, skipped
         timeout = _ms(env, "LIBRARIAN_RECALL_TIMEOUT_MS", 800)
-        body = {"prompt": prompt[:MAX_QUERY_CHARS], "limit": LIMIT, "deadline_ms": timeout}
-        cwd = _cwd(event)
-        if cwd:
+        body = {"prompt": prompt[:MAX_PROMPT_CHARS], "limit": LIMIT, "deadline_ms": timeout}
+        if cwd := _cwd(event):
             body["cwd"] = cwd
-            branch = git_branch(cwd)
-            if branch:
+            if branch := git_branch(git(cwd)[1]):
                 body["git_branch"] = branch
         answer, said = ask(env, "recall", _budget(env, "LIBRARIAN_RECALL_BUDGET", body), timeout)
-        if answer is None:
-            return None, f"recall {said}"
-        text, outcome = told(answer)
-        return text, f"recall {outcome} {said}"
+        return told("recall", answer, said) if answer is not None else (None, f"recall {said}")
     except Exception as exc:
         return None, f"recall error: {type(exc).__name__}"
 
@@ -337,10 +290,8 @@ def touched(event: dict, agent: str, env) -> tuple[str, list[str], str]:
     """(action, files, outcome) of a tool call that names no file (a shell command, a patch), as
     the server's reader of `agent` says (`POST /touches`); relative paths joined to the cwd."""
     try:
-        if _off(env, "LIBRARIAN_HISTORY", "LIBRARIAN_RECALL"):
-            return "", [], "history off"
-        if lib.hung_lately(env):
-            return "", [], "history skipped (server hung lately)"
+        if skipped := _skipped(env, "history", "LIBRARIAN_HISTORY", "LIBRARIAN_RECALL"):
+            return "", [], skipped
         name, tool_input = event.get("tool_name"), event.get("tool_input")
         if not isinstance(name, str) or not isinstance(tool_input, dict):
             return "", [], "no tool call"
@@ -361,34 +312,10 @@ def touched(event: dict, agent: str, env) -> tuple[str, list[str], str]:
         return "", [], f"touches error: {type(exc).__name__}"
 
 
-def _marker(event: dict, path: str, env) -> str | None:
-    """This file's once-per-session marker (per agent: a subagent has a context of its own),
-    taken with O_EXCL so that two parallel Reads cannot both add it; None without a session."""
-    import zlib
-
-    state = lib.open_session_state(event, ".seen", env)
-    if state is None:
-        return None
-    key = f"{event.get('agent_id') or ''}\x00{path}".encode("utf-8", "replace")
-    return f"{state}.{zlib.crc32(key):08x}{len(key):x}"
-
-
-def _take(marker: str | None) -> bool:
-    """Whether this is the first touch: the marker was not there and now is."""
-    try:
-        if marker is not None:
-            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-    except FileExistsError:
-        return False
-    except OSError:
-        pass  # no state can be kept: better twice than never
-    return True
-
-
-def _history_body(event: dict, path: str, env) -> dict:
-    body: dict = _budget(env, "LIBRARIAN_HISTORY_BUDGET", {"path": path, "limit": LIMIT})
-    root = git_root(os.path.dirname(path))
-    remote = git_remote(root) if root else None
+def _history_body(event: dict, path: str) -> dict:
+    body: dict = {"path": path, "limit": LIMIT}
+    root, gitdir = git(os.path.dirname(path))
+    remote = git_remote(gitdir)
     for key, value, limit in (
         ("cwd", _cwd(event), MAX_PATH_CHARS), ("root", root, MAX_PATH_CHARS),
         ("remote", remote, 400),
@@ -406,19 +333,23 @@ def _history_body(event: dict, path: str, env) -> dict:
 def history(event: dict, path: str, env) -> tuple[str | None, str]:
     """(text or None, outcome for the log) for a touch of `path`. Never raises."""
     try:
-        if _off(env, "LIBRARIAN_HISTORY", "LIBRARIAN_RECALL"):
-            return None, "history off"
+        if skipped := _skipped(env, "history", "LIBRARIAN_HISTORY", "LIBRARIAN_RECALL"):
+            return None, skipped
         if not sendable(path, MAX_PATH_CHARS):
             return None, "history skipped (path)"
         if f"{os.sep}{lib.LIBRARY_DIRNAME}{os.sep}" in path:
             return None, "history skipped (library note)"
-        if lib.hung_lately(env):
-            return None, "history skipped (server hung lately)"
-        marker = _marker(event, path, env)
-        if not _take(marker):
+        # Once per file and session, per agent: a subagent has a context of its own.
+        import zlib
+
+        state = lib.open_session_state(event, ".seen", env)
+        key = f"{event.get('agent_id') or ''}\x00{path}".encode("utf-8", "replace")
+        marker = f"{state}.{zlib.crc32(key):08x}{len(key):x}" if state else None
+        if not lib.first_time(marker):  # two parallel Reads cannot both ask
             return None, SEEN
         timeout = _ms(env, "LIBRARIAN_HISTORY_TIMEOUT_MS", 300)
-        answer, said = ask(env, "history", _history_body(event, path, env), timeout)
+        body = _budget(env, "LIBRARIAN_HISTORY_BUDGET", _history_body(event, path))
+        answer, said = ask(env, "history", body, timeout)
         if answer is None:
             if marker is not None:
                 import contextlib
@@ -426,8 +357,7 @@ def history(event: dict, path: str, env) -> tuple[str | None, str]:
                 with contextlib.suppress(OSError):
                     os.remove(marker)  # asked again at a later touch
             return None, f"history {said}"
-        text, outcome = told(answer)
-        return text, f"history {outcome} {said}"
+        return told("history", answer, said)
     except Exception as exc:
         return None, f"history error: {type(exc).__name__}"
 

@@ -1,17 +1,12 @@
-"""Where the hooks' bytecode goes: the plugin's data folder, never the plugin's own folder.
+"""Where the hooks' bytecode goes: the plugin's data folder, never the plugin's own folder, which
+may be read-only once installed (anything written there changes the installed plugin).
 
-Once installed, the plugin folder may be read-only, and anything written there changes the
-installed plugin; CLAUDE_PLUGIN_DATA is the folder Claude Code gives a plugin for its own files.
 Each hook script turns bytecode writing off before its first import of ours (this module, the
 one file compiled on every run, is kept tiny), then imports the hook modules `with elsewhere():`,
-so that their bytecode is cached under CLAUDE_PLUGIN_DATA (else ~/.claude/librarian). Caching
-stays on: compiling the hook modules on every run would cost a quarter of a hook's time
-(docs/decisions/0015). A cache folder that cannot be written is no error: Python then compiles
-from source, silently.
-
-Only our modules: a prefix moves every module's cache, and the standard library's is better
-where it is (compiled once at install, read-only, shared). So the prefix is set for the imports
-of our modules alone, and the standard library modules they need are loaded before it is.
+whose bytecode is then cached under CLAUDE_PLUGIN_DATA (else ~/.claude/librarian): compiling them
+on every run would cost a quarter of a hook's time (docs/decisions/0015). A cache folder that
+cannot be written is no error. Only our modules move: the standard library's cache is better
+where it is (compiled at install, shared), so what they need of it loads before the prefix.
 """
 
 import json  # noqa: F401  (loaded from the standard library's own cache, see above)

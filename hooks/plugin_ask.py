@@ -12,30 +12,22 @@ sys.dont_write_bytecode = True  # nothing beside the scripts: see librarian_pyca
 import librarian_pycache as pycache
 
 with pycache.elsewhere():
-    import librarian_agents as agents
-    import librarian_hooklib as lib  # siblings, found through sys.path[0] (the script's folder)
+    import librarian_agents as agents  # siblings, found through sys.path[0] (the script's folder)
     import librarian_memory as memory
 
+WHAT = sys.argv[2] if len(sys.argv) > 2 else ""
 
-def handle(event: dict, agent: str, what: str, env=None):
+
+def handle(event: dict, agent: str, what: str = WHAT, env=None):
     env = os.environ if env is None else env
     if what == "recall":
         text, outcome = memory.recall(event, env)
     else:  # a file tool's call: which files, by the server's reader of the agent
         _, paths, outcome = memory.touched(event, agent, env)
-        if paths:
-            text, said = memory.first_history(event, paths, env)
-            outcome = f"{outcome}; {said}"
-        else:
-            text = None
+        text, said = memory.first_history(event, paths, env)  # none for no file
+        outcome = f"{outcome}; {said}"
     return ({"context": text} if text else None), outcome
 
 
-def main() -> int:
-    agent = agents.agent_argument(sys.argv)
-    what = sys.argv[2] if len(sys.argv) > 2 else ""
-    return lib.run(f"plugin {what}", lambda event: handle(event, agent, what), agent)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(agents.main(f"plugin {WHAT}", handle))

@@ -12,12 +12,10 @@ sys.dont_write_bytecode = True  # nothing beside the scripts: see librarian_pyca
 import librarian_pycache as pycache
 
 with pycache.elsewhere():
-    import librarian_agents as agents
-    import librarian_hooklib as lib  # siblings, found through sys.path[0] (the script's folder)
+    import librarian_agents as agents  # siblings, found through sys.path[0] (the script's folder)
     import librarian_inject as inject
     import librarian_memory as memory
 
-HOOK = "pre_tool_use"
 READS = ("Read",)  # hooks.json's other tools change the file
 
 
@@ -38,19 +36,9 @@ def handle(event: dict, env=None, agent: str = agents.HOME_AGENT):
         changes = action == "change"
     noted, outcome = inject.notes(event, paths[0], env) if changes else (None, "a read")
     recalled, history_outcome = memory.first_history(event, paths, env)  # never raises
-    texts = [t for t in (noted, recalled) if t]
-    outcome = f"{outcome}; {history_outcome}"
-    if not texts:
-        return None, outcome
-    text = "\n\n".join(texts)
-    name = agents.event_name(event, "PreToolUse")
-    return agents.output_of(agent, name, text), outcome
-
-
-def main() -> int:
-    agent = agents.agent_argument(sys.argv)
-    return lib.run(HOOK, lambda raw: handle(agents.event_of(agent, raw), agent=agent), agent)
+    output = agents.answer(agent, event, "PreToolUse", (noted, recalled))
+    return output, f"{outcome}; {history_outcome}"
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(agents.main("pre_tool_use", handle))

@@ -46,6 +46,7 @@ from librarian_dagster.core.recall.hook_text import (
     history_text,
     recall_text,
     skip_reason,
+    typed,
 )
 from librarian_dagster.core.store.rows import FileHistory, SearchResult
 from mcp_server.auth import LOOPBACK_HOSTS, LoopbackOnly, caller_person
@@ -67,10 +68,13 @@ RECALL_PATH = "/recall"
 HISTORY_PATH = "/history"
 TOUCHES_PATH = "/touches"
 RECALL_MAX_LIMIT = 10
-# A query is at most 2,000 characters (search_chunks' own limit), a history question a few paths:
-# 16 KiB is ample JSON for either, and reading no more keeps a bad client from making us buffer a
+MAX_PROMPT = 8000
+"""A prompt as a hook sends it: what the user typed may follow an agent's own context
+(hook_text.typed), and is looked up by its first 2,000 characters."""
+# A prompt's 8,000 characters, each \uXXXX in the worst case, or a history question's few paths:
+# 64 KiB is ample JSON for either, and reading no more keeps a bad client from making us buffer a
 # large body.
-_MAX_BODY = 16 * 1024
+_MAX_BODY = 64 * 1024
 
 
 class RecallRequest(BaseModel):
@@ -84,7 +88,7 @@ class RecallRequest(BaseModel):
 
     query: Text | None = Field(default=None, min_length=1, max_length=2000)
     """What to recall."""
-    prompt: Text | None = Field(default=None, min_length=1, max_length=2000)
+    prompt: Text | None = Field(default=None, min_length=1, max_length=MAX_PROMPT)
     """What a user typed to an agent, in place of `query`: not looked up when it says too
     little."""
     limit: int = Field(default=3, ge=1, le=RECALL_MAX_LIMIT, description="How many chunks.")
@@ -111,7 +115,7 @@ class RecallRequest(BaseModel):
 
     @property
     def asked(self) -> str:
-        return self.query or self.prompt or ""
+        return self.query or typed(self.prompt or "")
 
 
 _RECALL_SHAPE = (
@@ -220,7 +224,7 @@ def _told(facts: BaseModel, text: str | None, sessions: int) -> JSONResponse:
 def _recall(server: MCPServer, own_person: str) -> "Answer[RecallRequest]":
     async def answer(asked: RecallRequest) -> Response:
         started = time.perf_counter()
-        skipped = skip_reason(asked.prompt) if asked.prompt is not None else None
+        skipped = skip_reason(asked.asked) if asked.prompt is not None else None
         if skipped:
             # Not looked up: no result could reach any relevance.
             nothing = SearchResult(query=asked.asked, results=[], min_relevance=1.0, note=skipped)

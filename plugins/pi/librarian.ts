@@ -34,10 +34,8 @@ function agentDir(env: NodeJS.ProcessEnv): string {
 function serverIn(file: string): string | undefined {
   try {
     const server = JSON.parse(readFileSync(file, "utf8"))?.librarian?.server
-    return typeof server === "string" ? server : undefined
-  } catch {
-    return undefined
-  }
+    if (typeof server === "string") return server
+  } catch {} // no settings there, or not JSON: none named
 }
 
 // The server `librarian connect pi --server URL` named in Pi's settings ("librarian": {"server"}),
@@ -50,9 +48,7 @@ function serverOf(cwd: string | undefined, env: NodeJS.ProcessEnv): string | und
 function sessionOf(ctx: Context): string | undefined {
   try {
     return ctx.sessionManager?.getSessionId?.() || undefined
-  } catch {
-    return undefined
-  }
+  } catch {} // no session: asked without one
 }
 
 export default function librarian(pi: ExtensionAPI) {

@@ -1,8 +1,8 @@
-// What Librarian's plugins for other agents share (plugins/<agent>/): the recall server's text,
-// asked through the hooks' one transport (hooks/plugin_ask.py, run by hooks/run-hook.sh as every
-// hook is), which keeps the deadlines, the breaker, once per file per session and git, and logs.
-// Here: the event in Claude Code's shape, and the text handed on (untrusted: dropped over
-// MAX_CONTEXT_CHARS). Fails open, never throws. Plain JavaScript: Bun (OpenCode) and Node (Pi).
+// What Librarian's plugins share (plugins/<agent>/): the recall server's text, asked through the
+// hooks' one transport (hooks/plugin_ask.py, run as every hook is), which keeps the deadlines, the
+// breaker, once per file per session and git, and logs. Here: the event in Claude Code's shape,
+// and the text handed on (untrusted: dropped over MAX_CONTEXT_CHARS). Fails open, never throws.
+// Plain JavaScript: Bun (OpenCode) and Node (Pi).
 
 import { spawn } from "node:child_process"
 import { appendFileSync, mkdirSync } from "node:fs"
@@ -34,8 +34,7 @@ export function workingDir(directory) {
 // $XDG_STATE_HOME/librarian/AGENT.log, as the hooks of every agent but Claude Code.
 function logFailure(agent, what, outcome, env) {
   try {
-    const state = env.XDG_STATE_HOME || path.join(homedir(), ".local", "state")
-    const file = env.LIBRARIAN_LOG || path.join(state, "librarian", `${agent}.log`)
+    const file = env.LIBRARIAN_LOG || path.join(env.XDG_STATE_HOME || path.join(homedir(), ".local", "state"), "librarian", `${agent}.log`)
     mkdirSync(path.dirname(file), { recursive: true })
     appendFileSync(file, `${new Date().toISOString().replace(/\.\d+Z$/, "Z")} plugin ${what} ${outcome}\n`)
   } catch {}
@@ -76,10 +75,6 @@ function ask(agent, what, event, env, server) {
   })
 }
 
-function cwdOf(event, cwd) {
-  return cwd ? { ...event, cwd } : event
-}
-
 // The past sessions that bear on `prompt`, or null; the prompt is kept as the session's task
 // (a bare command, `/exit`, says nothing of the work).
 export async function recallContext(agent, prompt, sessionID, cwd, env, server) {
@@ -89,13 +84,12 @@ export async function recallContext(agent, prompt, sessionID, cwd, env, server) 
     if (!tasks.has(sessionID) && tasks.size >= MAX_SESSIONS_KEPT) tasks.delete(tasks.keys().next().value)
     tasks.set(sessionID, Array.from(prompt).slice(0, MAX_TASK_CHARS).join(""))
   }
-  const event = { hook_event_name: "UserPromptSubmit", prompt, session_id: sessionID }
-  return ask(agent, "recall", cwdOf(event, cwd), env, server)
+  return ask(agent, "recall", { hook_event_name: "UserPromptSubmit", prompt, session_id: sessionID, cwd }, env, server)
 }
 
 // The history of the first file `tool`'s call touches that the session was not told of yet.
 export async function fileHistory(agent, tool, args, sessionID, cwd, env, server) {
   const task = sessionID ? tasks.get(sessionID) : undefined
-  const event = { hook_event_name: "PreToolUse", tool_name: tool, tool_input: isObject(args) ? args : {}, session_id: sessionID, task }
-  return ask(agent, "history", cwdOf(event, cwd), env, server)
+  const event = { hook_event_name: "PreToolUse", tool_name: tool, tool_input: isObject(args) ? args : {}, session_id: sessionID, task, cwd }
+  return ask(agent, "history", event, env, server)
 }

@@ -9,6 +9,7 @@ from librarian_dagster.core.recall.hook_text import (
     history_text,
     recall_text,
     skip_reason,
+    typed,
 )
 from librarian_dagster.core.store.rows import ChunkResult, FileHistory, FileSession
 
@@ -41,6 +42,21 @@ def _heads(text: str | None) -> list[str]:
 )  # fmt: skip
 def test_what_is_not_asked_about(prompt, why):
     assert skip_reason(prompt) == why
+
+
+def test_what_the_user_typed_is_looked_up_not_what_gemini_s_start_hooks_put_before_it():
+    """Gemini CLI, headless, hands BeforeAgent the prompt behind its SessionStart hooks'
+    context; a prompt is looked up by its first 2,000 characters."""
+    prompt = "how did we fix the sqlite lock"
+    assert typed(f"<hook_context>a\nb</hook_context>\n\n{prompt}") == prompt
+    two = "<hook_context>a</hook_context><hook_context>b</hook_context>"
+    assert typed(f" {two} {prompt}") == prompt
+    assert typed(f"<hook_context>never closed {prompt}").startswith("<hook_context>never")
+    assert typed(f"{prompt} <hook_context>x</hook_context>").endswith("</hook_context>")
+    assert typed("x" * 9000) == "x" * 2000
+    assert skip_reason(typed("<hook_context>much said here by hooks</hook_context>\n\n")) == (
+        "no prompt"
+    )
 
 
 def test_the_caller_s_budget_is_kept_within_what_a_hook_can_hand_on():

@@ -28,14 +28,13 @@ def test_the_headers_are_the_ones_librarian_writes():
     sys.path.insert(0, str(HOOKS))
     try:
         import librarian_inject
-        import user_prompt_submit
     finally:
         sys.path.remove(str(HOOKS))
     said = [
         RECALL_HEADER,
         HISTORY_HEADER.format(path="x.go"),
         librarian_inject.NOTES_HEADER.format(path="cmd/main.go"),
-        user_prompt_submit.reminder("/r/_memory_library", "/r"),
+        librarian_inject.reminder("/r/_memory_library", "/r"),
     ]
     for header, text in zip(HEADERS, said, strict=True):
         assert text.startswith(header), (header, text)

@@ -34,8 +34,13 @@ def _copilot_prompt(cwd: Path, prompt: str) -> dict:
 def test_claude_shaped_agents_keep_their_event_and_output(agent):
     event = {"session_id": "s", "hook_event_name": "BeforeAgent", "prompt": "p", "cwd": "/a"}
     assert agents.event_of(agent, event) is event
-    assert agents.output_of(agent, "BeforeAgent", "text") == {
-        "hookSpecificOutput": {"hookEventName": "BeforeAgent", "additionalContext": "text"}
+    assert agents.answer(agent, event, "UserPromptSubmit", ("a", None, "b")) == {
+        "hookSpecificOutput": {"hookEventName": "BeforeAgent", "additionalContext": "a\n\nb"}
+    }
+    assert agents.answer(agent, event, "UserPromptSubmit", (None, "")) is None
+    # An event that does not name itself is answered under the hook's own name.
+    assert agents.answer(agent, {}, "PreToolUse", ("t",)) == {
+        "hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": "t"}
     }
 
 
@@ -44,6 +49,7 @@ def test_a_copilot_payload_becomes_claude_s_shape(tmp_path):
     raw = _copilot_tool(tmp_path, "view", {"path": "/a/notes.txt"})
     assert agents.event_of("copilot", raw, env) == {
         "session_id": SESSION,
+        "timestamp": 1796336780633,
         "cwd": str(tmp_path),
         "tool_name": "view",
         "tool_input": {"path": "/a/notes.txt"},
@@ -66,7 +72,8 @@ def test_a_copilot_payload_becomes_claude_s_shape(tmp_path):
     # Its Claude-style (PascalCase) hooks give Claude's shape already.
     claude = {"hook_event_name": "PreToolUse", "session_id": SESSION, "tool_name": "Read"}
     assert agents.event_of("copilot", claude, env) is claude
-    assert agents.output_of("copilot", "PreToolUse", "text") == {"additionalContext": "text"}
+    # It reads a flat answer, whichever shape its event came in.
+    assert agents.answer("copilot", claude, "PreToolUse", ("t",)) == {"additionalContext": "t"}
 
 
 def _server(tmp_path: Path, touched: list[str]):

@@ -365,6 +365,6 @@ def test_the_remote_sent_is_the_origin_without_a_user_or_password(tmp_path):
     worktree = tmp_path / "w"
     worktree.mkdir()
     (worktree / ".git").write_text(f"gitdir: {main / '.git' / 'worktrees' / 'w'}\n")
-    assert memory.git_remote(str(main)) == "https://github.com/acme/alpha.git"
-    assert memory.git_remote(str(worktree)) == "https://github.com/acme/alpha.git"
-    assert memory.git_remote(str(tmp_path)) is None
+    assert memory.git_remote(memory.git(str(main))[1]) == "https://github.com/acme/alpha.git"
+    assert memory.git_remote(memory.git(str(worktree))[1]) == "https://github.com/acme/alpha.git"
+    assert memory.git(str(tmp_path)) == (None, None)

@@ -147,15 +147,16 @@ def test_the_request_carries_the_prompt_the_token_and_goes_beside_mcp(hooks, bar
     assert TOKEN not in hooks.log.read_text(encoding="utf-8")
 
 
-def test_what_gemini_s_start_hooks_put_before_the_prompt_is_not_asked_about(hooks, bare):
+def test_a_prompt_goes_as_the_agent_gave_it_and_is_answered_under_its_event_s_name(hooks, bare):
     """Gemini CLI, headless, hands BeforeAgent the prompt behind its SessionStart hooks'
-    context; the hook answers under the event's own name."""
-    event = user_prompt_event(bare, prompt=f"<hook_context>a\nb</hook_context>\n\n{PROMPT}")
+    context: the server finds what the user typed (tests/core/test_hook_text.py)."""
+    prompt = f"<hook_context>a\nb</hook_context>\n\n{PROMPT}"
+    event = user_prompt_event(bare, prompt=prompt)
     event["hook_event_name"] = "BeforeAgent"
     with answering(200, _told(RECALLED)) as server:
         proc = hooks.run("user_prompt_submit", event, _on(server.url))
     [(_, _, _, body)] = server.requests
-    assert json.loads(body)["prompt"] == PROMPT
+    assert json.loads(body)["prompt"] == prompt
     output = json.loads(proc.stdout)["hookSpecificOutput"]
     assert output == {"hookEventName": "BeforeAgent", "additionalContext": RECALLED}
 

@@ -255,7 +255,7 @@ def test_not_json_not_post_too_large_and_wrong_content_type(served):
     assert broken.status_code == 400 and "error" in broken.json()
     # POST only (a GET falls through to the SSE app's mount, which has no such page).
     assert httpx.get(served + "/recall", timeout=20).status_code in (404, 405)
-    huge = _post(served, {"query": "lock", "pad": "x" * 20_000})
+    huge = _post(served, {"query": "lock", "pad": "x" * 70_000})
     assert huge.status_code == 413
     form = httpx.post(served + "/recall", data={"query": "lock"}, timeout=20)
     assert form.status_code == 415

@@ -31,6 +31,7 @@ __all__ = [
     "history_text",
     "recall_text",
     "skip_reason",
+    "typed",
 ]
 
 RECALL_HEADER = (
@@ -47,6 +48,9 @@ MIN_BUDGET = 200
 MAX_BUDGET = 10000
 """Claude Code spills hook output strings above 10,000 characters to a file."""
 MIN_WORDS = 4
+HOOK_CONTEXT = ("<hook_context>", "</hook_context>")
+MAX_QUERY = 2000
+"""Characters of a prompt looked up (search_chunks' limit): its start says what it is about."""
 USUAL_AGENT = "claude-code"
 """The agent whose sessions are named plainly, "session ...": most sessions are by it."""
 SHOWN_FILES = 3
@@ -59,6 +63,19 @@ MAX_GIT_COMMITS = 1000
 """Commits read since a session ended: enough to say "1000+"."""
 HISTORY_LINES = 2
 """Of a file's earlier session: its digest lines that name the file, and its highlights."""
+
+
+def typed(prompt: str) -> str:
+    """The words the user typed, at most MAX_QUERY: Gemini CLI, headless, puts its SessionStart
+    hooks' context (`<hook_context>...</hook_context>\\n\\n`) before the prompt it hands
+    BeforeAgent."""
+    opening, closing = HOOK_CONTEXT
+    rest = prompt.lstrip()
+    if not rest.startswith(opening):
+        return prompt[:MAX_QUERY]
+    while rest.startswith(opening) and closing in rest:
+        rest = rest[rest.index(closing) + len(closing) :].lstrip()
+    return rest[:MAX_QUERY]
 
 
 def skip_reason(prompt: str) -> str | None:
