@@ -27,7 +27,7 @@ from typing import Literal
 import dagster as dg
 
 from librarian_dagster.core.capture.files import SessionFiles
-from librarian_dagster.core.capture.mirror import is_excluded
+from librarian_dagster.core.capture.ingest_plan import is_excluded
 from librarian_dagster.core.capture.readers import find, not_a_transcript
 from librarian_dagster.core.capture.skips import SkipList, last_active
 from librarian_dagster.core.service.dagster_home import prepare_dagster_home
@@ -95,7 +95,7 @@ def ingest_paths(
 ) -> list[IngestOutcome]:
     """Ingest the sessions found under `paths`; `on_start` hears how many there are (the files
     that are no transcript counted with them), `on_outcome` each one's outcome as it comes."""
-    # Absolute, as the sensor sees the mirror: the fingerprint names the files' paths.
+    # Absolute, as the sensor sees the folders: the fingerprint names the files' paths.
     given = find(Path(p).absolute() for p in paths)
     found = [s for s in given.sessions if not is_excluded(s, settings.exclude)]
     if not found:

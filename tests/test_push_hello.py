@@ -164,5 +164,5 @@ def test_a_laptop_that_stops_pushing_is_alerted_once_and_its_return_said(
         "Librarian capture gap: alice's laptop `lap` has not pushed for 26 h (last at "
     )
     assert telegram.texts == [alert, "Librarian recovered: alice's laptop `lap` pushes again."]
-    # The server's own mirror does not exist, and nobody copies into it: no alert of it.
-    assert not any("mirror" in text for text in telegram.texts)
+    # The server's own agents' folders do not exist, and nobody copies into them: no alert.
+    assert not any("folder" in text for text in telegram.texts)

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -210,7 +211,8 @@ def cmd_up(args: argparse.Namespace) -> int:
             children.append((name, start(name)))
 
         _say_where(settings, args)
-        watches = watch, _mirror, home = _watches(settings, url, stopping)
+        watch, home, folders = _watches(settings, url, stopping)
+        watches = (watch, home, *folders)
         alert = lambda t: alert_here(settings, t)  # noqa: E731
         supervisor = _Supervisor(children, start, alert)
         return _supervise(watch, home, supervisor, lambda: stops_asked > 0)
@@ -402,31 +404,34 @@ class _Supervisor:
 
 
 def _watches(settings: "Settings", url: str, stopping: threading.Event):
-    """The watches of the database, the mirror folder and LIBRARIAN_HOME (core/service/watch.py),
-    each running in a thread until `stopping`."""
-    from librarian_dagster.core.capture.agents import AGENTS
-    from librarian_dagster.core.capture.mirror import unreadable
+    """The watches of the database, LIBRARIAN_HOME and every agent's folder
+    (core/service/watch.py), each running in a thread until `stopping`."""
+    from librarian_dagster.core.capture.agents import folders
+    from librarian_dagster.core.capture.ingest_plan import unreadable
+    from librarian_dagster.core.capture.readers import label
     from librarian_dagster.core.service.watch import Watch, alert_here, database_watch, recorder
 
     def alert(text: str) -> None:
         alert_here(settings, text)
 
     database = database_watch(settings, url)
-    # The sensor's own alert for a mirror it cannot read comes after ten minutes without a good
-    # tick (and from the daemon); this one in seconds, from here.
     every = settings.watch_interval_seconds
-    claude_code = AGENTS["claude-code"].folder.path(settings)
-    mirror = Watch("the mirror folder", str(claude_code), lambda: unreadable(claude_code),
-                   None, alert, every, trouble="cannot be read",
-                   on_healed=recorder(settings, "the mirror folder"))  # fmt: skip
+    # The sensor's own alert for a folder it cannot read comes after ten minutes without a good
+    # tick (and from the daemon); these in seconds, from here. One not made yet is no trouble.
+    watched = [
+        Watch(what, str(folder), partial(unreadable, folder), None, alert, every,
+              trouble="cannot be read", on_healed=recorder(settings, what))
+        for agent, folder in folders(settings).items()
+        for what in [f"{label(agent)}'s folder"]
+    ]  # fmt: skip
     # A full disk stops the database's writes (and Dagster's, and the staged files) while
     # `SELECT 1` still answers; nothing here can free it, so after a minute `up` exits saying so.
     home = Watch("LIBRARIAN_HOME", str(settings.home), lambda: _full(settings.home), None, alert,
                  every, trouble="is short of space",
                  wait_s=settings.home_full_wait_seconds)  # fmt: skip
-    for watch in (database, mirror, home):
+    for watch in (database, home, *watched):
         threading.Thread(target=watch.run, args=(stopping,), daemon=True).start()
-    return database, mirror, home
+    return database, home, watched
 
 
 MIN_FREE_BYTES = 64 * 1024 * 1024

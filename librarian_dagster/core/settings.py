@@ -204,12 +204,12 @@ class Settings(BaseModel):
     settle_seconds: Number = 120.0
     """a session is ingested once its files have not changed for this long"""
     unreadable_wait_seconds: Number = 200.0
-    """how long a run waits, reading again, for a transcript it cannot read (the mirror away, a
+    """how long a run waits, reading again, for a transcript it cannot read (a folder away, a
     mount reconnecting) before that session fails, said: an outage shorter than this heals"""
     watch_interval_seconds: Number = Field(5.0, ge=0.5)
-    """how often `librarian up` and `librarian mcp` probe the database (`SELECT 1`, 5 s to answer),
-    the mirror folder and LIBRARIAN_HOME's free space; two failed probes in a row are an incident,
-    said and healed, so a death is said within about twice this"""
+    """how often `librarian up` and `librarian mcp` probe the database (`SELECT 1`, 5 s to
+    answer), every agent's folder and LIBRARIAN_HOME's free space; two failed probes in a row are
+    an incident, said and healed, so a death is said within about twice this"""
     home_full_wait_seconds: Number = 60.0
     """how long `librarian up` waits, once LIBRARIAN_HOME is short of space, before it exits
     naming it (no waiting frees a disk; a supervisor's failure alert then fires)"""
@@ -274,9 +274,9 @@ class Settings(BaseModel):
     """a settled session not ingested this long after it was due (or requested) is a capture
     gap"""
     quiet_hours: Number = 24.0
-    """a mirror with no new transcript, or a machine that pushes here not heard of, for this
-    long is a capture gap, and the `memory` asset turns stale (red) in the UI; `0` turns all
-    off"""
+    """the agents' folders with no new transcript, or a machine that pushes here not heard of,
+    for this long is a capture gap, and the `memory` asset turns stale (red) in the UI; `0` turns
+    all off"""
     consolidation: Flag = False
     """the `library_sensor` proposes, for each project with new sessions, what they repeat as
     `_memory_library/` notes (`librarian library consolidate`), shown on the page; on the

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from librarian_dagster.core.capture.mirror import Snapshot, is_excluded, snapshot
+from librarian_dagster.core.capture.ingest_plan import Snapshot, is_excluded, snapshot
 from librarian_dagster.core.capture.readers import discover
 from librarian_dagster.core.capture.uploads import staged_sessions
 from librarian_dagster.core.service.alerts import (
-    MIRROR_QUIET,
+    FOLDERS_QUIET,
     GapState,
     Overdue,
     advance,
@@ -24,8 +24,8 @@ from librarian_dagster.core.service.alerts import (
     digest_rollup,
     due_sessions,
     first_line,
-    mirror_in_use,
-    mirror_retired,
+    folders_in_use,
+    folders_retired,
     run_failure_message,
     run_link,
 )
@@ -176,16 +176,15 @@ def capture_gap_alerts(
     clock: ClockResource,
     journal: JournalResource,
 ):
-    """Alerts once when sessions go uncaptured (not ingested, mirror quiet, a pushing machine
-    quiet, the sessions sensor silent), and once when that clears."""
+    """Alerts once when sessions go uncaptured (not ingested, the agents' folders quiet, a
+    pushing machine quiet, the sessions sensor silent), and once when that clears."""
     now = clock.now()
     state = GapState.from_cursor(context.cursor, now)
-    root = Path(folders.path)
-    exists = root.is_dir()
-    # Every agent's sessions can go uncaptured; the mirror's own absence is Claude Code's folder.
-    snapshots = snapshot(discover({a: f for a, f in folders.by_agent().items() if f.is_dir()}))
+    every = folders.by_agent()
+    present = {agent: folder for agent, folder in every.items() if folder.is_dir()}
+    snapshots = snapshot(discover(present))
     # A pushed session not ingested is as late as one written here; only those written here
-    # tell whether the mirror is quiet.
+    # tell whether the folders are quiet.
     pushed = snapshot(staged_sessions(Path(folders.uploads))) if folders.uploads else []
     # What the sessions sensor never asks for (LIBRARIAN_EXCLUDE, the skip list) is no gap.
     skips = ledger.get().skip_list()
@@ -198,8 +197,8 @@ def capture_gap_alerts(
     machines = ledger.pushes().machines()
     incidents = capture_incidents(
         now=now,
-        mirror=root,
-        mirror_exists=exists,
+        folders=every,
+        present=present,
         snapshots=snapshots,
         overdue=candidates,
         sensor_watched=sensor_known(context.instance, SESSIONS_SENSOR),
@@ -210,8 +209,8 @@ def capture_gap_alerts(
         machines=machines,
     )
     unwatched = {}
-    if not mirror_in_use(exists, snapshots, machines):
-        unwatched[MIRROR_QUIET] = mirror_retired(root)
+    if not folders_in_use(bool(present), snapshots, machines):
+        unwatched[FOLDERS_QUIET] = folders_retired(every)
     send = notifier.notifier(context.log).send
     after = advance(
         state, incidents, now, send, lambda text: journal.note("alert", text), unwatched

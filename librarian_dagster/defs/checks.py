@@ -198,8 +198,8 @@ def _digest_schema(io_manager: StagingIOManager, session_id: str) -> dg.AssetChe
 def memory_freshness(quiet_hours: float) -> dg.FreshnessPolicy | None:
     """A memory not written for `quiet_hours` is stale (red in the UI), half of that a warning.
 
-    The same setting as the quiet-mirror alert: a day without a new memory, by default, is a day
-    the mirror may not have filled. None (no policy) when the setting is 0.
+    The same setting as the quiet-folders alert: a day without a new memory, by default, is a day
+    the agents' folders may not have filled. None (no policy) when the setting is 0.
     """
     if quiet_hours <= 0:
         return None

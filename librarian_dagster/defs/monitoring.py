@@ -1,5 +1,5 @@
 """What Dagster's run monitoring misses under the DefaultRunLauncher: runs whose worker died, runs
-that failed because what they needed (the database, the mirror folder) was down, and runs that
+that failed because what they needed (the database, an agent's folder) was down, and runs that
 `librarian up` ended when it was stopped."""
 
 from collections.abc import Collection
@@ -60,7 +60,7 @@ def incident_rerun_sensor(
     context: dg.SensorEvaluationContext, incidents: IncidentsResource, clock: ClockResource
 ):
     """Runs again, once per incident, each session whose last run failed while the database or
-    the mirror folder was down (`librarian up` records the incidents it healed). A run `librarian
+    an agent's folder was down (`librarian up` records the incidents it healed). A run `librarian
     up` ended when it was stopped is the sessions sensor's to run again (`stopped_reruns`).
 
     Dagster's run retries run again only a run whose worker died: a step that failed (a store

@@ -202,10 +202,9 @@ class LibraryResource(dg.ConfigurableResource):
 class SessionFoldersResource(dg.ConfigurableResource):
     """The folders the agents write their sessions to, and how the parser reads them."""
 
-    path: str
-    """Claude Code's (LIBRARIAN_MIRROR)."""
-    agent_folders: dict[str, str] | None = None
-    """Every other agent's: its name -> its folder (LIBRARIAN_CODEX_SESSIONS, ...)."""
+    folders: dict[str, str]
+    """Every agent's name -> its folder (LIBRARIAN_CLAUDE_CODE_SESSIONS, ...), in the
+    registry's order."""
     settle_seconds: float = default("settle_seconds")
     unreadable_wait_seconds: float = default("unreadable_wait_seconds")
     include_thinking: bool = default("include_thinking")
@@ -219,11 +218,7 @@ class SessionFoldersResource(dg.ConfigurableResource):
     """LIBRARIAN_PRIVATE_PROJECTS: projects (or folders) only their person reads."""
 
     def by_agent(self) -> dict[str, Path]:
-        """Every agent's folder, Claude Code's first."""
-        return {
-            "claude-code": Path(self.path),
-            **{a: Path(f) for a, f in (self.agent_folders or {}).items()},
-        }
+        return {agent: Path(folder) for agent, folder in self.folders.items()}
 
 
 class JournalResource(dg.ConfigurableResource):
@@ -368,10 +363,8 @@ TELEGRAM_TOKEN_VAR = "TELEGRAM_BOT_TOKEN"
 def _folders(settings: Settings) -> SessionFoldersResource:
     from librarian_dagster.core.capture.agents import folders
 
-    every = folders(settings)
     return SessionFoldersResource(
-        path=str(every.pop("claude-code")),
-        agent_folders={agent: str(folder) for agent, folder in every.items()},
+        folders={agent: str(folder) for agent, folder in folders(settings).items()},
         settle_seconds=settings.settle_seconds,
         unreadable_wait_seconds=settings.unreadable_wait_seconds,
         include_thinking=settings.include_thinking,

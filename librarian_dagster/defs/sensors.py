@@ -7,14 +7,14 @@ import dagster as dg
 
 from librarian_dagster.core.assembly.forgetting import forget_queued_run_history
 from librarian_dagster.core.capture.files import SessionFiles
-from librarian_dagster.core.capture.mirror import (
+from librarian_dagster.core.capture.ingest_plan import (
     IngestPlan,
     is_excluded,
     plan_ingest,
     run_key,
     snapshot,
 )
-from librarian_dagster.core.capture.readers import discover
+from librarian_dagster.core.capture.readers import discover, named_folders
 from librarian_dagster.core.capture.uploads import staged_sessions
 from librarian_dagster.core.store.ledger import Ledger
 from librarian_dagster.defs.jobs import ingest_session_job
@@ -53,10 +53,8 @@ def sessions_sensor(
     _forget_what_the_page_forgot(context, db)
     found = _sessions(folders, ledger)
     if found is None:
-        return dg.SkipReason(
-            f"no agent's folder exists: Claude Code's {folders.path} (set LIBRARIAN_MIRROR), "
-            "nor any other agent's (LIBRARIAN_CODEX_SESSIONS, ...), and nothing was pushed"
-        )
+        where = named_folders(folders.by_agent())
+        return dg.SkipReason(f"no agent's folder exists ({where}), and nothing was pushed")
     skips = db.skip_list()
     plan = plan_ingest(
         snapshot(

@@ -1,14 +1,15 @@
 """The capture-gap rules and the one-alert-per-incident bookkeeping, on an injected clock."""
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
 from librarian_dagster.core.capture.files import SessionFiles
-from librarian_dagster.core.capture.mirror import Snapshot
+from librarian_dagster.core.capture.ingest_plan import Snapshot
 from librarian_dagster.core.service.alerts import (
+    FOLDERS_QUIET,
     INGEST_GAP,
     MACHINE_QUIET,
-    MIRROR_QUIET,
     SESSIONS_SENSOR_SILENT,
     GapState,
     Incident,
@@ -16,9 +17,9 @@ from librarian_dagster.core.service.alerts import (
     capture_incidents,
     due_sessions,
     first_line,
+    folders_in_use,
+    folders_retired,
     machine_gaps,
-    mirror_in_use,
-    mirror_retired,
     run_failure_message,
     transcript_folder_of,
 )
@@ -26,7 +27,9 @@ from librarian_dagster.core.store.pushes import PushMachine
 
 T0 = 1_800_000_000.0
 MIN, HOUR = 60.0, 3600.0
-MIRROR = Path("/mirror")
+MIRROR = Path("/sessions/claude")
+FOLDERS = {"claude-code": MIRROR, "codex": Path("/sessions/codex")}
+"""Every agent's folder here; Claude Code's alone exists, unless a test says none does."""
 
 
 def _snap(sid: str, modified: float, fingerprint: str = "f1", project: str = "-work-app"):
@@ -77,8 +80,8 @@ def _incidents(
         i.key: i
         for i in capture_incidents(
             now=now,
-            mirror=MIRROR,
-            mirror_exists=exists,
+            folders=FOLDERS,
+            present={"claude-code": MIRROR} if exists else {},
             snapshots=list(snaps),
             overdue=list(overdue),
             sensor_watched=watched,
@@ -100,10 +103,17 @@ def test_the_three_kinds_of_gap():
     assert "s0 (-work-app)" in gap.alert
     assert "and 2 more" in gap.alert
 
-    quiet = _incidents(snaps=[_snap("a", T0 - 30 * HOUR)])
-    assert "has not changed for 30 h" in quiet[MIRROR_QUIET].alert
+    quiet = _incidents(snaps=[_snap("a", T0 - 30 * HOUR)])[FOLDERS_QUIET].alert
+    assert quiet.startswith(
+        "Librarian capture gap: the agents' folders here (Claude Code's /sessions/claude) have "
+        "not changed for 30 h"
+    )
     assert _incidents(snaps=[_snap("a", T0 - 30 * HOUR)], quiet=0) == {}
-    assert "does not exist" in _incidents(exists=False, quiet=0)[MIRROR_QUIET].alert
+    gone = _incidents(exists=False, quiet=0)[FOLDERS_QUIET].alert
+    assert gone.startswith(
+        "Librarian capture gap: no agent's folder exists here (Claude Code's /sessions/claude, "
+        "Codex's /sessions/codex)"
+    )
 
     silent = _incidents(snaps=fresh, tick=T0 - 11 * MIN)[SESSIONS_SENSOR_SILENT]
     assert "(sessions_sensor) has not ticked for 11 min" in silent.alert
@@ -124,7 +134,7 @@ def test_one_alert_per_incident_one_recovery_and_a_retry_until_delivered():
         return up
 
     gap = Incident(INGEST_GAP, "gap!", "gap over")
-    quiet = Incident(MIRROR_QUIET, "quiet!", "quiet over")
+    quiet = Incident(FOLDERS_QUIET, "quiet!", "quiet over")
     state = GapState.from_cursor(None, T0)
     assert state.watching_since == T0 and state.open == {}
     state = advance(state, [gap], T0, send)
@@ -134,7 +144,7 @@ def test_one_alert_per_incident_one_recovery_and_a_retry_until_delivered():
 
     up = False  # Telegram down: the new alert is kept as not delivered
     state = advance(GapState.from_cursor(state.to_cursor(), 0), [gap, quiet], T0 + 600, send)
-    assert state.open[MIRROR_QUIET].sent is False
+    assert state.open[FOLDERS_QUIET].sent is False
     up = True
     state = advance(GapState.from_cursor(state.to_cursor(), 0), [gap, quiet], T0 + 900, send)
     assert sent == ["gap!", "quiet!"]
@@ -156,6 +166,15 @@ def test_one_alert_per_incident_one_recovery_and_a_retry_until_delivered():
 def test_an_unreadable_cursor_starts_a_new_watch():
     for cursor in ("", "not json", "[]", '{"open": {}}', '{"watching_since": 1, "open": 3}'):
         assert GapState.from_cursor(cursor, T0) == GapState(T0)
+
+
+def test_an_incident_open_under_its_earlier_name_is_neither_alerted_again_nor_said_over():
+    cursor = json.dumps({"watching_since": T0, "open": {"mirror_quiet": {
+        "alert": "quiet!", "recovery": "over", "opened_at": T0, "sent": True}}})  # fmt: skip
+    sent: list[str] = []
+    still = _incidents(exists=False)[FOLDERS_QUIET]
+    advance(GapState.from_cursor(cursor, T0 + 60), [still], T0 + 60, sent.append)
+    assert sent == []
 
 
 def test_messages():
@@ -251,39 +270,40 @@ def _machine_alert(hours: int) -> str:
     )
 
 
-def test_the_mirror_is_watched_only_while_sessions_come_through_it():
+def test_the_folders_are_watched_only_while_sessions_come_through_them():
     lap = _machine("alice", "lap", T0, first=T0 - 10 * HOUR)
     old, new = [_snap("a", T0 - 20 * HOUR)], [_snap("a", T0 - 5 * HOUR)]
     # Nobody pushes: the folders here are the only way sessions come, absent or quiet.
-    assert mirror_in_use(False, [], []) and mirror_in_use(True, old, [])
-    # Machines push: a mirror absent, empty, or left as it was before the first push is nobody's.
-    assert not mirror_in_use(False, [], [lap])
-    assert not mirror_in_use(True, [], [lap])
-    assert not mirror_in_use(True, old, [lap])
+    assert folders_in_use(False, [], []) and folders_in_use(True, old, [])
+    # Machines push: folders absent, empty, or left as before the first push are nobody's.
+    assert not folders_in_use(False, [], [lap])
+    assert not folders_in_use(True, [], [lap])
+    assert not folders_in_use(True, old, [lap])
     # One the copy from a laptop still filled after the first push is watched beside the pushes.
-    assert mirror_in_use(True, new, [lap])
+    assert folders_in_use(True, new, [lap])
 
-    assert MIRROR_QUIET in _incidents(exists=False)
+    assert FOLDERS_QUIET in _incidents(exists=False)
     assert _incidents(exists=False, machines=[lap]) == {}
     assert _incidents(snaps=old, now=T0 + 10 * HOUR, tick=T0 + 10 * HOUR, machines=[lap]) == {}
     quiet = _incidents(snaps=new, now=T0 + 25 * HOUR, tick=T0 + 25 * HOUR, machines=[lap])
-    assert "has not changed for 30 h" in quiet[MIRROR_QUIET].alert
+    assert "have not changed for 30 h" in quiet[FOLDERS_QUIET].alert
 
 
-def test_a_mirror_no_longer_watched_is_said_so_not_said_to_be_back():
+def test_folders_no_longer_watched_are_said_so_not_said_to_be_back():
     sent: list[str] = []
 
     def send(text: str) -> bool:
         sent.append(text)
         return True
 
-    gone = _incidents(exists=False)[MIRROR_QUIET]
+    gone = _incidents(exists=False)[FOLDERS_QUIET]
     state = advance(GapState.from_cursor(None, T0), [gone], T0, send)
-    state = advance(state, [], T0 + 300, send, unwatched={MIRROR_QUIET: mirror_retired(MIRROR)})
+    state = advance(state, [], T0 + 300, send, unwatched={FOLDERS_QUIET: folders_retired(FOLDERS)})
     assert sent == [
         gone.alert,
-        "Librarian: the mirror /mirror is no longer watched: sessions come by push "
-        "(`librarian push`), and each machine that pushes is watched instead.",
+        "Librarian: the agents' folders here (Claude Code's /sessions/claude, Codex's "
+        "/sessions/codex) are no longer watched: sessions come by push (`librarian push`), and "
+        "each machine that pushes is watched instead.",
     ]
     assert state.open == {}
     # An incident that healed (not one no longer asked) still says its own recovery.

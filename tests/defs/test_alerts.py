@@ -18,8 +18,10 @@ import pytest
 
 from librarian_dagster.core.assembly.store import Store
 from librarian_dagster.core.capture import uploads
+from librarian_dagster.core.capture.agents import folders
 from librarian_dagster.core.capture.readers import session_files_for
 from librarian_dagster.core.capture.uploads import StagedFile
+from librarian_dagster.core.service.alerts import folders_retired
 from librarian_dagster.core.service.dagster_home import prepare_dagster_home
 from librarian_dagster.core.service.journal import Tail, journal_path
 from librarian_dagster.core.settings import Settings
@@ -170,7 +172,7 @@ def test_a_session_with_nothing_to_remember_is_no_gap(env, telegram):
     assert telegram.texts == []
 
 
-def test_a_quiet_mirror_is_a_gap_and_zero_quiet_hours_turn_it_off(env, telegram, monkeypatch):
+def test_quiet_folders_are_a_gap_and_zero_quiet_hours_turn_it_off(env, telegram, monkeypatch):
     settings, instance, folder = env
     age(write_transcript(folder, SESSION, "Which port?", "3201."), 600)
     ingest_sessions(session_files_for([folder]), settings, instance)
@@ -178,10 +180,10 @@ def test_a_quiet_mirror_is_a_gap_and_zero_quiet_hours_turn_it_off(env, telegram,
     first = _tick(settings, instance, "capture_gap_alerts", None, start)
     quiet = _tick(settings, instance, "capture_gap_alerts", first.cursor, start + 25 * HOUR)
     [alert] = telegram.texts
-    assert "has not changed for 25 h" in alert and str(folder.parent) in alert
+    assert "have not changed for 25 h" in alert and f"Claude Code's {folder.parent}" in alert
     age(write_transcript(folder, "66666666-6666-4666-8666-666666666666", "New?", "Yes."), 0)
     _tick(settings, instance, "capture_gap_alerts", quiet.cursor, time.time())
-    assert telegram.texts[1] == f"Librarian recovered: the mirror {folder.parent} is filling again."
+    assert telegram.texts[1] == "Librarian recovered: the agents' folders here are filling again."
 
     ingest_sessions(session_files_for([folder]), settings, instance)  # no ingest gap either
     monkeypatch.setenv("LIBRARIAN_QUIET_HOURS", "0")
@@ -331,18 +333,18 @@ def test_a_machine_that_stopped_pushing_gives_one_alert_by_name_and_one_when_bac
     assert [e.text for e in said if e.kind == "alert"] == telegram.texts
 
 
-def test_a_mirror_nobody_copies_into_is_no_gap_once_machines_push(env, telegram):
+def test_folders_nobody_copies_into_are_no_gap_once_machines_push(env, telegram):
     settings, instance, folder = env
     first = _tick(settings, instance, "capture_gap_alerts", None)
-    [gone] = telegram.texts  # nobody pushes yet: the mirror is the only way sessions come
-    assert gone.startswith(f"Librarian capture gap: the mirror folder {folder.parent} does not")
+    [gone] = telegram.texts  # nobody pushes yet: the folders are the only way sessions come
+    assert gone.startswith("Librarian capture gap: no agent's folder exists here (Claude Code's ")
+    assert str(folder.parent) in gone
     _pushed(settings, "alice", "lap")
     turned = _tick(settings, instance, "capture_gap_alerts", first.cursor)
     _tick(settings, instance, "capture_gap_alerts", turned.cursor, time.time() + 2 * HOUR)
     assert telegram.texts == [
         gone,
-        f"Librarian: the mirror {folder.parent} is no longer watched: sessions come by push "
-        "(`librarian push`), and each machine that pushes is watched instead.",
+        folders_retired(folders(settings)),
     ]
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "label",
     "live_task",
     "live_tool",
+    "named_folders",
     "not_a_transcript",
     "parse_session",
     "session_files_for",
@@ -65,6 +66,11 @@ def not_a_transcript() -> str:
 def label(agent: str) -> str:
     """How people name an agent ("Codex"); an unknown name as it is."""
     return LABELS.get(agent, agent)
+
+
+def named_folders(folders: Mapping[str, Path]) -> str:
+    """Agents' folders as people read them: "Claude Code's /a, Codex's /b"."""
+    return ", ".join(f"{label(agent)}'s {folder}" for agent, folder in folders.items())
 
 
 def check_agent(agent: str) -> str:

@@ -48,7 +48,7 @@ ACTIONS = (CHANGE, READ, RUN, SEARCH)
 
 UNREADABLE = "unreadable file"
 """The start of the `skip_reason` of a session whose main file could not be read: a fault of the
-moment (a mirror away, a mount gone), not a session with nothing to remember."""
+moment (a folder away, a mount gone), not a session with nothing to remember."""
 
 
 IDENTITY = "identity"

@@ -34,7 +34,7 @@ class Proposal:
     read: int
     """Sessions read."""
     unread: int
-    """Sessions whose files could not be read (gone from the mirror, say): not cited."""
+    """Sessions whose files could not be read (gone from their folder, say): not cited."""
     lines: int
     archived: int
     """Lines retired or superseded by this proposal."""

@@ -2,7 +2,7 @@
 needs no API key (the CLI's own login serves), and which of its failures are worth another try.
 
 Run so that it neither remembers nor reaches out: `--no-session-persistence` (no transcript that
-the mirror would ingest as a session of its own), `--setting-sources ""` (none of the user's
+the sensor would ingest as a session of its own), `--setting-sources ""` (none of the user's
 hooks, this product's prompt hook among them, see the request), `--tools ""` (nothing to run),
 and the request on stdin, never on the command line (`ps` shows a command line).
 """

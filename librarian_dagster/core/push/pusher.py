@@ -25,7 +25,7 @@ from pathlib import Path
 
 from librarian_dagster.core.capture.agents import folders
 from librarian_dagster.core.capture.files import SessionFiles, SessionHead
-from librarian_dagster.core.capture.mirror import Snapshot, is_excluded, snapshot
+from librarian_dagster.core.capture.ingest_plan import Snapshot, is_excluded, snapshot
 from librarian_dagster.core.capture.readers import READERS, session_heads
 from librarian_dagster.core.capture.repository import project_of_remote, remote_of
 from librarian_dagster.core.push.bundle import content_sha256, redacted_files

@@ -7,10 +7,10 @@ Four kinds of capture gap (the way memory is silently lost):
   later). A session is handled once a run got to it after its files last changed: its memory is
   newer than its files, or (for a session with nothing to remember, or one whose run failed,
   which the failure alert covers) its `transcript` stage ran after that.
-- `mirror_quiet`: the newest transcript in the mirror is older than `quiet_hours` (0: never
-  asked), or the mirror folder is gone: the copy from the laptop may have stopped. Asked only
-  of a mirror in use (`mirror_in_use`): where sessions come by push, a mirror nobody copies into
-  is no gap, and each pushing machine is watched instead.
+- `folders_quiet`: the newest transcript in the agents' folders here is older than
+  `quiet_hours` (0: never asked), or no agent's folder exists: the copy from the laptop may have
+  stopped. Asked only of folders in use (`folders_in_use`): where sessions come by push, folders
+  nobody copies into are no gap, and each pushing machine is watched instead.
 - `machine_quiet:<person>/<machine>`: a machine that pushes here (`librarian push`, whose watch
   says hello each round even with nothing new) has not been heard of for `quiet_hours`.
 - `sessions_sensor_silent`: the sessions sensor has had no successful tick for ten minutes
@@ -27,11 +27,15 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from librarian_dagster.core.capture.mirror import Snapshot
+from librarian_dagster.core.capture.ingest_plan import Snapshot
+from librarian_dagster.core.capture.readers import named_folders
 from librarian_dagster.core.store.pushes import PushMachine
 
 INGEST_GAP = "ingest_gap"
-MIRROR_QUIET = "mirror_quiet"
+FOLDERS_QUIET = "folders_quiet"
+_RENAMED = {"mirror_quiet": FOLDERS_QUIET}
+"""Incident keys of earlier versions, read from a cursor under their name now: an incident open
+across an upgrade is neither alerted again nor said to be over."""
 MACHINE_QUIET = "machine_quiet"
 SESSIONS_SENSOR_SILENT = "sessions_sensor_silent"
 SENSOR_SILENCE_SECONDS = 600.0
@@ -86,7 +90,10 @@ class GapState:
                 raise ValueError(cursor)
             return cls(
                 watching_since=float(value["watching_since"]),
-                open={str(k): OpenIncident(**v) for k, v in value["open"].items()},
+                open={
+                    _RENAMED.get(str(k), str(k)): OpenIncident(**v)
+                    for k, v in value["open"].items()
+                },
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             # First tick, or an unreadable cursor: start watching now (an open incident is
@@ -111,7 +118,7 @@ def due_sessions(
 
     `handled`: session id -> when a run last got to it (seconds since the epoch). `requested`:
     session id -> (fingerprint, when) the sessions sensor last requested a run for it. No session
-    is due before `watching_since`: on the first start, the backlog of old sessions the mirror
+    is due before `watching_since`: on the first start, the backlog of old sessions the sessions
     sensor has not even requested yet is not a gap.
     """
     overdue = []
@@ -133,8 +140,8 @@ def due_sessions(
 def capture_incidents(
     *,
     now: float,
-    mirror: Path,
-    mirror_exists: bool,
+    folders: Mapping[str, Path],
+    present: Mapping[str, Path],
     snapshots: Sequence[Snapshot],
     overdue: Sequence[Overdue],
     sensor_watched: bool,
@@ -146,49 +153,51 @@ def capture_incidents(
 ) -> list[Incident]:
     """The capture gaps open at `now`.
 
-    `snapshots`: the sessions in this machine's agent folders (not those pushed here), whose
-    newest tells a quiet mirror. `machines`: those that push here. `sensor_watched`: whether the
+    `folders`: every agent's folder here, by agent; `present`: those that exist. `snapshots`:
+    the sessions in them (not those pushed here), whose newest tells quiet folders. `machines`:
+    those that push here. `sensor_watched`: whether the
     sessions sensor has a stored state at all. The daemon that runs this check runs the sessions
     sensor too, so without one (a test, a direct evaluation) there is nothing to judge yet; with
     one, its last good tick (or, if it never had one, the time this watch began) must be recent.
     """
-    mirror_gap = None
-    if mirror_in_use(mirror_exists, snapshots, machines):
-        mirror_gap = _mirror_gap(now, mirror, mirror_exists, snapshots, watching_since, quiet_hours)
+    folders_gap = None
+    if folders_in_use(bool(present), snapshots, machines):
+        folders_gap = _folders_gap(now, folders, present, snapshots, watching_since, quiet_hours)
     found = [
         _ingest_gap(overdue, gap_minutes, now),
-        mirror_gap,
+        folders_gap,
         _sensor_gap(now, sensor_watched, last_sensor_tick, watching_since),
         *machine_gaps(machines, now, quiet_hours),
     ]
     return [incident for incident in found if incident is not None]
 
 
-def mirror_in_use(
-    mirror_exists: bool, snapshots: Sequence[Snapshot], machines: Sequence[PushMachine]
+def folders_in_use(
+    present: bool, snapshots: Sequence[Snapshot], machines: Sequence[PushMachine]
 ) -> bool:
-    """Whether sessions come through the folders here, so that their silence is a gap.
+    """Whether sessions come through the agents' folders here, so that their silence is a gap.
 
     While no machine pushes here they are the only way sessions come. Once one does, they count
-    only if a transcript was written there since the first push: a mirror the copy from a laptop
-    still fills beside the pushes. A folder absent, empty, or left as it was when the laptops
-    turned to `librarian push` is nobody's, and each pushing machine is watched instead.
+    only if a transcript was written there since the first push: folders the copy from a laptop
+    still fills beside the pushes. Folders absent, empty, or left as they were when the laptops
+    turned to `librarian push` are nobody's, and each pushing machine is watched instead.
     """
     if not machines:
         return True
-    if not mirror_exists:
+    if not present:
         return False
     newest = max((s.last_modified for s in snapshots), default=None)
     first_push = min(m.first_push.timestamp() for m in machines)
     return newest is not None and newest >= first_push
 
 
-def mirror_retired(mirror: Path) -> str:
-    """Said in place of the recovery of a mirror alert when the mirror is no longer watched:
-    not "the mirror is back", which it is not."""
+def folders_retired(folders: Mapping[str, Path]) -> str:
+    """Said in place of the recovery of a quiet-folders alert when the folders are no longer
+    watched: not "the folders are back", which they are not."""
     return (
-        f"Librarian: the mirror {mirror} is no longer watched: sessions come by push "
-        "(`librarian push`), and each machine that pushes is watched instead."
+        f"Librarian: the agents' folders here ({named_folders(folders)}) are no longer watched: "
+        "sessions come by push (`librarian push`), and each machine that pushes is watched "
+        "instead."
     )
 
 
@@ -229,20 +238,21 @@ def _ingest_gap(overdue: Sequence[Overdue], gap_minutes: float, now: float) -> I
     )
 
 
-def _mirror_gap(
+def _folders_gap(
     now: float,
-    mirror: Path,
-    mirror_exists: bool,
+    folders: Mapping[str, Path],
+    present: Mapping[str, Path],
     snapshots: Sequence[Snapshot],
     watching_since: float,
     quiet_hours: float,
 ) -> Incident | None:
-    if not mirror_exists:
+    if not present:
         return Incident(
-            MIRROR_QUIET,
-            f"Librarian capture gap: the mirror folder {mirror} does not exist; no session "
-            "can be captured (LIBRARIAN_MIRROR, or the copy from the laptop).",
-            f"Librarian recovered: the mirror folder {mirror} is back.",
+            FOLDERS_QUIET,
+            f"Librarian capture gap: no agent's folder exists here ({named_folders(folders)}); "
+            "no session can be captured (the agents' folder settings, or the copy from the "
+            "laptop).",
+            "Librarian recovered: an agent's folder is here again.",
         )
     if quiet_hours <= 0:
         return None
@@ -252,11 +262,11 @@ def _mirror_gap(
         return None
     written = f"newest transcript written {_when(newest)}" if newest else "no transcripts"
     return Incident(
-        MIRROR_QUIET,
-        f"Librarian capture gap: the mirror {mirror} has not changed for "
-        f"{(now - quiet_since) / 3600:.0f} h ({written}); is the copy from the "
+        FOLDERS_QUIET,
+        f"Librarian capture gap: the agents' folders here ({named_folders(present)}) have not "
+        f"changed for {(now - quiet_since) / 3600:.0f} h ({written}); is the copy from the "
         "laptop still running?",
-        f"Librarian recovered: the mirror {mirror} is filling again.",
+        "Librarian recovered: the agents' folders here are filling again.",
     )
 
 
@@ -292,7 +302,7 @@ def advance(
     hears each opening and clearing once, whether or not its message was delivered.
 
     `unwatched`: incident key -> what is said, in place of its recovery, when it clears because
-    it is no longer asked (`mirror_retired`), not because it healed."""
+    it is no longer asked (`folders_retired`), not because it healed."""
     current = {i.key: i for i in incidents}
     still_open: dict[str, OpenIncident] = {}
     for key, known in state.open.items():

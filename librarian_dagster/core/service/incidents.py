@@ -1,4 +1,4 @@
-"""The incidents `librarian up` healed (the database, the mirror folder), kept where the code
+"""The incidents `librarian up` healed (the database, an agent's folder), kept where the code
 location reads them, so that the runs an incident failed are run again once it is over
 (defs/monitoring.py, `incident_rerun_sensor`).
 
@@ -17,7 +17,7 @@ from pathlib import Path
 KEPT_S = 7 * 86400.0
 """How long a healed incident is kept: longer than any run it failed can wait in the queue."""
 
-# The database's and the mirror's watches are threads of one `up`: one rewrite at a time, or
+# The database's and the folders' watches are threads of one `up`: one rewrite at a time, or
 # one could drop the other's incident (and both write the same temporary file).
 _WRITING = threading.Lock()
 
@@ -25,7 +25,7 @@ _WRITING = threading.Lock()
 @dataclass(frozen=True)
 class Incident:
     what: str
-    """What failed, as the alerts name it: "the database", "the mirror folder"."""
+    """What failed, as the alerts name it: "the database", "Codex's folder"."""
     began: float
     """When it was seen failing (seconds since the epoch)."""
     healed: float

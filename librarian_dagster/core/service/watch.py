@@ -1,12 +1,12 @@
 """`librarian up` watching what it depends on: a database that dies or hangs is restarted, or `up`
-exits saying why; a mirror folder that cannot be read is waited for; either way someone is told.
+exits saying why; an agent's folder that cannot be read is waited for; either way someone is told.
 
 A watch probes every LIBRARIAN_WATCH_INTERVAL_SECONDS (the database with `SELECT 1` within a
-timeout, which a stopped server never answers; the mirror folder by listing it). After DOWN_AFTER
+timeout, which a stopped server never answers; an agent's folder by listing it). After DOWN_AFTER
 failed probes in a row it is an incident: one alert, sent by this process, which needs no database
 to send it (the alert sensors keep their state in the database that failed). The embedded database
-is then restarted, with a pause between tries; an external one (LIBRARIAN_DATABASE_URL), or the
-mirror, has nothing here to restart, and is watched until it answers (LIBRARIAN_HOME full, for at
+is then restarted, with a pause between tries; an external one (LIBRARIAN_DATABASE_URL), or a
+folder, has nothing here to restart, and is watched until it answers (LIBRARIAN_HOME full, for at
 most `wait_s`: no one heals a full disk by waiting). When it answers again, one recovery message,
 the incident recorded (core/service/incidents.py: the runs it failed are run again), and `healed` is
 set so that `up` restarts its children (their connections, and Dagster's daemon threads, died with
@@ -39,7 +39,7 @@ RESTART_PAUSES_S = (2.0, 5.0, 10.0, 20.0)
 @dataclass
 class Watch:
     what: str
-    """What is watched, as an alert names it: "the database", "the mirror folder"."""
+    """What is watched, as an alert names it: "the database", "Codex's folder"."""
     where: str
     """Where it is (the database as `describe_location` names it: no password)."""
     probe: Callable[[], str | None]

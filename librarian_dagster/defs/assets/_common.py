@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import dagster as dg
 
 from librarian_dagster.core.capture.files import SessionFiles
-from librarian_dagster.core.capture.mirror import is_excluded
+from librarian_dagster.core.capture.ingest_plan import is_excluded
 from librarian_dagster.core.capture.skips import SkipList, last_active
 from librarian_dagster.core.digest.chunking import Chunk
 from librarian_dagster.core.store.ledger import Ledger

@@ -43,7 +43,7 @@ TRANSCRIPT = dg.AssetKey("transcript")
 
 def unreadable_pauses(total: float) -> list[float]:
     """Waits before reading an unreadable transcript again, 1 s doubling, adding up to `total`
-    (LIBRARIAN_UNREADABLE_WAIT_SECONDS): a mirror away for a while costs the run that while,
+    (LIBRARIAN_UNREADABLE_WAIT_SECONDS): a folder away for a while costs the run that while,
     not the session its memory."""
     pauses: list[float] = []
     pause = 1.0

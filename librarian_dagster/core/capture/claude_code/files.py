@@ -1,4 +1,4 @@
-"""Which files make a Claude Code session: discovery under the mirror, grouping, the head.
+"""Which files make a Claude Code session: discovery under its folder, grouping, the head.
 
 A session is its main file plus the subagent files attached to it: new layout
 `<session>/subagents/agent-*.jsonl`, old layout `agent-*.jsonl` beside the session (attached by
@@ -134,7 +134,7 @@ def _collect(files: Iterable[Path]) -> list[SessionFiles]:
 
 
 def discover_sessions(root: Path) -> list[SessionFiles]:
-    """Every session under a mirror of ~/.claude/projects (or a folder of loose .jsonl files)."""
+    """Every session under ~/.claude/projects, a copy of it, or a folder of loose .jsonl files."""
     root = Path(root)
     if not root.is_dir():
         return []

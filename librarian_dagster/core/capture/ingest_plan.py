@@ -1,4 +1,4 @@
-"""What the sensor should ingest: a pure function of the mirror's state and the last cursor.
+"""What the sessions sensor should ingest: a pure function of the agents' folders and its cursor.
 
 A session is requested when its files have settled (unchanged for `settle_seconds`, so a session
 Claude Code is still writing waits) and its fingerprint (sizes and mtimes of all its files)
@@ -18,7 +18,7 @@ from librarian_dagster.core.capture.files import SessionFiles
 
 
 def unreadable(folder: os.PathLike[str] | str) -> str | None:
-    """Why the mirror folder cannot be listed, or None: also when it is not made yet (a new
+    """Why an agent's folder cannot be listed, or None: also when it is not made yet (a new
     machine's `~/.claude/projects` appears with Claude Code's first session)."""
     try:
         with os.scandir(folder) as entries:

@@ -2,7 +2,7 @@ import json
 from pathlib import Path
 
 from librarian_dagster.core.capture.files import SessionFiles
-from librarian_dagster.core.capture.mirror import (
+from librarian_dagster.core.capture.ingest_plan import (
     Snapshot,
     parse_cursor,
     plan_ingest,
@@ -51,7 +51,7 @@ def test_what_the_store_holds_at_the_same_fingerprint_is_not_requested():
 
 
 def test_exclude_globs_match_a_project_folder_or_a_path():
-    from librarian_dagster.core.capture.mirror import is_excluded
+    from librarian_dagster.core.capture.ingest_plan import is_excluded
     from librarian_dagster.core.settings import Settings
 
     files = SessionFiles("s", Path("/m/-Users-me-private/s.jsonl"))
@@ -63,7 +63,7 @@ def test_exclude_globs_match_a_project_folder_or_a_path():
     assert not is_excluded(files, ())
 
 
-def test_a_mirror_that_cannot_be_listed_says_why(tmp_path):
+def test_a_folder_that_cannot_be_listed_says_why(tmp_path):
     assert unreadable(tmp_path) is None
     assert unreadable(tmp_path / "not-made-yet") is None
     (tmp_path / "a-file").write_text("x")
