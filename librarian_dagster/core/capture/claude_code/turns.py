@@ -27,7 +27,8 @@ from librarian_dagster.core.capture.session import (
     SEARCH,
     ToolUse,
     Turn,
-    one_line,
+    detail_of,
+    summary_of,
 )
 
 __all__ = ["SessionState", "TurnBuilder"]
@@ -92,26 +93,13 @@ def _tool_use(block: dict[str, Any]) -> ToolUse:
             if isinstance(e, dict) and isinstance(e.get("file_path"), str):
                 paths.append(e["file_path"])
     command = inp.get("command") if isinstance(inp.get("command"), str) else None
-    if command is not None:
-        summary = f"{name}: {one_line(command, 80)}"
-    elif paths:
-        summary = f"{name} {paths[0]}"
-    else:
-        detail = next(
-            (
-                inp[k]
-                for k in ("pattern", "description", "query", "url", "skill", "prompt")
-                if isinstance(inp.get(k), str) and inp[k]
-            ),
-            "",
-        )
-        summary = f"{name}: {one_line(detail, 80)}" if detail else name
+    detail = detail_of(inp, ("pattern", "description", "query", "url", "skill", "prompt"))
     return ToolUse(
         action=_ACTIONS.get(name, ""),
         name=name,
         file_paths=tuple(dict.fromkeys(paths)),
         command=command,
-        summary=one_line(summary, 120),
+        summary=summary_of(name, command, paths[0] if paths else None, detail),
         id=block.get("id") if isinstance(block.get("id"), str) else None,
     )
 

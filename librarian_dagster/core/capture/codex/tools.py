@@ -17,7 +17,16 @@ from typing import Any
 
 from librarian_dagster.core.capture.codex.shell import apply_patch_in, classify, script_of
 from librarian_dagster.core.capture.patches import patch_paths
-from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse, one_line
+from librarian_dagster.core.capture.session import (
+    CHANGE,
+    READ,
+    RUN,
+    SEARCH,
+    ToolUse,
+    detail_of,
+    one_line,
+    summary_of,
+)
 
 __all__ = ["CALL_TYPES", "OUTPUT_TYPES", "failed", "live_tool", "output_text", "tool_use"]
 
@@ -131,7 +140,7 @@ def _shell(name: str, script: str | None, workdir: str | None, call_id: str | No
         action=found.action,
         file_paths=found.paths,
         command=script,
-        summary=one_line(f"{name}: {one_line(script, 80)}", 120),
+        summary=summary_of(name, script, None, ""),
         id=call_id,
     )
 
@@ -142,7 +151,7 @@ def _web_search(payload: dict[str, Any], call_id: str | None) -> ToolUse:
     if isinstance(action, dict):
         found = action.get("query") or action.get("queries") or action.get("url") or ""
         query = " | ".join(found) if isinstance(found, list) else str(found)
-    summary = f"web_search: {one_line(query, 80)}" if query else "web_search"
+    summary = summary_of("web_search", None, None, query)
     return ToolUse(name="web_search", action=SEARCH, summary=summary, id=call_id)
 
 
@@ -155,15 +164,14 @@ def _other(name: str, args: dict[str, Any], call_id: str | None, ptype: Any) -> 
         action = SEARCH
     elif name == "write_stdin":
         action = RUN  # more of a command already running
-    detail = next((args[k] for k in _DETAIL_KEYS if isinstance(args.get(k), str) and args[k]), "")
+    detail = detail_of(args, _DETAIL_KEYS)
     if name == "write_stdin" and "session_id" in args:
         detail = f"session {args['session_id']}"
-    summary = f"{name}: {one_line(detail, 80)}" if detail else name
     return ToolUse(
         name=name,
         action=action,
         file_paths=paths,
-        summary=one_line(summary, 120),
+        summary=summary_of(name, None, None, detail),
         id=call_id,
     )
 

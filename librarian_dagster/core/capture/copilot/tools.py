@@ -14,9 +14,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from librarian_dagster.core.capture.patches import patch_paths
-from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse, one_line
+from librarian_dagster.core.capture.session import (
+    CHANGE,
+    READ,
+    RUN,
+    SEARCH,
+    ToolUse,
+    detail_of,
+    summary_of,
+)
 
-__all__ = ["live_tool", "one_line", "tool_use"]
+__all__ = ["live_tool", "tool_use"]
 
 _ACTIONS = {
     **dict.fromkeys(
@@ -91,21 +99,13 @@ def tool_use(name: str, arguments: Any, call_id: Any) -> ToolUse:
     paths = list(dict.fromkeys(_paths(name, args, arguments)))
     command = args.get("command") if name in _SHELLS else None
     command = command if isinstance(command, str) and command else None
-    if command is not None:
-        summary = f"{name}: {one_line(command, 80)}"
-    elif paths and action in (CHANGE, READ):
-        summary = f"{name} {paths[0]}"
-    else:
-        detail = next(
-            (args[k] for k in _DETAIL_KEYS if isinstance(args.get(k), str) and args[k]), ""
-        )
-        summary = f"{name}: {one_line(detail, 80)}" if detail else name
+    worked_on = paths[0] if paths and action in (CHANGE, READ) else None
     return ToolUse(
         name=name,
         action=action,
         file_paths=tuple(paths),
         command=command,
-        summary=one_line(summary, 120),
+        summary=summary_of(name, command, worked_on, detail_of(args, _DETAIL_KEYS)),
         id=call_id if isinstance(call_id, str) and call_id else None,
     )
 

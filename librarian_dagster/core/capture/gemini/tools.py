@@ -15,7 +15,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from librarian_dagster.core.capture.gemini.parts import as_parts, part_text, response_text
-from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse, one_line
+from librarian_dagster.core.capture.session import (
+    CHANGE,
+    READ,
+    RUN,
+    SEARCH,
+    ToolUse,
+    detail_of,
+    summary_of,
+)
 
 __all__ = ["ERROR_STATUSES", "absolute_paths", "live_tool", "result_text", "tool_use"]
 
@@ -80,15 +88,6 @@ def _paths(action: str, args: dict[str, Any], display: Any) -> list[str]:
     return []
 
 
-def _summary(name: str, command: str | None, paths: list[str], args: dict[str, Any]) -> str:
-    if command is not None:
-        return one_line(f"{name}: {one_line(command, 80)}", 120)
-    if paths:
-        return one_line(f"{name} {paths[0]}", 120)
-    detail = next((args[k] for k in _DETAIL_KEYS if isinstance(args.get(k), str) and args[k]), "")
-    return one_line(f"{name}: {one_line(detail, 80)}", 120) if detail else name
-
-
 def tool_use(call: dict[str, Any]) -> ToolUse:
     """The session model's tool use of one of Gemini CLI's `toolCalls` (or a `functionCall`)."""
     name = str(call.get("name") or "?")
@@ -102,7 +101,9 @@ def tool_use(call: dict[str, Any]) -> ToolUse:
         action=action,
         file_paths=tuple(paths),
         command=command,
-        summary=_summary(name, command, paths, args),
+        summary=summary_of(
+            name, command, paths[0] if paths else None, detail_of(args, _DETAIL_KEYS)
+        ),
         is_error=call.get("status") in ERROR_STATUSES or _has_error(call.get("result")),
         id=call.get("id") if isinstance(call.get("id"), str) else None,
     )

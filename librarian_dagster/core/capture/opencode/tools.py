@@ -15,9 +15,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from librarian_dagster.core.capture.patches import patch_paths
-from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse, one_line
+from librarian_dagster.core.capture.session import (
+    CHANGE,
+    READ,
+    RUN,
+    SEARCH,
+    ToolUse,
+    detail_of,
+    one_line,
+    summary_of,
+)
 
-__all__ = ["as_dict", "live_tool", "one_line", "patch_use", "tool_use"]
+__all__ = ["as_dict", "live_tool", "patch_use", "tool_use"]
 
 _ACTIONS = {
     **dict.fromkeys(("edit", "write", "patch", "multiedit", "apply_patch"), CHANGE),
@@ -70,27 +79,15 @@ def tool_use(part: dict[str, Any]) -> ToolUse:
     paths = list(dict.fromkeys(_paths(name, inp, metadata)))
     command = inp.get("command") if name == "bash" and isinstance(inp.get("command"), str) else None
     action = _ACTIONS.get(name, "")
-    detail = next(
-        (
-            inp[k]
-            for k in ("pattern", "description", "query", "url", "name", "prompt")
-            if isinstance(inp.get(k), str) and inp[k]
-        ),
-        "",
-    )
-    if command is not None:
-        summary = f"{name}: {one_line(command, 80)}"
-    elif paths and not (action == SEARCH and detail):
-        summary = f"{name} {paths[0]}"
-    else:
-        # A search says what it looked for; the folder it looked in is in file_paths.
-        summary = f"{name}: {one_line(detail, 80)}" if detail else name
+    detail = detail_of(inp, ("pattern", "description", "query", "url", "name", "prompt"))
+    # A search says what it looked for; the folder it looked in is in file_paths.
+    path = paths[0] if paths and not (action == SEARCH and detail) else None
     call = part.get("callID")
     return ToolUse(
         name=name,
         file_paths=tuple(paths),
         command=command,
-        summary=one_line(summary, 120),
+        summary=summary_of(name, command, path, detail),
         is_error=state.get("status") == "error",
         id=call if isinstance(call, str) and call else None,
         action=action,

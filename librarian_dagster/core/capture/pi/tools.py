@@ -15,9 +15,17 @@ Standard library only: hooks and the MCP server import this without dagster.
 from collections.abc import Mapping
 from typing import Any
 
-from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse, one_line
+from librarian_dagster.core.capture.session import (
+    CHANGE,
+    READ,
+    RUN,
+    SEARCH,
+    ToolUse,
+    detail_of,
+    summary_of,
+)
 
-__all__ = ["live_tool", "one_line", "tool_use"]
+__all__ = ["live_tool", "tool_use"]
 
 _ACTIONS = {
     "read": READ,
@@ -42,23 +50,14 @@ def tool_use(block: dict[str, Any]) -> ToolUse:
     command = args.get("command") if name == "bash" else None
     command = command if isinstance(command, str) and command else None
     action = _ACTIONS.get(name, "")
-    if command is not None:
-        summary = f"{name}: {one_line(command, 80)}"
-    elif path and action in (CHANGE, READ):
-        summary = f"{name} {path}"
-    else:
-        detail = next(
-            (args[k] for k in _DETAIL_KEYS if isinstance(args.get(k), str) and args[k]), ""
-        )
-        detail = detail or path
-        summary = f"{name}: {one_line(detail, 80)}" if detail else name
+    worked_on = path if action in (CHANGE, READ) else None
     call_id = block.get("id")
     return ToolUse(
         name=name,
         action=action,
         file_paths=(path,) if path else (),
         command=command,
-        summary=one_line(summary, 120),
+        summary=summary_of(name, command, worked_on, detail_of(args, _DETAIL_KEYS) or path),
         id=call_id if isinstance(call_id, str) and call_id else None,
     )
 
