@@ -44,6 +44,9 @@ class Folder:
 
 @dataclass(frozen=True)
 class Agent:
+    """One agent, stated in its own `__init__.py` in this same shape, the values its own: the
+    records `duplicates` pairs across the agents' folders are kept, as data, not logic."""
+
     reader: Reader
     folder: Folder
     connector: Connector

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+# The readers import these by name, so the same import lines stand in several agents' folders
+# (`duplicates` pairs them): kept, for an import is no logic to share.
 __all__ = [
     "SessionFiles",
     "SessionHead",

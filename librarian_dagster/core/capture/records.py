@@ -23,6 +23,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+# The readers import these by name, so the same import lines stand in several agents' folders
+# (`duplicates` pairs them): kept, for an import is no logic to share.
 __all__ = [
     "PLAIN",
     "Decoding",

@@ -23,6 +23,8 @@ from typing import Any
 from librarian_dagster.core.capture.files import SessionFiles
 from librarian_dagster.core.capture.records import ParseStats
 
+# The readers import these by name, so the same import lines stand in several agents' folders
+# (`duplicates` pairs them): kept, for an import is no logic to share.
 __all__ = [
     "ACTIONS",
     "CHANGE",
@@ -173,7 +175,10 @@ class Session:
     @classmethod
     def of(cls, files: SessionFiles, fingerprint: str, **read: Any) -> "Session":
         """The session of `files`, as every reader assembles it: its id, files, fingerprint and
-        agent from them (the fingerprint taken before they were read); the rest as `read`."""
+        agent from them (the fingerprint taken before they were read); the rest as `read`. The
+        readers name the fields they read alike (`versions=`, `models=`, the tokens), and keep
+        alike what adds up to them: lines `duplicates` pairs across the agents' folders, kept,
+        for they are this model's own list, filled each reader its own way."""
         return cls(
             **{"session_id": files.session_id, **read},
             files=tuple(str(p) for p in files.paths),

@@ -12,7 +12,10 @@ from pathlib import Path
 
 from librarian_dagster.core.connect.files import Target
 
-__all__ = ["Connector", "Where", "run_hook"]
+__all__ = ["SERVER", "Connector", "Where", "mcp_problems", "run_hook"]
+
+SERVER = "librarian"
+"""The name of Librarian's MCP server in every agent's configuration."""
 
 
 @dataclass(frozen=True)
@@ -55,8 +58,22 @@ def run_hook(where: Where, script: str, agent: str) -> str:
     return f'sh "{where.hooks / "run-hook.sh"}" {server}{script} {agent}'
 
 
+def mcp_problems(path: Path, server: object, where: Where, url_key: str = "url") -> list[str]:
+    """Why the MCP server entry `server` read from `path` (None where there is none) would not
+    reach `where`'s server, said the same way for every agent; `url_key`: the agent's word."""
+    if not isinstance(server, dict):
+        return [f"{path} names no MCP server {SERVER!r}"]
+    if where.remote and server.get(url_key) != where.mcp_url:
+        return [f"{path}: the MCP server {SERVER!r} is {server.get(url_key)}, not {where.mcp_url}"]
+    return []
+
+
 @dataclass(frozen=True)
 class Connector:
+    """Each agent's `connector.py` gives its `targets` and its `check` and ends with its
+    `CONNECTOR`, in the same shape, the files and keys its own: the pairs `duplicates` finds
+    among them are kept. What every check says alike is said once here (`mcp_problems`)."""
+
     agent: str
     """As core/capture/readers.py names it."""
     targets: Callable[[Where], list[Target]]

@@ -23,7 +23,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from librarian_dagster.core.connect.agent import Connector, Where, run_hook
+from librarian_dagster.core.connect.agent import SERVER, Connector, Where, mcp_problems, run_hook
 from librarian_dagster.core.connect.files import (
     ConfigError,
     Content,
@@ -34,7 +34,6 @@ from librarian_dagster.core.connect.files import (
 )
 
 AGENT = "codex"
-SERVER = "librarian"
 TIMEOUT_S = 10
 """Codex's own bound on a hook; the hooks keep to their deadlines (under a second) well within."""
 TOOLS = "Bash|apply_patch"
@@ -173,12 +172,7 @@ def check(where: Where) -> list[str]:
             problems.append(f"Codex would skip a hook it does not trust: {key}")
     if config.get("features", {}).get("hooks") is False:
         problems.append(f"{config_path} turns Codex's hooks off ([features] hooks = false)")
-    server = config.get("mcp_servers", {}).get(SERVER)
-    if server is None:
-        problems.append(f"{config_path} names no MCP server {SERVER!r}")
-    elif where.remote and server.get("url") != where.mcp_url:
-        problems.append(f"{config_path}: the MCP server {SERVER!r} is {server.get('url')}, "
-                        f"not {where.mcp_url}")  # fmt: skip
+    problems += mcp_problems(config_path, config.get("mcp_servers", {}).get(SERVER), where)
     if where.repo:
         project = config.get("projects", {}).get(str(where.repo), {})
         if project.get("trust_level") != "trusted":

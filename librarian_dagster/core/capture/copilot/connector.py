@@ -23,11 +23,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from librarian_dagster.core.connect.agent import Connector, Where, run_hook
+from librarian_dagster.core.connect.agent import SERVER, Connector, Where, mcp_problems, run_hook
 from librarian_dagster.core.connect.files import Target, json_target
 
 AGENT = "copilot"
-SERVER = "librarian"
 TIMEOUT_S = 10
 """Copilot's bound on a hook (`timeoutSec`); the hooks keep to their deadlines (under a second)
 well within."""
@@ -129,11 +128,7 @@ def check(where: Where) -> list[str]:
     except (ValueError, AttributeError):
         servers = None
     server = servers.get(SERVER) if isinstance(servers, dict) else None
-    if not isinstance(server, dict):
-        problems.append(f"{mcp_path} names no MCP server {SERVER!r}")
-    elif where.remote and server.get("url") != where.mcp_url:
-        problems.append(f"{mcp_path}: the MCP server {SERVER!r} is {server.get('url')}, "
-                        f"not {where.mcp_url}")  # fmt: skip
+    problems += mcp_problems(mcp_path, server, where)
     if where.repo and not _trusted(where):
         problems.append(
             f"Copilot CLI reads {where.repo}/.github/hooks and the repository's MCP servers only "

@@ -15,11 +15,10 @@ expands as it reads its settings): the token is never in the file.
 import json
 from pathlib import Path
 
-from librarian_dagster.core.connect.agent import Connector, Where, run_hook
+from librarian_dagster.core.connect.agent import SERVER, Connector, Where, mcp_problems, run_hook
 from librarian_dagster.core.connect.files import Target, json_config, json_target
 
 AGENT = "gemini"
-SERVER = "librarian"
 FILE_TOOLS = "^(read_file|read_many_files|write_file|replace)$"
 """The file tools, by name: Gemini CLI tests a tool's name with the matcher as a JavaScript
 RegExp, unanchored (`read_file` alone would match an MCP server's `mcp_fs_read_file` too)."""
@@ -66,11 +65,7 @@ def check(where: Where) -> list[str]:
     if isinstance(switches, dict) and switches.get("enabled") is False:
         problems.append(f"{path} turns Gemini CLI's hooks off (hooksConfig.enabled = false)")
     server = (settings.get("mcpServers") or {}).get(SERVER)
-    if not isinstance(server, dict):
-        problems.append(f"{path} names no MCP server {SERVER!r}")
-    elif where.remote and server.get("httpUrl") != where.mcp_url:
-        problems.append(f"{path}: the MCP server {SERVER!r} is {server.get('httpUrl')}, "
-                        f"not {where.mcp_url}")  # fmt: skip
+    problems += mcp_problems(path, server, where, url_key="httpUrl")
     if where.repo and not _trusted(where):
         problems.append(f"Gemini CLI reads {path} only in a folder you trusted: trust it there")
     return problems

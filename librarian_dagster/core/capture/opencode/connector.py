@@ -19,11 +19,10 @@ them): Librarian writes `opencode.json`, the one of them that is plain JSON.
 
 from pathlib import Path
 
-from librarian_dagster.core.connect.agent import Connector, Where
+from librarian_dagster.core.connect.agent import SERVER, Connector, Where, mcp_problems
 from librarian_dagster.core.connect.files import Target, json_config, json_target
 
 AGENT = "opencode"
-SERVER = "librarian"
 PLUGIN = Path("plugins") / "opencode" / "librarian.js"
 """The plugin, in Librarian's checkout."""
 
@@ -77,12 +76,8 @@ def check(where: Where) -> list[str]:
         problems.append(f"not connected: {path} does not load Librarian's plugin{whose}")
     servers = config.get("mcp")
     server = servers.get(SERVER) if isinstance(servers, dict) else None
-    if not isinstance(server, dict):
-        problems.append(f"{path} names no MCP server {SERVER!r}")
-    elif where.remote and server.get("url") != where.mcp_url:
-        problems.append(f"{path}: the MCP server {SERVER!r} is {server.get('url')}, "
-                        f"not {where.mcp_url}")  # fmt: skip
-    elif server.get("enabled") is False:
+    problems += mcp_problems(path, server, where)
+    if isinstance(server, dict) and server.get("enabled") is False:
         problems.append(f"{path} turns the MCP server {SERVER!r} off (enabled = false)")
     return problems
 
