@@ -15,7 +15,6 @@ What the turns mean:
 Standard library only: hooks and the MCP server import this without dagster.
 """
 
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -36,10 +35,8 @@ __all__ = [
     "Session",
     "ToolUse",
     "Turn",
-    "detail_of",
     "nothing_to_remember",
     "one_line",
-    "summary_of",
 ]
 
 CHANGE = "change"
@@ -94,23 +91,6 @@ def one_line(text: str, width: int = 100) -> str:
     """`text` on one line of at most `width` characters: a tool call's summary."""
     line = " ".join(text.split())
     return line if len(line) <= width else line[: width - 3] + "..."
-
-
-def summary_of(name: str, command: str | None, path: str | None, detail: str) -> str:
-    """A tool use on one line, as every reader says it: the command it ran, else the file it
-    worked on, else what it looked for or was about (`detail`), else its name."""
-    if command is not None:
-        said = f"{name}: {one_line(command, 80)}"
-    elif path:
-        said = f"{name} {path}"
-    else:
-        said = f"{name}: {one_line(detail, 80)}" if detail else name
-    return one_line(said, 120)
-
-
-def detail_of(args: Mapping[str, Any], keys: Iterable[str]) -> str:
-    """The first of `keys` that `args` gives as a string that is not empty, else ""."""
-    return next((args[k] for k in keys if isinstance(args.get(k), str) and args[k]), "")
 
 
 @dataclass

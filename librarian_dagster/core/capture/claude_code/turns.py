@@ -20,16 +20,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from librarian_dagster.core.capture.records import ParseStats, count_of, parse_ts
-from librarian_dagster.core.capture.session import (
-    CHANGE,
-    READ,
-    RUN,
-    SEARCH,
-    ToolUse,
-    Turn,
-    detail_of,
-    summary_of,
-)
+from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse, Turn
+from librarian_dagster.core.capture.tool_summary import detail_of, summary_of
 
 __all__ = ["SessionState", "TurnBuilder"]
 

@@ -17,16 +17,8 @@ from typing import Any
 
 from librarian_dagster.core.capture.codex.shell import apply_patch_in, classify, script_of
 from librarian_dagster.core.capture.patches import patch_paths
-from librarian_dagster.core.capture.session import (
-    CHANGE,
-    READ,
-    RUN,
-    SEARCH,
-    ToolUse,
-    detail_of,
-    one_line,
-    summary_of,
-)
+from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse, one_line
+from librarian_dagster.core.capture.tool_summary import detail_of, summary_of
 
 __all__ = ["CALL_TYPES", "OUTPUT_TYPES", "failed", "live_tool", "output_text", "tool_use"]
 

@@ -14,15 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from librarian_dagster.core.capture.patches import patch_paths
-from librarian_dagster.core.capture.session import (
-    CHANGE,
-    READ,
-    RUN,
-    SEARCH,
-    ToolUse,
-    detail_of,
-    summary_of,
-)
+from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse
+from librarian_dagster.core.capture.tool_summary import detail_of, summary_of
 
 __all__ = ["live_tool", "tool_use"]
 

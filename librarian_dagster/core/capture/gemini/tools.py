@@ -15,15 +15,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from librarian_dagster.core.capture.gemini.parts import as_parts, part_text, response_text
-from librarian_dagster.core.capture.session import (
-    CHANGE,
-    READ,
-    RUN,
-    SEARCH,
-    ToolUse,
-    detail_of,
-    summary_of,
-)
+from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse
+from librarian_dagster.core.capture.tool_summary import detail_of, summary_of
 
 __all__ = ["ERROR_STATUSES", "absolute_paths", "live_tool", "result_text", "tool_use"]
 

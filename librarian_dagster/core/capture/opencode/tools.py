@@ -15,16 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from librarian_dagster.core.capture.patches import patch_paths
-from librarian_dagster.core.capture.session import (
-    CHANGE,
-    READ,
-    RUN,
-    SEARCH,
-    ToolUse,
-    detail_of,
-    one_line,
-    summary_of,
-)
+from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse, one_line
+from librarian_dagster.core.capture.tool_summary import detail_of, summary_of
 
 __all__ = ["as_dict", "live_tool", "patch_use", "tool_use"]
 

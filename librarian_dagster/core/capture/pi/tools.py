@@ -15,15 +15,8 @@ Standard library only: hooks and the MCP server import this without dagster.
 from collections.abc import Mapping
 from typing import Any
 
-from librarian_dagster.core.capture.session import (
-    CHANGE,
-    READ,
-    RUN,
-    SEARCH,
-    ToolUse,
-    detail_of,
-    summary_of,
-)
+from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse
+from librarian_dagster.core.capture.tool_summary import detail_of, summary_of
 
 __all__ = ["live_tool", "tool_use"]
 
