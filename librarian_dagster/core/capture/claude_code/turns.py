@@ -21,7 +21,7 @@ from typing import Any
 
 from librarian_dagster.core.capture.records import ParseStats, count_of, parse_ts
 from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse, Turn
-from librarian_dagster.core.capture.tool_summary import detail_of, summary_of
+from librarian_dagster.core.capture.tool_summary import detail_of, strings_of, summary_of
 
 __all__ = ["SessionState", "TurnBuilder"]
 
@@ -74,16 +74,10 @@ def _tool_use(block: dict[str, Any]) -> ToolUse:
     name = str(block.get("name") or "?")
     inp = block.get("input")
     inp = inp if isinstance(inp, dict) else {}
-    paths: list[str] = []
-    for key in ("file_path", "notebook_path", "path"):
-        val = inp.get(key)
-        if isinstance(val, str) and val:
-            paths.append(val)
+    paths = strings_of(inp, ("file_path", "notebook_path", "path"))
     edits = inp.get("edits")
     if isinstance(edits, list):
-        for e in edits:
-            if isinstance(e, dict) and isinstance(e.get("file_path"), str):
-                paths.append(e["file_path"])
+        paths += [p for e in edits if isinstance(e, dict) for p in strings_of(e, ("file_path",))]
     command = inp.get("command") if isinstance(inp.get("command"), str) else None
     detail = detail_of(inp, ("pattern", "description", "query", "url", "skill", "prompt"))
     return ToolUse(

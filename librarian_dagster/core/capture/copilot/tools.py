@@ -15,7 +15,7 @@ from typing import Any
 
 from librarian_dagster.core.capture.patches import patch_paths
 from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse
-from librarian_dagster.core.capture.tool_summary import detail_of, summary_of
+from librarian_dagster.core.capture.tool_summary import detail_of, strings_of, summary_of
 
 __all__ = ["live_tool", "tool_use"]
 
@@ -74,7 +74,7 @@ def _patch_paths(arguments: Any) -> list[str]:
 def _paths(name: str, args: dict[str, Any], arguments: Any) -> list[str]:
     if name in ("apply_patch", "git_apply_patch"):
         return _patch_paths(arguments)
-    paths = [args[k] for k in ("path", "file_path", "filePath") if isinstance(args.get(k), str)]
+    paths = strings_of(args, ("path", "file_path", "filePath"))
     many = args.get("paths")
     if isinstance(many, list):
         paths.extend(p for p in many if isinstance(p, str))

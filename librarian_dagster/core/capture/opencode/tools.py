@@ -16,7 +16,7 @@ from typing import Any
 
 from librarian_dagster.core.capture.patches import patch_paths
 from librarian_dagster.core.capture.session import CHANGE, READ, RUN, SEARCH, ToolUse, one_line
-from librarian_dagster.core.capture.tool_summary import detail_of, summary_of
+from librarian_dagster.core.capture.tool_summary import detail_of, strings_of, summary_of
 
 __all__ = ["as_dict", "live_tool", "patch_use", "tool_use"]
 
@@ -36,29 +36,19 @@ def as_dict(value: Any) -> dict[str, Any]:
 
 
 def _paths(name: str, inp: dict[str, Any], metadata: dict[str, Any]) -> list[str]:
-    paths: list[str] = []
-    for key in ("filePath", "file_path", "path"):
-        val = inp.get(key)
-        if isinstance(val, str) and val:
-            paths.append(val)
+    paths = strings_of(inp, ("filePath", "file_path", "path"))
     edits = inp.get("edits")
     if isinstance(edits, list):
-        paths.extend(
-            e["filePath"]
-            for e in edits
-            if isinstance(e, dict) and isinstance(e.get("filePath"), str)
-        )
+        paths += [p for e in edits if isinstance(e, dict) for p in strings_of(e, ("filePath",))]
     patch = inp.get("patchText")
     if isinstance(patch, str):
         paths.extend(patch_paths(patch))
     files = metadata.get("files")
     if name in ("apply_patch", "patch") and isinstance(files, list):
         # What apply_patch reports it did, absolute: moves name their target here too.
-        for f in files:
-            if isinstance(f, dict):
-                for key in ("filePath", "movePath"):
-                    if isinstance(f.get(key), str) and f[key]:
-                        paths.append(f[key])
+        paths += [
+            p for f in files if isinstance(f, dict) for p in strings_of(f, ("filePath", "movePath"))
+        ]
     return paths
 
 
