@@ -170,7 +170,7 @@ def _chat_files(root: Path) -> list[Path]:
 def discover_sessions(root: Path) -> list[SessionFiles]:
     """Every session under a copy of `~/.gemini/tmp` (or a folder of loose chat files)."""
     root = Path(root)
-    if not root.is_dir():
+    if not root.is_dir():  # as every reader's: the same two lines, kept (a guard, no logic)
         return []
     return _collect(_chat_files(root))
 
