@@ -406,24 +406,14 @@ class _Supervisor:
 def _watches(settings: "Settings", url: str, stopping: threading.Event):
     """The watches of the database, LIBRARIAN_HOME and every agent's folder
     (core/service/watch.py), each running in a thread until `stopping`."""
-    from librarian_dagster.core.capture.agents import folders
-    from librarian_dagster.core.capture.ingest_plan import unreadable
-    from librarian_dagster.core.capture.readers import label
-    from librarian_dagster.core.service.watch import Watch, alert_here, database_watch, recorder
+    from librarian_dagster.core.service.watch import Watch, alert_here, database_watch
 
     def alert(text: str) -> None:
         alert_here(settings, text)
 
     database = database_watch(settings, url)
     every = settings.watch_interval_seconds
-    # The sensor's own alert for a folder it cannot read comes after ten minutes without a good
-    # tick (and from the daemon); these in seconds, from here. One not made yet is no trouble.
-    watched = [
-        Watch(what, str(folder), partial(unreadable, folder), None, alert, every,
-              trouble="cannot be read", on_healed=recorder(settings, what))
-        for agent, folder in folders(settings).items()
-        for what in [f"{label(agent)}'s folder"]
-    ]  # fmt: skip
+    watched = folder_watches(settings, alert)
     # A full disk stops the database's writes (and Dagster's, and the staged files) while
     # `SELECT 1` still answers; nothing here can free it, so after a minute `up` exits saying so.
     home = Watch("LIBRARIAN_HOME", str(settings.home), lambda: _full(settings.home), None, alert,
@@ -432,6 +422,24 @@ def _watches(settings: "Settings", url: str, stopping: threading.Event):
     for watch in (database, home, *watched):
         threading.Thread(target=watch.run, args=(stopping,), daemon=True).start()
     return database, home, watched
+
+
+def folder_watches(settings: "Settings", alert: Callable[[str], object]) -> list["Watch"]:
+    """A watch of each agent's folder: one that cannot be listed is said in seconds (the
+    sensor's own alert comes after ten minutes without a good tick, from the daemon); one not
+    made yet is no trouble."""
+    from librarian_dagster.core.capture.agents import folders
+    from librarian_dagster.core.capture.ingest_plan import unreadable
+    from librarian_dagster.core.capture.readers import label
+    from librarian_dagster.core.service.watch import Watch, recorder
+
+    def watch(agent: str, folder: Path) -> Watch:
+        what = f"{label(agent)}'s folder"
+        return Watch(what, str(folder), partial(unreadable, folder), None, alert,
+                     settings.watch_interval_seconds, trouble="cannot be read",
+                     on_healed=recorder(settings, what))  # fmt: skip
+
+    return [watch(agent, folder) for agent, folder in folders(settings).items()]
 
 
 MIN_FREE_BYTES = 64 * 1024 * 1024
