@@ -27,13 +27,13 @@ from librarian_dagster.core.store.pushes import PushMachine
 
 T0 = 1_800_000_000.0
 MIN, HOUR = 60.0, 3600.0
-MIRROR = Path("/sessions/claude")
-FOLDERS = {"claude-code": MIRROR, "codex": Path("/sessions/codex")}
+CLAUDE = Path("/sessions/claude")
+FOLDERS = {"claude-code": CLAUDE, "codex": Path("/sessions/codex")}
 """Every agent's folder here; Claude Code's alone exists, unless a test says none does."""
 
 
 def _snap(sid: str, modified: float, fingerprint: str = "f1", project: str = "-work-app"):
-    return Snapshot(SessionFiles(sid, MIRROR / project / f"{sid}.jsonl"), fingerprint, modified)
+    return Snapshot(SessionFiles(sid, CLAUDE / project / f"{sid}.jsonl"), fingerprint, modified)
 
 
 def _due(snaps, handled=None, requested=None, now=T0, gap=60.0):
@@ -81,7 +81,7 @@ def _incidents(
         for i in capture_incidents(
             now=now,
             folders=FOLDERS,
-            present={"claude-code": MIRROR} if exists else {},
+            present={"claude-code": CLAUDE} if exists else {},
             snapshots=list(snaps),
             overdue=list(overdue),
             sensor_watched=watched,
@@ -187,9 +187,9 @@ def test_messages():
     )
     assert first_line("  ") == "(no error message)"
     sub = Snapshot(
-        SessionFiles("s", None, (MIRROR / "-p" / "s" / "subagents" / "agent-1.jsonl",)), "f", 0
+        SessionFiles("s", None, (CLAUDE / "-p" / "s" / "subagents" / "agent-1.jsonl",)), "f", 0
     )
-    old = Snapshot(SessionFiles("s", None, (MIRROR / "-q" / "agent-1.jsonl",)), "f", 0)
+    old = Snapshot(SessionFiles("s", None, (CLAUDE / "-q" / "agent-1.jsonl",)), "f", 0)
     assert (transcript_folder_of(sub), transcript_folder_of(old)) == ("-p", "-q")
 
 
