@@ -104,6 +104,11 @@ def test_a_prompt_that_says_too_little_is_not_looked_up(served, query, note):
 def test_a_prompt_is_asked_as_a_query_is(served):
     prompt, query = (_post(served, {key: QUERY}).json() for key in ("prompt", "query"))
     assert prompt == query and prompt["context"]
+    # Behind the context Gemini CLI's start hooks put before it, what the user typed is asked.
+    behind = f"<hook_context>{'the notes of the project ' * 200}</hook_context>\n\n{QUERY}"
+    assert _post(served, {"prompt": behind}).json() == query
+    said = _post(served, {"prompt": "<hook_context>a b c d e f</hook_context>\n\nfix it"}).json()
+    assert said["note"] == "short prompt"
     both = _post(served, {"query": QUERY, "prompt": QUERY})
     assert both.status_code == 400 and "one of query and prompt" in both.json()["error"]
 
