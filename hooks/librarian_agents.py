@@ -45,9 +45,9 @@ def event_of(agent: str, raw: dict, env=None) -> dict:
     if "toolArgs" in raw:
         event["tool_input"] = arguments if isinstance(arguments, dict) else {}
     session = event.get("session_id")
-    if not isinstance(session, str) or len(session) > 100 or "transcript_path" in event:
+    if "transcript_path" in event or not isinstance(session, str):
         return event
-    if session.replace("-", "").replace("_", "").isalnum():  # a name (a UUID), not a path
+    if lib.session_key(session) == session:  # a plain name (a UUID), never a path
         named = (os.environ if env is None else env).get("COPILOT_HOME")
         home = os.path.expanduser(named or os.path.join("~", ".copilot"))
         event["transcript_path"] = os.path.join(home, "session-state", session, "events.jsonl")
