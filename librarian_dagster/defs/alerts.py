@@ -181,7 +181,7 @@ def capture_gap_alerts(
     now = clock.now()
     state = GapState.from_cursor(context.cursor, now)
     every = folders.by_agent()
-    present = {agent: folder for agent, folder in every.items() if folder.is_dir()}
+    present = folders.present()
     snapshots = snapshot(discover(present))
     # A pushed session not ingested is as late as one written here; only those written here
     # tell whether the folders are quiet.

@@ -220,6 +220,10 @@ class SessionFoldersResource(dg.ConfigurableResource):
     def by_agent(self) -> dict[str, Path]:
         return {agent: Path(folder) for agent, folder in self.folders.items()}
 
+    def present(self) -> dict[str, Path]:
+        """The agents' folders that exist here: the others hold no session yet."""
+        return {agent: folder for agent, folder in self.by_agent().items() if folder.is_dir()}
+
 
 class JournalResource(dg.ConfigurableResource):
     """Where the events a person running `librarian up` hears of are written: a session

@@ -99,7 +99,7 @@ def _sessions(folders: SessionFoldersResource, ledger: LedgerResource) -> list[S
     """Every session in the agents' folders here and every one pushed here, as the server
     recorded it; None when there is neither a folder nor a pushed session. A session both here
     and pushed (a laptop pushing to itself) is read here: one source."""
-    there = {agent: root for agent, root in folders.by_agent().items() if root.is_dir()}
+    there = folders.present()
     uploads = Path(folders.uploads) if folders.uploads else None
     pushed = staged_sessions(uploads, ledger.pushes().recorded()) if uploads else []
     if not there and not pushed:
